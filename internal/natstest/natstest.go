@@ -1,0 +1,77 @@
+// Package natstest starts real embedded JetStream servers for tests: jetloop's
+// JetStream code is never tested against a mock of the jetstream interfaces.
+package natstest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Server is an embedded JetStream server listening on a random loopback port,
+// with file storage in a temporary directory owned by the test.
+type Server struct {
+	*server.Server
+	Dir string
+}
+
+// Start starts a server and stops it when the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartIn(t, t.TempDir(), -1)
+}
+
+// StartIn starts a server with its store in dir on port (-1 picks one), so a
+// test can stop a server and start another on the same data and address.
+func StartIn(t testing.TB, dir string, port int) *Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{
+		Host:      "127.0.0.1",
+		Port:      port,
+		JetStream: true,
+		StoreDir:  dir,
+		NoLog:     true,
+		NoSigs:    true,
+	})
+	if err != nil {
+		t.Fatalf("natstest: new server: %v", err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatalf("natstest: server not ready")
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return &Server{Server: s, Dir: dir}
+}
+
+// Connect opens a client connection closed when the test ends. Errors that
+// nats.go reports asynchronously (a denied publish looks like a timeout
+// otherwise) fail the test's log.
+func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		t.Logf("natstest: async error on %v: %v", subject(sub), err)
+	}))
+	if err != nil {
+		t.Fatalf("natstest: connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	return nc, js
+}
+
+func subject(sub *nats.Subscription) string {
+	if sub == nil {
+		return "connection"
+	}
+	return sub.Subject
+}
