@@ -1,0 +1,146 @@
+package events
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Submit is a turn request on jetloop.inbox.submit.
+type Submit struct {
+	TurnID    string            `json:"turn_id"`
+	SessionID string            `json:"session_id,omitempty"`
+	Agent     string            `json:"agent,omitempty"`
+	Input     []Message         `json:"input,omitempty"`
+	Model     string            `json:"model,omitempty"`
+	Script    json.RawMessage   `json:"script,omitempty"`
+	Limits    *Limits           `json:"limits,omitempty"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	// ForkedFrom asks for a turn whose history is another turn's
+	// conversation up to a step (jetloop fork).
+	ForkedFrom *ForkedFrom `json:"forked_from,omitempty"`
+}
+
+// Action is a control message's verb.
+type Action string
+
+// Control actions.
+const (
+	ActionAbort   Action = "abort"
+	ActionReply   Action = "reply"
+	ActionApprove Action = "approve"
+)
+
+// Control is an operator's message on jetloop.inbox.control.<turn_id>.
+type Control struct {
+	Action   Action `json:"action"`
+	Reason   string `json:"reason,omitempty"`
+	CallID   string `json:"call_id,omitempty"`
+	Answer   string `json:"answer,omitempty"`
+	Approved *bool  `json:"approved,omitempty"`
+	Note     string `json:"note,omitempty"`
+}
+
+// ToolJob asks a tool worker for one call, on jetloop.jobs.tool.<tool>.
+type ToolJob struct {
+	TurnID    string          `json:"turn_id"`
+	SessionID string          `json:"session_id"`
+	Step      int             `json:"step"`
+	CallID    string          `json:"call_id"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	Deadline  time.Time       `json:"deadline"`
+}
+
+// ToolResult answers a ToolJob, on jetloop.inbox.result.<turn_id>.
+type ToolResult struct {
+	TurnID     string `json:"turn_id"`
+	CallID     string `json:"call_id"`
+	Tool       string `json:"tool"`
+	Output     string `json:"output"`
+	IsError    bool   `json:"is_error"`
+	Final      bool   `json:"final"`
+	DurationMs int64  `json:"duration_ms"`
+	Worker     string `json:"worker"`
+	Attempt    int    `json:"attempt"`
+}
+
+// Delta is one piece of streamed model text on jetloop.stream.<turn_id>
+// (core NATS, not persisted).
+type Delta struct {
+	TurnID string `json:"turn_id"`
+	Step   int    `json:"step"`
+	Delta  string `json:"delta"`
+}
+
+// ToolInfo is a tool's entry in KV JETLOOP_TOOLS.
+type ToolInfo struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	TimeoutMs   int64           `json:"timeout_ms"`
+	Workers     int             `json:"workers"`
+}
+
+// ModelKind says what a model call is for.
+type ModelKind string
+
+// Model call kinds: a step's call, or the tool-less summary of a sentinel.
+const (
+	ModelStep    ModelKind = "step"
+	ModelSummary ModelKind = "summary"
+)
+
+// ModelJob asks a model runner for one model call, on jetloop.jobs.model
+// (internal to jetloop).
+type ModelJob struct {
+	TurnID    string          `json:"turn_id"`
+	SessionID string          `json:"session_id"`
+	Step      int             `json:"step"`
+	Kind      ModelKind       `json:"kind"`
+	Model     string          `json:"model"`
+	System    string          `json:"system,omitempty"`
+	Messages  []Message       `json:"messages"`
+	Tools     []ToolSpec      `json:"tools,omitempty"`
+	Script    json.RawMessage `json:"script,omitempty"`
+	// ScriptIndex is the number of scripted responses the turn consumed
+	// before this call: a scripted model answers attempt n of this call with
+	// response ScriptIndex+n-1.
+	ScriptIndex int `json:"script_index"`
+	// Instruction is appended for summary calls: models ignore a missing
+	// tool list alone.
+	Instruction string `json:"instruction,omitempty"`
+}
+
+// ModelResult answers a ModelJob, on jetloop.inbox.model.<turn_id>
+// (internal to jetloop).
+type ModelResult struct {
+	TurnID       string     `json:"turn_id"`
+	Step         int        `json:"step"`
+	Kind         ModelKind  `json:"kind"`
+	Text         string     `json:"text"`
+	ToolCalls    []ToolCall `json:"tool_calls,omitempty"`
+	FinishReason string     `json:"finish_reason,omitempty"`
+	Usage        Usage      `json:"usage"`
+	DurationMs   int64      `json:"duration_ms"`
+	Attempts     int        `json:"attempts"`
+	// Error is set when the call failed for good, after its retries.
+	Error string `json:"error,omitempty"`
+}
+
+// TimerKind says which deadline a timer message reports.
+type TimerKind string
+
+// Timer kinds.
+const (
+	TimerTurn TimerKind = "turn_timeout"
+	TimerCall TimerKind = "call_deadline"
+)
+
+// Timer tells the orchestrator that a deadline of a turn has passed, on
+// jetloop.inbox.timer.<turn_id> (internal to jetloop).
+type Timer struct {
+	TurnID string    `json:"turn_id"`
+	Kind   TimerKind `json:"kind"`
+	CallID string    `json:"call_id,omitempty"`
+	At     time.Time `json:"at"`
+}
