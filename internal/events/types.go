@@ -259,6 +259,9 @@ type TurnSentinelData struct {
 	Kind   SentinelKind `json:"kind"`
 	Reason StopReason   `json:"reason"`
 	Text   string       `json:"text"`
+	// Usage counts the summary call's tokens (an extension: the summary call
+	// has no model.completed of its own).
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // TurnFinishedData is the data of turn.finished.

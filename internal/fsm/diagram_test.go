@@ -1,0 +1,38 @@
+package fsm
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// The diagram in docs/fsm.md is generated from the transition table; this
+// test fails when the table changed and the doc did not.
+func TestDiagram(t *testing.T) {
+	d, err := Diagram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := "# The turn machine\n\n" +
+		"Generated from `internal/fsm`'s transition table by\n" +
+		"`go test ./internal/fsm -run Diagram -update`; do not edit by hand.\n\n" +
+		"Every transition is named after what happens; `finish` (turn.finished) leaves every live state\n" +
+		"for `done` on completion, abort, timeout or rejection.\n\n" +
+		"```mermaid\n" + strings.TrimSpace(d) + "\n```\n"
+	const path = "../../docs/fsm.md"
+	if *update {
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(got) != doc {
+		t.Fatalf("docs/fsm.md is out of date: go test ./internal/fsm -run Diagram -update")
+	}
+}
