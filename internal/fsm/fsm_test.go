@@ -147,7 +147,7 @@ func TestGivenWhenThen(t *testing.T) {
 			then: []string{"turn.started", "step.started"},
 		},
 		{
-			name: "an answer without tool calls completes the turn",
+			name:  "an answer without tool calls completes the turn",
 			given: []Input{start()},
 			when:  answer(1, "done"),
 			then:  []string{"model.completed", "step.checked:stop/completed", "turn.finished:completed"},
@@ -235,7 +235,7 @@ func TestGivenWhenThen(t *testing.T) {
 			then: []string{"model.completed", "step.checked:stop/doom_loop"},
 		},
 		{
-			name: "a text-only turn ignores returned tool calls and is one step",
+			name:  "a text-only turn ignores returned tool calls and is one step",
 			given: []Input{start(func(s *Start) { s.Limits.Steps = 0 })},
 			when:  answer(1, "just text", echo("a", "1")),
 			then:  []string{"model.completed", "step.checked:stop/completed", "turn.finished:completed"},
