@@ -128,21 +128,8 @@ type Error struct {
 func (e *Error) Error() string {
 	msg := e.Err.Error()
 	if ve, ok := e.Err.(*jsonschema.ValidationError); ok {
-		// The basic output names each failing location on one line, which
-		// reads better in a dead letter's header than the nested tree.
-		var parts []string
-		for _, u := range ve.BasicOutput().Errors {
-			if u.Error == nil || u.Error.String() == "" {
-				continue
-			}
-			loc := u.InstanceLocation
-			if loc == "" {
-				loc = "/"
-			}
-			parts = append(parts, loc+": "+u.Error.String())
-		}
-		if len(parts) > 0 {
-			msg = strings.Join(parts, "; ")
+		if line := oneLine(ve); line != "" {
+			msg = line
 		}
 	}
 	return fmt.Sprintf("schema %s: %s", e.Schema, msg)

@@ -109,6 +109,13 @@ type ModelJob struct {
 	// Instruction is appended for summary calls: models ignore a missing
 	// tool list alone.
 	Instruction string `json:"instruction,omitempty"`
+	// Attempt counts the tries of this call (1 when absent). A retry is a
+	// new job with the next attempt, so a redelivery after a crash repeats
+	// its attempt rather than counting as another.
+	Attempt int `json:"attempt,omitempty"`
+	// NotBefore delays a retry: a runner that gets the job earlier hands it
+	// back until then.
+	NotBefore time.Time `json:"not_before,omitzero"`
 }
 
 // ModelResult answers a ModelJob, on jetloop.inbox.model.<turn_id>
