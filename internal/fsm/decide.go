@@ -12,7 +12,8 @@ import (
 
 // Expected outcomes of Decide that are not decisions.
 var (
-	// ErrTurnExists: a submission (or its rejection) for a turn that has a log.
+	// ErrTurnExists: a submission (or its rejection) for a turn that has a
+	// log, other than the very submission that started it.
 	ErrTurnExists = errors.New("fsm: turn already exists")
 	// ErrUnknownTurn: an input for a turn that has no log.
 	ErrUnknownTurn = errors.New("fsm: no such turn")
@@ -172,6 +173,11 @@ func (d *decider) apply(in Input) error {
 	switch in := in.(type) {
 	case Start:
 		if s.Exists() {
+			if s.Digest != "" && s.Digest == in.Digest {
+				// The same submission again: it changes nothing, but
+				// advancing may still finish a start cut short by a crash.
+				return nil
+			}
 			return ErrTurnExists
 		}
 		s.TurnID, s.SessionID = in.TurnID, in.SessionID

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -336,9 +337,15 @@ func TestGivenWhenThen(t *testing.T) {
 		},
 		{
 			name:  "a second submission of a turn is refused",
-			given: []Input{start()},
-			when:  start(),
+			given: []Input{start(func(s *Start) { s.Digest = "first" })},
+			when:  start(func(s *Start) { s.Digest = "second" }),
 			err:   ErrTurnExists,
+		},
+		{
+			name:  "the same submission again changes nothing",
+			given: []Input{start(func(s *Start) { s.Digest = "first" })},
+			when:  start(func(s *Start) { s.Digest = "first" }),
+			then:  []string{},
 		},
 		{
 			name: "a result for a turn without a log is refused",
@@ -604,6 +611,28 @@ func TestEvolveRejectsIllegalTransitions(t *testing.T) {
 	unknown.Type = "step.exploded"
 	if _, err := Fold(append(log[:1:1], unknown)); err == nil {
 		t.Fatalf("an unknown event type folded")
+	}
+}
+
+// A crash between appending turn.started and step.started leaves a log that
+// only the re-sent submission can move on: it starts the first step.
+func TestTheSameSubmissionRepairsAStartCutShort(t *testing.T) {
+	c := &clock{now: t0}
+	in := start(func(s *Start) { s.Digest = "d" })
+	_, log := feed(t, c, in)
+	partial, err := Fold(log[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Decide(partial, in, c.env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := shows(d.Events); !slices.Equal(got, []string{"step.started"}) {
+		t.Fatalf("repair wrote %v", got)
+	}
+	if jobs := Jobs(d.State); len(jobs) != 1 || jobs[0].Model == nil {
+		t.Fatalf("jobs after the repair: %+v", jobs)
 	}
 }
 
