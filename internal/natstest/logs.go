@@ -1,0 +1,68 @@
+package natstest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// CheckLogs reads every turn log on the server and fails the test for each
+// that breaks the contract's invariants (events.CheckLog) or whose events
+// fail their schemas. It is the one check every test that runs turns ends
+// with, whichever processes wrote the logs.
+func CheckLogs(t testing.TB, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := js.Stream(ctx, events.StreamEvents)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return
+	}
+	if err != nil {
+		t.Errorf("check logs: %v", err)
+		return
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Errorf("check logs: %v", err)
+		return
+	}
+	logs := map[string][]events.Envelope{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		msg, err := stream.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Errorf("check logs: read %d: %v", seq, err)
+			return
+		}
+		if err := events.ValidateEvent(msg.Data); err != nil {
+			t.Errorf("event at stream seq %d (%s) fails its schema: %v", seq, msg.Subject, err)
+		}
+		var e events.Envelope
+		if err := json.Unmarshal(msg.Data, &e); err != nil {
+			t.Errorf("event at stream seq %d: %v", seq, err)
+			continue
+		}
+		if got := events.EventsSubject(e.SessionID, e.TurnID); got != msg.Subject {
+			t.Errorf("event of %s/%s stored on %s", e.SessionID, e.TurnID, msg.Subject)
+		}
+		logs[msg.Subject] = append(logs[msg.Subject], e)
+	}
+	for subject, log := range logs {
+		if err := events.CheckLog(log); err != nil {
+			var dump []byte
+			for _, e := range log {
+				line, _ := json.Marshal(e)
+				dump = append(append(dump, line...), '\n')
+			}
+			t.Errorf("%s breaks the log invariants: %v\n%s", subject, err, dump)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+)
+
+// historyCache keeps the transcripts of finished turns, which never change,
+// so the turns of a long session do not fold their predecessors again and
+// again.
+type historyCache struct {
+	store *Store
+	size  int
+
+	mu          sync.Mutex
+	transcripts map[string][]events.Message
+}
+
+func newHistoryCache(store *Store, size int) *historyCache {
+	return &historyCache{store: store, size: size, transcripts: map[string][]events.Message{}}
+}
+
+// session returns the conversation of a session's finished turns, oldest
+// first, and their ids. Rejected turns said nothing; unfinished turns are not
+// history yet.
+func (h *historyCache) session(ctx context.Context, session, except string) ([]events.Message, []string, error) {
+	subjects, err := h.store.Subjects(ctx, events.SessionEventsFilter(session))
+	if err != nil {
+		return nil, nil, err
+	}
+	type done struct {
+		turn string
+		seq  uint64
+	}
+	var turns []done
+	for subj := range subjects {
+		turn := TurnOf(subj)
+		if turn == except {
+			continue
+		}
+		last, seq, ok, err := h.store.Last(ctx, turn)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok || last.Type != events.TurnFinished {
+			continue
+		}
+		if last.Step == 0 && last.Seq == 1 {
+			continue // rejected: a log of one turn.finished
+		}
+		turns = append(turns, done{turn, seq})
+	}
+	// A turn's place in the session is when it finished.
+	slices.SortFunc(turns, func(a, b done) int { return int(a.seq) - int(b.seq) })
+	ids := make([]string, len(turns))
+	for i, t := range turns {
+		ids[i] = t.turn
+	}
+	msgs, err := h.messages(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	return msgs, ids, nil
+}
+
+// fill gives a folded state the history its turn.started names.
+func (h *historyCache) fill(ctx context.Context, st *fsm.State) error {
+	if len(st.HistoryTurns) == 0 {
+		return nil
+	}
+	msgs, err := h.messages(ctx, st.HistoryTurns)
+	if err != nil {
+		return err
+	}
+	if len(msgs) != st.HistoryLen {
+		return fmt.Errorf("runtime: turn %s: history of %d messages rebuilt as %d", st.TurnID, st.HistoryLen, len(msgs))
+	}
+	st.History = msgs
+	return nil
+}
+
+func (h *historyCache) messages(ctx context.Context, turns []string) ([]events.Message, error) {
+	var out []events.Message
+	for _, t := range turns {
+		msgs, err := h.transcript(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, msgs...)
+	}
+	return out, nil
+}
+
+func (h *historyCache) transcript(ctx context.Context, turn string) ([]events.Message, error) {
+	h.mu.Lock()
+	msgs, ok := h.transcripts[turn]
+	h.mu.Unlock()
+	if ok {
+		return msgs, nil
+	}
+	st, _, err := h.store.Load(ctx, turn)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Done() {
+		return nil, fmt.Errorf("runtime: history turn %s is not finished", turn)
+	}
+	msgs = st.Transcript()
+	h.mu.Lock()
+	if len(h.transcripts) >= h.size {
+		for k := range h.transcripts {
+			delete(h.transcripts, k)
+			break
+		}
+	}
+	h.transcripts[turn] = msgs
+	h.mu.Unlock()
+	return msgs, nil
+}

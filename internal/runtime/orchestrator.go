@@ -1,0 +1,306 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jetloop/jetloop/internal/agents"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/model"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+)
+
+// defaultIOTimeout bounds every JetStream call that has no deadline of its
+// own.
+const defaultIOTimeout = 5 * time.Second
+
+// InboxConsumer is the durable consumer all orchestrators share.
+const InboxConsumer = "orchestrator"
+
+// Orchestrator consumes the inbox and advances turns: for each input it loads
+// the turn's state, asks the pure machine what happens, appends the events,
+// publishes the jobs the new state waits on, arms its timers, and only then
+// acknowledges the input.
+type Orchestrator struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	log    *slog.Logger
+	agents *agents.Set
+
+	shards     int
+	cacheSize  int
+	ackWait    time.Duration
+	runners    int
+	providers  map[string]model.Provider
+	beforeAck  func(stage string) error
+	drainGrace time.Duration
+
+	store   *Store
+	tools   *toolCatalog
+	timers  *timers
+	history *historyCache
+	cancels *Cancels
+}
+
+// Option configures an Orchestrator.
+type Option func(*Orchestrator) error
+
+// WithShards sets how many turns are advanced in parallel (default 16). One
+// turn is only ever advanced by one shard of a process.
+func WithShards(n int) Option {
+	return func(o *Orchestrator) error {
+		if n < 1 {
+			return fmt.Errorf("runtime: shards must be ≥ 1, got %d", n)
+		}
+		o.shards = n
+		return nil
+	}
+}
+
+// WithCacheSize bounds the turn states kept in memory (default 100,000).
+func WithCacheSize(n int) Option {
+	return func(o *Orchestrator) error {
+		if n < 1 {
+			return fmt.Errorf("runtime: cache size must be ≥ 1, got %d", n)
+		}
+		o.cacheSize = n
+		return nil
+	}
+}
+
+// WithAckWait sets how long an input or model job stays with a process that
+// took it before JetStream hands it to another (default 30s): the time a
+// crashed orchestrator delays its turns.
+func WithAckWait(d time.Duration) Option {
+	return func(o *Orchestrator) error {
+		if d < 100*time.Millisecond {
+			return fmt.Errorf("runtime: ack wait must be ≥ 100ms, got %s", d)
+		}
+		o.ackWait = d
+		return nil
+	}
+}
+
+// WithModelRunners sets how many model calls run at once (default 32); 0 runs
+// no model runners in this process.
+func WithModelRunners(n int) Option {
+	return func(o *Orchestrator) error {
+		if n < 0 {
+			return fmt.Errorf("runtime: model runners must be ≥ 0, got %d", n)
+		}
+		o.runners = n
+		return nil
+	}
+}
+
+// WithProvider registers a model provider under its prefix ("openai",
+// "anthropic"); the scripted model is always there.
+func WithProvider(name string, p model.Provider) Option {
+	return func(o *Orchestrator) error {
+		o.providers[name] = p
+		return nil
+	}
+}
+
+// WithDrainGrace bounds how long a graceful stop waits for in-flight work.
+func WithDrainGrace(d time.Duration) Option {
+	return func(o *Orchestrator) error {
+		o.drainGrace = d
+		return nil
+	}
+}
+
+// Crash stages, where a test can stop the orchestrator abruptly.
+const (
+	StageAppended  = "appended"  // events appended, no job published
+	StagePublished = "published" // jobs published, input not acknowledged
+)
+
+// WithCrashHook calls hook after each stage of an input; when it returns an
+// error the input is left as it is (not acknowledged, nothing more done), as
+// if the process had died there. Crash tests use it.
+func WithCrashHook(hook func(stage string) error) Option {
+	return func(o *Orchestrator) error {
+		o.beforeAck = hook
+		return nil
+	}
+}
+
+// New makes an orchestrator for the agents in set.
+func New(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, set *agents.Set, opts ...Option) (*Orchestrator, error) {
+	o := &Orchestrator{
+		nc: nc, js: js, log: log, agents: set,
+		shards: 16, cacheSize: 100_000, ackWait: 30 * time.Second, runners: 32,
+		providers:  map[string]model.Provider{"script": model.Scripted{}},
+		drainGrace: 10 * time.Second,
+		cancels:    NewCancels(),
+	}
+	for _, opt := range opts {
+		if err := opt(o); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// Run serves until ctx is cancelled, then stops gracefully: the input being
+// handled is finished and acknowledged, inputs not yet started are handed
+// back, and model calls get drainGrace to finish.
+func (o *Orchestrator) Run(ctx context.Context) error {
+	err := o.run(ctx)
+	if err != nil && ctx.Err() != nil {
+		// Stopped while still setting up: a graceful stop like any other.
+		return nil
+	}
+	return err
+}
+
+func (o *Orchestrator) run(ctx context.Context) error {
+	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := EnsureStreams(setup, o.js); err != nil {
+		return err
+	}
+	var err error
+	if o.store, err = NewStore(setup, o.js); err != nil {
+		return err
+	}
+	if o.tools, err = watchTools(ctx, o.js); err != nil {
+		return err
+	}
+	o.history = newHistoryCache(o.store, 1024)
+	o.timers = newTimers(o.nc, o.js, o.log)
+	defer o.timers.stopAll()
+
+	inbox, err := o.js.CreateOrUpdateConsumer(setup, events.StreamInbox, jetstream.ConsumerConfig{
+		Durable:       InboxConsumer,
+		FilterSubject: "jetloop.inbox.>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.ackWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 20_000,
+	})
+	if err != nil {
+		return fmt.Errorf("runtime: inbox consumer: %w", err)
+	}
+	cancelSub, err := o.nc.Subscribe(events.CancelSubject("*"), func(m *nats.Msg) {
+		o.cancels.Cancel(TurnOf(m.Subject))
+	})
+	if err != nil {
+		return fmt.Errorf("runtime: subscribe cancels: %w", err)
+	}
+	defer func() { _ = cancelSub.Unsubscribe() }()
+
+	if err := o.rearm(setup); err != nil {
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	if o.runners > 0 {
+		r, err := newModelRunners(setup, o)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return r.run(gctx) })
+	}
+	g.Go(func() error { return o.serve(gctx, inbox) })
+	return g.Wait()
+}
+
+// serve pulls inputs and hands each to the shard that owns its turn, so one
+// turn's inputs are handled in order while other turns go on in parallel.
+func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer) error {
+	it, err := inbox.Messages(jetstream.PullMaxMessages(4 * o.shards))
+	if err != nil {
+		return fmt.Errorf("runtime: consume inbox: %w", err)
+	}
+	shards := make([]*shard, o.shards)
+	var wg sync.WaitGroup
+	var stopping atomic.Bool
+	for i := range shards {
+		shards[i] = &shard{o: o, in: make(chan jetstream.Msg, 64), cache: map[string]*entry{}, stopping: &stopping}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			shards[i].run()
+		}()
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			stopping.Store(true)
+			for _, s := range shards {
+				close(s.in)
+			}
+			wg.Wait()
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return fmt.Errorf("runtime: consume inbox: %w", err)
+		}
+		shards[o.shardOf(msg, len(shards))].in <- msg
+	}
+}
+
+func (o *Orchestrator) shardOf(msg jetstream.Msg, n int) int {
+	_, turn, _ := events.InboxKind(msg.Subject())
+	if turn == "" {
+		var s struct {
+			TurnID string `json:"turn_id"`
+		}
+		_ = json.Unmarshal(msg.Data(), &s) // an invalid submit goes anywhere
+		turn = s.TurnID
+	}
+	h := fnv.New32a()
+	h.Write([]byte(turn))
+	return int(h.Sum32() % uint32(n))
+}
+
+// env is the outside world the pure machine may not reach itself.
+func env() fsm.Env {
+	return fsm.Env{Now: time.Now().UTC(), NewID: func() string { return uuid.Must(uuid.NewV7()).String() }}
+}
+
+// rearm arms the timers of every unfinished turn from the log, and caches
+// nothing: a turn is folded again when its next input comes.
+func (o *Orchestrator) rearm(ctx context.Context) error {
+	subjects, err := o.store.Subjects(ctx, "jetloop.events.>")
+	if err != nil {
+		return err
+	}
+	n := 0
+	for subj := range subjects {
+		turn := TurnOf(subj)
+		last, _, ok, err := o.store.Last(ctx, turn)
+		if err != nil {
+			return err
+		}
+		if !ok || last.Type == events.TurnFinished {
+			continue
+		}
+		st, _, err := o.store.Load(ctx, turn)
+		if err != nil {
+			o.log.Warn("cannot re-arm the timers of a turn", "turn", turn, "err", err)
+			continue
+		}
+		o.timers.set(st)
+		n++
+	}
+	if n > 0 {
+		o.log.Info("re-armed the timers of unfinished turns", "turns", n)
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrConflict is an append that lost the optimistic-concurrency race: another
+// writer extended the turn first. Reload, decide again, retry.
+var ErrConflict = errors.New("runtime: the turn's log moved on")
+
+// Codes of the wrong-last-sequence error of an expected-sequence publish on a
+// single-replica (10071) and a clustered (10164) stream.
+const (
+	codeWrongLastSeq        = 10071
+	codeWrongLastSeqCluster = 10164
+)
+
+// Store reads and appends turn logs in JETLOOP_EVENTS.
+type Store struct {
+	js     jetstream.JetStream
+	stream jetstream.Stream
+}
+
+// NewStore binds the events stream, which must exist.
+func NewStore(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+	st, err := js.Stream(ctx, events.StreamEvents)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: bind %s: %w", events.StreamEvents, err)
+	}
+	return &Store{js: js, stream: st}, nil
+}
+
+// Last returns a turn's last event and its stream sequence; ok is false when
+// the turn has no log.
+func (s *Store) Last(ctx context.Context, turn string) (e events.Envelope, seq uint64, ok bool, err error) {
+	m, err := s.stream.GetLastMsgForSubject(ctx, events.TurnEventsFilter(turn))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return events.Envelope{}, 0, false, nil
+	}
+	if err != nil {
+		return events.Envelope{}, 0, false, fmt.Errorf("runtime: last event of %s: %w", turn, err)
+	}
+	if err := json.Unmarshal(m.Data, &e); err != nil {
+		return events.Envelope{}, 0, false, fmt.Errorf("runtime: last event of %s: %w", turn, err)
+	}
+	return e, m.Sequence, true, nil
+}
+
+// Read returns a turn's whole log and the stream sequence of its last event
+// (0 and no events when the turn has none).
+func (s *Store) Read(ctx context.Context, turn string) ([]events.Envelope, uint64, error) {
+	last, seq, ok, err := s.Last(ctx, turn)
+	if err != nil || !ok {
+		return nil, 0, err
+	}
+	log, err := s.readSubject(ctx, events.EventsSubject(last.SessionID, turn), seq)
+	if err != nil {
+		return nil, 0, err
+	}
+	return log.events, log.lastSeq, nil
+}
+
+// readSubject reads a subject's messages up to stream sequence upTo, one
+// direct get of the next message on the subject at a time: no consumer is
+// created, so frequent reads leave nothing behind on the server.
+func (s *Store) readSubject(ctx context.Context, subject string, upTo uint64) (logWithSeq, error) {
+	var out logWithSeq
+	for next := uint64(1); next <= upTo; {
+		m, err := s.stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return logWithSeq{}, fmt.Errorf("runtime: read %s: log ends before sequence %d", subject, upTo)
+		}
+		if err != nil {
+			return logWithSeq{}, fmt.Errorf("runtime: read %s: %w", subject, err)
+		}
+		var e events.Envelope
+		if err := json.Unmarshal(m.Data, &e); err != nil {
+			return logWithSeq{}, fmt.Errorf("runtime: read %s: event at %d: %w", subject, m.Sequence, err)
+		}
+		out.events = append(out.events, e)
+		out.lastSeq = m.Sequence
+		next = m.Sequence + 1
+	}
+	return out, nil
+}
+
+type logWithSeq struct {
+	events  []events.Envelope
+	lastSeq uint64
+}
+
+// Load folds a turn's log into its state and returns the stream sequence of
+// its last event. A turn without a log is fsm.New.
+func (s *Store) Load(ctx context.Context, turn string) (*fsm.State, uint64, error) {
+	log, lastSeq, err := s.Read(ctx, turn)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := fsm.Fold(log)
+	if err != nil {
+		return nil, 0, fmt.Errorf("runtime: fold %s: %w", turn, err)
+	}
+	if st.TurnID == "" {
+		st = fsm.New(turn)
+	}
+	return st, lastSeq, nil
+}
+
+// Append writes events to a turn's log one by one, each expecting the
+// previous one's stream sequence (optimistic concurrency) and carrying its
+// event id as Nats-Msg-Id (a retried publish is dropped). It returns the
+// stream sequence of the last event written. Atomic batches cost more than
+// sequential appends on these servers, and a partial append is repaired by
+// the machine on the retry.
+func (s *Store) Append(ctx context.Context, last uint64, evs []events.Envelope) (uint64, error) {
+	for _, e := range evs {
+		data, err := json.Marshal(e)
+		if err != nil {
+			return last, fmt.Errorf("runtime: encode %s: %w", e.Type, err)
+		}
+		msg := &nats.Msg{Subject: events.EventsSubject(e.SessionID, e.TurnID), Data: data, Header: nats.Header{}}
+		msg.Header.Set(events.HeaderType, string(e.Type))
+		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(last), jetstream.WithMsgID(e.ID))
+		if err != nil {
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSeq || apiErr.ErrorCode == codeWrongLastSeqCluster) {
+				return last, fmt.Errorf("%w: %s at seq %d", ErrConflict, e.TurnID, e.Seq)
+			}
+			return last, fmt.Errorf("runtime: append %s: %w", msg.Subject, err)
+		}
+		last = ack.Sequence
+	}
+	return last, nil
+}
+
+// Subjects lists the subjects of the events stream that match filter, with
+// their message counts: one subject per turn.
+func (s *Store) Subjects(ctx context.Context, filter string) (map[string]uint64, error) {
+	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list %s: %w", filter, err)
+	}
+	return info.State.Subjects, nil
+}
+
+// TurnOf returns the turn id of an events subject.
+func TurnOf(subject string) string {
+	return subject[strings.LastIndexByte(subject, '.')+1:]
+}

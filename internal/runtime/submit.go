@@ -1,0 +1,200 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+
+	"github.com/jetloop/jetloop/internal/agents"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/model"
+	"github.com/jetloop/jetloop/schemas"
+)
+
+// submit starts a turn, or records why it cannot start: the submission goes
+// to the dead-letter stream and, when its turn id is usable and new, the turn
+// gets a log of one turn.finished (rejected).
+func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redelivered bool) error {
+	var sub events.Submit
+	verr := schemas.Validate("submit", data)
+	if verr == nil {
+		if err := json.Unmarshal(data, &sub); err != nil {
+			verr = err
+		}
+	}
+	if verr != nil {
+		// Salvage the turn id, if any, so the rejection is visible in the
+		// turn's own log too.
+		var id struct {
+			TurnID    string `json:"turn_id"`
+			SessionID string `json:"session_id"`
+		}
+		_ = json.Unmarshal(data, &id)
+		return s.reject(ctx, log, id.TurnID, id.SessionID, verr.Error(), redelivered)
+	}
+	log = log.With("turn", sub.TurnID)
+	digest := digest(data)
+	start, err := s.o.resolve(ctx, &sub)
+	if err != nil {
+		var d *deadLetter
+		if !errors.As(err, &d) {
+			return err
+		}
+		return s.reject(ctx, log, sub.TurnID, sub.SessionID, d.reason, redelivered)
+	}
+	start.Digest = digest
+	err = s.apply(ctx, log, sub.TurnID, start, redelivered)
+	if errors.Is(err, fsm.ErrTurnExists) {
+		// The machine lets the very submission that started the turn
+		// through (it changes nothing); this one differs.
+		return &deadLetter{fmt.Sprintf("turn %q already exists", sub.TurnID)}
+	}
+	return err
+}
+
+func (s *shard) reject(ctx context.Context, log *slog.Logger, turn, session, reason string, redelivered bool) error {
+	if !events.ValidID(turn) {
+		return &deadLetter{reason}
+	}
+	if session == "" || !events.ValidID(session) {
+		session = turn
+	}
+	err := s.apply(ctx, log, turn, fsm.Reject{TurnID: turn, SessionID: session, Reason: reason}, redelivered)
+	if err != nil && !errors.Is(err, fsm.ErrTurnExists) {
+		return err
+	}
+	return &deadLetter{reason}
+}
+
+// digest identifies a submission by its content, whatever its key order.
+func digest(data []byte) string {
+	var v any
+	if err := json.Unmarshal(data, &v); err == nil {
+		if canon, err := json.Marshal(v); err == nil {
+			data = canon
+		}
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// resolve turns a submission into the machine's Start: the agent, its model
+// and script, the effective limits, the tools offered now, the history.
+func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Start, error) {
+	if sub.SessionID == "" {
+		sub.SessionID = sub.TurnID
+	}
+	a, err := o.agent(sub.Agent)
+	if err != nil {
+		return fsm.Start{}, err
+	}
+	modelName := sub.Model
+	if modelName == "" {
+		modelName = a.Model
+	}
+	script, err := o.script(modelName, sub.Script)
+	if err != nil {
+		return fsm.Start{}, err
+	}
+	if sub.ForkedFrom != nil {
+		return fsm.Start{}, &deadLetter{"forked submissions are not supported yet"}
+	}
+	limits := fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits)
+	history, turns, err := o.history.session(ctx, sub.SessionID, sub.TurnID)
+	if err != nil {
+		return fsm.Start{}, &retry{err}
+	}
+	input := sub.Input
+	if input == nil {
+		input = []events.Message{}
+	}
+	return fsm.Start{
+		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
+		Input: input, Limits: limits, Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
+		History: history, HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
+	}, nil
+}
+
+func (o *Orchestrator) agent(name string) (*agents.Agent, error) {
+	if name == "" {
+		names := o.agents.Names()
+		if len(names) != 1 {
+			return nil, &deadLetter{"the submission names no agent"}
+		}
+		name = names[0]
+	}
+	a, ok := o.agents.Get(name)
+	if !ok {
+		return nil, &deadLetter{fmt.Sprintf("unknown agent %q (known: %v)", name, o.agents.Names())}
+	}
+	return a, nil
+}
+
+// script checks the model a turn names and returns the script a scripted
+// turn runs, kept in its log so the turn never needs its submission again.
+func (o *Orchestrator) script(modelName string, inline json.RawMessage) (json.RawMessage, error) {
+	if modelName == "" {
+		return nil, &deadLetter{"no model: the agent names none and the submission none"}
+	}
+	provider, name, err := model.Spec(modelName)
+	if err != nil {
+		return nil, &deadLetter{err.Error()}
+	}
+	if provider != "script" {
+		if _, ok := o.providers[provider]; !ok {
+			return nil, &deadLetter{fmt.Sprintf("model %q: provider %q is not configured", modelName, provider)}
+		}
+		if len(inline) > 0 {
+			return nil, &deadLetter{"a script is only allowed with model script"}
+		}
+		return nil, nil
+	}
+	var sc *model.Script
+	switch {
+	case name != "":
+		path := name
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(o.agents.Dir(), path)
+		}
+		sc, err = model.LoadScript(path)
+	case len(inline) > 0:
+		sc, err = model.ParseScript(inline)
+	default:
+		return nil, &deadLetter{"model script needs a script"}
+	}
+	if err != nil {
+		return nil, &deadLetter{err.Error()}
+	}
+	return json.Marshal(sc)
+}
+
+// offered lists the tools an agent may call that some worker serves now,
+// with ask_user where the agent allows it.
+func (o *Orchestrator) offered(a *agents.Agent) []events.ToolSpec {
+	var out []events.ToolSpec
+	for _, t := range o.tools.live() {
+		if t.Name != fsm.AskUser && a.AllowsTool(t.Name) {
+			out = append(out, t)
+		}
+	}
+	if a.AllowsTool(fsm.AskUser) {
+		out = append(out, fsm.AskUserSpec)
+	}
+	slices.SortFunc(out, func(x, y events.ToolSpec) int {
+		switch {
+		case x.Name < y.Name:
+			return -1
+		case x.Name > y.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}

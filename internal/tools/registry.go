@@ -1,0 +1,182 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// BucketWorkers holds one key per live worker of each tool,
+// "<tool>.<worker>", so that a tool's entry in JETLOOP_TOOLS can say how
+// many workers serve it. Keys expire with their worker's heartbeat.
+const BucketWorkers = "JETLOOP_WORKERS"
+
+// registry keeps a worker's tools advertised in KV JETLOOP_TOOLS.
+type registry struct {
+	tools   jetstream.KeyValue
+	workers jetstream.KeyValue
+	name    string
+	specs   []events.ToolSpec
+}
+
+func newRegistry(ctx context.Context, js jetstream.JetStream, name string, specs []events.ToolSpec) (*registry, error) {
+	tools, err := js.KeyValue(ctx, events.BucketTools)
+	if err != nil {
+		return nil, fmt.Errorf("tools: bind %s: %w", events.BucketTools, err)
+	}
+	workers, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketWorkers, Description: "jetloop: live workers of each tool",
+		TTL: runtime.ToolsTTL, Storage: jetstream.FileStorage,
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		workers, err = js.KeyValue(ctx, BucketWorkers)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tools: bucket %s: %w", BucketWorkers, err)
+	}
+	return &registry{tools: tools, workers: workers, name: name, specs: specs}, nil
+}
+
+// advertise refreshes this worker's presence, then each tool's entry with
+// the number of workers now serving it.
+func (r *registry) advertise(ctx context.Context) error {
+	for _, s := range r.specs {
+		if _, err := r.workers.Put(ctx, s.Name+"."+r.name, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+			return fmt.Errorf("tools: announce %s: %w", s.Name, err)
+		}
+		if err := r.put(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *registry) put(ctx context.Context, s events.ToolSpec) error {
+	n, err := r.count(ctx, s.Name)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		if err := r.tools.Delete(ctx, s.Name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("tools: withdraw %s: %w", s.Name, err)
+		}
+		return nil
+	}
+	params := s.Parameters
+	if len(params) == 0 {
+		params = json.RawMessage(`{"type":"object"}`)
+	}
+	info, err := json.Marshal(events.ToolInfo{Name: s.Name, Description: s.Description, Parameters: params,
+		TimeoutMs: s.TimeoutMs, Workers: n})
+	if err != nil {
+		return err
+	}
+	if _, err := r.tools.Put(ctx, s.Name, info); err != nil {
+		return fmt.Errorf("tools: advertise %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// count reads the live workers of a tool from their presence keys.
+func (r *registry) count(ctx context.Context, tool string) (int, error) {
+	keys, err := r.workers.ListKeysFiltered(ctx, tool+".*")
+	if err != nil {
+		return 0, fmt.Errorf("tools: count workers of %s: %w", tool, err)
+	}
+	n := 0
+	for k := range keys.Keys() {
+		if strings.HasPrefix(k, tool+".") {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// keepAlive refreshes the entries three times per TTL until ctx ends.
+func (r *registry) keepAlive(ctx context.Context, log *slog.Logger) {
+	t := time.NewTicker(runtime.ToolsTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			actx, cancel := context.WithTimeout(ctx, ioTimeout)
+			if err := r.advertise(actx); err != nil && ctx.Err() == nil {
+				log.Warn("cannot refresh tools in the registry", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// withdraw removes this worker, and each tool it was the last worker of.
+func (r *registry) withdraw(ctx context.Context) error {
+	var errs []error
+	for _, s := range r.specs {
+		if err := r.workers.Delete(ctx, s.Name+"."+r.name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, r.put(ctx, s))
+	}
+	return errors.Join(errs...)
+}
+
+// maxDeliveriesSubject is the advisory JetStream sends when a tool job hit
+// its consumer's MaxDeliver; the job itself stays in the stream.
+func maxDeliveriesSubject(consumer string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + events.StreamJobs + "." + consumer
+}
+
+// gaveUp answers a job that exhausted its deliveries with an error result,
+// so the turn hears of it now rather than at its deadline, and deletes the
+// job. Every worker of the tool sees the advisory: the result's id makes
+// their answers one.
+func (w *Worker) gaveUp(m *nats.Msg) {
+	var adv struct {
+		Consumer   string `json:"consumer"`
+		StreamSeq  uint64 `json:"stream_seq"`
+		Deliveries int    `json:"deliveries"`
+	}
+	if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
+		return
+	}
+	tool, ok := strings.CutPrefix(adv.Consumer, "tool_")
+	if _, served := w.tools[tool]; !ok || !served {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	stream, err := w.js.Stream(ctx, events.StreamJobs)
+	if err != nil {
+		return
+	}
+	raw, err := stream.GetMsg(ctx, adv.StreamSeq)
+	if err != nil {
+		return // another worker handled it
+	}
+	var job events.ToolJob
+	if err := json.Unmarshal(raw.Data, &job); err != nil || !events.ValidID(job.TurnID) || !events.ValidID(job.CallID) {
+		return
+	}
+	w.log.Warn("job delivered too often; answering with an error", "turn", job.TurnID, "call", job.CallID,
+		"tool", tool, "deliveries", adv.Deliveries)
+	res := events.ToolResult{TurnID: job.TurnID, CallID: job.CallID, Tool: tool, IsError: true, Worker: w.name,
+		Attempt: max(adv.Deliveries, 1),
+		Output:  fmt.Sprintf("%s: no worker finished the call in %d attempts (a worker crashed or timed out each time)", tool, adv.Deliveries)}
+	if err := w.publish(res); err != nil {
+		w.log.Warn("cannot answer an exhausted job", "err", err)
+		return
+	}
+	_ = stream.DeleteMsg(ctx, adv.StreamSeq)
+}

@@ -1,0 +1,305 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// hang is a tool whose calls block until their context ends, counting the
+// calls that entered.
+type hang struct{ entered atomic.Int32 }
+
+func (h *hang) Spec() events.ToolSpec { return events.ToolSpec{Name: "hang", Description: "Blocks."} }
+
+func (h *hang) Call(ctx context.Context, _ json.RawMessage) (tools.Result, error) {
+	h.entered.Add(1)
+	<-ctx.Done()
+	return tools.Result{}, ctx.Err()
+}
+
+// answer is a tool whose result is final, and panics when asked to.
+type answer struct{}
+
+func (answer) Spec() events.ToolSpec {
+	return events.ToolSpec{Name: "answer", Parameters: json.RawMessage(`{"type":"object","properties":{"panic":{"type":"boolean"}}}`)}
+}
+
+func (answer) Call(_ context.Context, args json.RawMessage) (tools.Result, error) {
+	if strings.Contains(string(args), "true") {
+		panic("asked to")
+	}
+	return tools.Result{Output: "42", Final: true}, nil
+}
+
+type env struct {
+	t   *testing.T
+	srv *natstest.Server
+	js  jetstream.JetStream
+}
+
+func newEnv(t *testing.T) *env {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	must(t, runtime.EnsureStreams(ctx, js))
+	return &env{t: t, srv: srv, js: js}
+}
+
+// worker runs a worker with the built-ins plus extra tools on its own
+// connection; kill closes that connection under it, like a crash.
+func (e *env) worker(extra []tools.Tool, opts ...tools.Option) (stop, kill func()) {
+	e.t.Helper()
+	nc, js := e.srv.Connect(e.t)
+	ts, err := tools.Builtins(e.t.TempDir(), false)
+	must(e.t, err)
+	log := slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Calls still running when a test ends are cut short at once.
+	opts = append([]tools.Option{tools.WithDrainGrace(50 * time.Millisecond)}, opts...)
+	w, err := tools.NewWorker(nc, js, log, append(ts, extra...), opts...)
+	must(e.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+			e.t.Errorf("worker: %v", err)
+		}
+	}()
+	e.waitFor("the worker's tools", func() bool {
+		for _, tool := range append(ts, extra...) {
+			if e.info(tool.Spec().Name) == nil {
+				return false
+			}
+		}
+		return true
+	})
+	stop = func() { cancel(); <-done; nc.Close() }
+	kill = func() { nc.Close(); cancel(); <-done }
+	e.t.Cleanup(func() { cancel(); <-done; nc.Close() })
+	return stop, kill
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (e *env) info(tool string) *events.ToolInfo {
+	kv, err := e.js.KeyValue(context.Background(), events.BucketTools)
+	if err != nil {
+		return nil
+	}
+	entry, err := kv.Get(context.Background(), tool)
+	if err != nil {
+		return nil
+	}
+	var info events.ToolInfo
+	must(e.t, json.Unmarshal(entry.Value(), &info))
+	return &info
+}
+
+func (e *env) job(j events.ToolJob) {
+	e.t.Helper()
+	data, err := json.Marshal(j)
+	must(e.t, err)
+	e.publish(events.ToolSubject(j.Tool), data)
+}
+
+func (e *env) publish(subject string, data []byte) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := e.js.Publish(ctx, subject, data)
+	must(e.t, err)
+}
+
+// result waits for the result of a turn's call in the inbox.
+func (e *env) result(turn string) events.ToolResult {
+	e.t.Helper()
+	var msg *jetstream.RawStreamMsg
+	e.waitFor("a result of "+turn, func() bool {
+		s, err := e.js.Stream(context.Background(), events.StreamInbox)
+		if err != nil {
+			return false
+		}
+		msg, err = s.GetLastMsgForSubject(context.Background(), events.ResultSubject(turn))
+		return err == nil
+	})
+	if id := msg.Header.Get(jetstream.MsgIDHeader); !strings.HasPrefix(id, "result:") {
+		e.t.Errorf("result published with id %q", id)
+	}
+	var r events.ToolResult
+	must(e.t, json.Unmarshal(msg.Data, &r))
+	return r
+}
+
+func (e *env) noResult(turn string) bool {
+	s, err := e.js.Stream(context.Background(), events.StreamInbox)
+	must(e.t, err)
+	_, err = s.GetLastMsgForSubject(context.Background(), events.ResultSubject(turn))
+	return errors.Is(err, jetstream.ErrMsgNotFound)
+}
+
+// pending counts the jobs still in the jobs stream.
+func (e *env) pending() uint64 {
+	s, err := e.js.Stream(context.Background(), events.StreamJobs)
+	must(e.t, err)
+	info, err := s.Info(context.Background())
+	must(e.t, err)
+	return info.State.Msgs
+}
+
+func job(turn, tool, args string) events.ToolJob {
+	return events.ToolJob{TurnID: turn, SessionID: turn, Step: 1, CallID: "c-" + turn, Tool: tool,
+		Arguments: json.RawMessage(args), Deadline: time.Now().Add(time.Minute).UTC()}
+}
+
+func TestWorkerAnswersJobsAndAcknowledgesThem(t *testing.T) {
+	e := newEnv(t)
+	e.worker([]tools.Tool{answer{}}, tools.WithName("w1"))
+	e.job(job("t1", "echo", `{"text":"hi"}`))
+	r := e.result("t1")
+	want := events.ToolResult{TurnID: "t1", CallID: "c-t1", Tool: "echo", Output: "hi", Worker: "w1", Attempt: 1, DurationMs: r.DurationMs}
+	if r != want {
+		t.Errorf("result = %+v, want %+v", r, want)
+	}
+	e.job(job("t2", "answer", `{}`))
+	if r := e.result("t2"); !r.Final || r.Output != "42" {
+		t.Errorf("a final result came back as %+v", r)
+	}
+	e.job(job("t3", "echo", `{"text":7}`))
+	if r := e.result("t3"); !r.IsError || !strings.Contains(r.Output, "invalid arguments for echo") {
+		t.Errorf("invalid arguments answered with %+v", r)
+	}
+	e.job(job("t4", "answer", `{"panic":true}`))
+	if r := e.result("t4"); !r.IsError || !strings.Contains(r.Output, "asked to") {
+		t.Errorf("a panicking tool answered with %+v", r)
+	}
+	j := job("t5", "echo", `{"text":"late"}`)
+	j.Deadline = time.Now().Add(-time.Second)
+	e.job(j)
+	if r := e.result("t5"); !r.IsError || !strings.Contains(r.Output, "deadline") {
+		t.Errorf("a job past its deadline answered with %+v", r)
+	}
+	e.waitFor("every job acknowledged", func() bool { return e.pending() == 0 })
+}
+
+func TestInvalidJobsAreDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	e.worker(nil)
+	e.publish(events.ToolSubject("echo"), []byte(`{not json`))
+	e.publish(events.ToolSubject("echo"), []byte(`{"turn_id":"t1","call_id":"c1","tool":"echo"}`))
+	dead := func() []*jetstream.RawStreamMsg {
+		s, err := e.js.Stream(context.Background(), events.StreamDead)
+		must(t, err)
+		var out []*jetstream.RawStreamMsg
+		for seq := uint64(1); ; seq++ {
+			m, err := s.GetMsg(context.Background(), seq)
+			if err != nil {
+				return out
+			}
+			out = append(out, m)
+		}
+	}
+	e.waitFor("two dead letters", func() bool { return len(dead()) == 2 })
+	for _, m := range dead() {
+		if m.Subject != "jetloop.dead.job" || !strings.Contains(m.Header.Get(events.HeaderError), "tool_job") && !strings.Contains(m.Header.Get(events.HeaderError), "JSON") {
+			t.Errorf("dead letter %s with reason %q", m.Subject, m.Header.Get(events.HeaderError))
+		}
+	}
+	// The second one names its call: the turn hears at once.
+	if r := e.result("t1"); !r.IsError || !strings.Contains(r.Output, "invalid job") {
+		t.Errorf("result of an invalid job = %+v", r)
+	}
+	e.waitFor("the bad jobs removed", func() bool { return e.pending() == 0 })
+}
+
+func TestCancelStopsRunningCallsOfTheTurn(t *testing.T) {
+	e := newEnv(t)
+	h := &hang{}
+	e.worker([]tools.Tool{h})
+	e.job(job("t1", "hang", `{}`))
+	e.waitFor("the call to start", func() bool { return h.entered.Load() == 1 })
+	nc, _ := e.srv.Connect(t)
+	must(t, nc.Publish(events.CancelSubject("t1"), nil))
+	e.waitFor("the aborted job acknowledged", func() bool { return e.pending() == 0 })
+	if !e.noResult("t1") {
+		t.Error("an aborted call was answered")
+	}
+}
+
+func TestJobOfACrashedWorkerGoesToAnother(t *testing.T) {
+	e := newEnv(t)
+	h := &hang{}
+	_, kill := e.worker([]tools.Tool{h}, tools.WithAckWait(300*time.Millisecond), tools.WithName("a"))
+	e.job(job("t1", "hang", `{}`))
+	e.waitFor("the call to start", func() bool { return h.entered.Load() == 1 })
+	kill()
+	// The second worker gets the job after the first one's lease ends, and
+	// runs it (attempt 2) until the turn is cancelled.
+	e.worker([]tools.Tool{h}, tools.WithAckWait(300*time.Millisecond), tools.WithName("b"))
+	e.waitFor("the redelivery", func() bool { return h.entered.Load() == 2 })
+}
+
+func TestExhaustedJobsAreAnsweredWithAnError(t *testing.T) {
+	e := newEnv(t)
+	h := &hang{}
+	opts := []tools.Option{tools.WithAckWait(300 * time.Millisecond), tools.WithMaxDeliver(1)}
+	_, kill := e.worker([]tools.Tool{h}, append(opts, tools.WithName("a"))...)
+	e.worker([]tools.Tool{&hang{}}, append(opts, tools.WithName("b"))...)
+	e.job(job("t1", "hang", `{}`))
+	e.waitFor("the call to start on a", func() bool { return h.entered.Load() == 1 })
+	kill()
+	r := e.result("t1")
+	if !r.IsError || !strings.Contains(r.Output, "in 1 attempts") || r.Worker != "b" {
+		t.Errorf("exhausted job answered with %+v", r)
+	}
+	e.waitFor("the exhausted job deleted", func() bool { return e.pending() == 0 })
+}
+
+func TestRegistryCountsWorkers(t *testing.T) {
+	e := newEnv(t)
+	stop1, _ := e.worker(nil, tools.WithName("w1"))
+	if info := e.info("read_file"); info == nil || info.Workers != 1 || info.TimeoutMs == 0 || len(info.Parameters) == 0 {
+		t.Fatalf("read_file advertised as %+v", info)
+	}
+	stop2, _ := e.worker(nil, tools.WithName("w2"))
+	e.waitFor("two workers", func() bool { i := e.info("echo"); return i != nil && i.Workers == 2 })
+	stop1()
+	e.waitFor("one worker", func() bool { i := e.info("echo"); return i != nil && i.Workers == 1 })
+	stop2()
+	e.waitFor("the tool withdrawn", func() bool { return e.info("echo") == nil })
+}
+
+func TestParallelCallsOfOneTool(t *testing.T) {
+	e := newEnv(t)
+	h := &hang{}
+	e.worker([]tools.Tool{h}, tools.WithConcurrency(3))
+	for _, turn := range []string{"p1", "p2", "p3"} {
+		e.job(job(turn, "hang", `{}`))
+	}
+	e.waitFor("three calls at once", func() bool { return h.entered.Load() == 3 })
+}
