@@ -1,0 +1,104 @@
+// Command orchestrator advances turns: it consumes the inbox, appends events
+// to the turns' logs and publishes the jobs they wait on. Without --nats and
+// NATS_URL, and with no server at the default address, it starts an embedded
+// JetStream server there.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/agents"
+	"github.com/jetloop/jetloop/internal/cli"
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	url := flag.String("nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else "+runtime.DefaultURL+")")
+	agentsPath := flag.String("agents", "data/AGENTS.md", "AGENTS.md file or directory")
+	creds := flag.String("creds", "", "NATS credentials file")
+	user := flag.String("user", "", "NATS user")
+	password := flag.String("password", "", "NATS password")
+	shards := flag.Int("shards", 16, "turns advanced in parallel")
+	runners := flag.Int("model-runners", 32, "model calls run at once")
+	ackWait := flag.Duration("ack-wait", 30*time.Second, "how long an input stays with this process before another may take it")
+	data := flag.String("data", runtime.DefaultDataDir, "store of the embedded server, when one is started")
+	level := flag.String("log-level", "info", "debug, info, warn or error")
+	flag.Parse()
+
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(os.Stderr, "orchestrator: --log-level: %v\n", err)
+		return 2
+	}
+	log := cli.Logger(os.Stderr, lvl)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	set, diags, err := agents.Load(*agentsPath)
+	for _, d := range diags {
+		log.Warn(d.String())
+	}
+	if err != nil {
+		log.Error("cannot load the agents", "err", err)
+		return 1
+	}
+
+	if *url == "" {
+		*url = runtime.DefaultURL
+		if !runtime.Answers(*url) {
+			srv, err := runtime.Embedded(*url, *data)
+			if err != nil {
+				log.Error("no server answers and none could be started here", "url", *url, "err", err)
+				return 1
+			}
+			defer func() {
+				srv.Shutdown()
+				srv.WaitForShutdown()
+			}()
+			log.Info("no NATS server answered: started an embedded JetStream server", "url", srv.ClientURL(), "data", *data)
+		}
+	}
+	var opts []nats.Option
+	if *creds != "" {
+		opts = append(opts, nats.UserCredentials(*creds))
+	}
+	if *user != "" {
+		opts = append(opts, nats.UserInfo(*user, *password))
+	}
+	nc, err := runtime.Connect(*url, "jetloop orchestrator", func(err error) { log.Warn("nats", "err", err) }, opts...)
+	if err != nil {
+		log.Error("cannot connect", "err", err)
+		return 1
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		log.Error("jetstream", "err", err)
+		return 1
+	}
+	o, err := runtime.New(nc, js, log, set, runtime.WithShards(*shards), runtime.WithModelRunners(*runners), runtime.WithAckWait(*ackWait))
+	if err != nil {
+		log.Error("bad configuration", "err", err)
+		return 2
+	}
+	log.Info("orchestrator serving", "url", *url, "agents", set.Names())
+	if err := o.Run(ctx); err != nil {
+		log.Error("orchestrator stopped", "err", err)
+		return 1
+	}
+	log.Info("orchestrator stopped gracefully")
+	return 0
+}

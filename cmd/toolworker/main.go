@@ -1,0 +1,141 @@
+// Command toolworker serves tools to jetloop turns: the built-in tools of the
+// contract, with file tools confined to --root. Run as many as you like; all
+// workers of a tool share its durable consumer.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/cli"
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+// mcpFlags collects --mcp NAME=COMMAND, which may repeat.
+type mcpFlags []string
+
+func (m *mcpFlags) String() string     { return strings.Join(*m, ",") }
+func (m *mcpFlags) Set(v string) error { *m = append(*m, v); return nil }
+
+func run() int {
+	url := flag.String("nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else "+runtime.DefaultURL+")")
+	root := flag.String("root", ".", "directory the file tools are confined to")
+	only := flag.String("tools", "", "comma-separated tools to serve (default all)")
+	concurrency := flag.Int("concurrency", tools.DefaultConcurrency, "calls of each tool run at once")
+	ackWait := flag.Duration("ack-wait", tools.DefaultAckWait, "how long a job stays with this worker between heartbeats")
+	maxDeliver := flag.Int("max-deliver", tools.DefaultMaxDeliver, "deliveries of a job before it is answered with an error")
+	allowShell := flag.Bool("allow-shell", false, "serve the shell tool")
+	name := flag.String("name", "", "worker name in results (default host-pid)")
+	creds := flag.String("creds", "", "NATS credentials file")
+	user := flag.String("user", "", "NATS user")
+	password := flag.String("password", "", "NATS password")
+	level := flag.String("log-level", "info", "debug, info, warn or error")
+	var mcp mcpFlags
+	flag.Var(&mcp, "mcp", "NAME=COMMAND: serve the tools of an MCP server (repeatable)")
+	flag.Parse()
+
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(os.Stderr, "toolworker: --log-level: %v\n", err)
+		return 2
+	}
+	log := cli.Logger(os.Stderr, lvl)
+	if len(mcp) > 0 {
+		log.Error("--mcp is not supported by this build yet")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	served, err := tools.Builtins(*root, *allowShell)
+	if err != nil {
+		log.Error("bad root", "err", err)
+		return 2
+	}
+	if *only != "" {
+		want := strings.Split(*only, ",")
+		var kept []tools.Tool
+		for _, t := range served {
+			if slices.Contains(want, t.Spec().Name) {
+				kept = append(kept, t)
+			}
+		}
+		for _, w := range want {
+			if !slices.ContainsFunc(kept, func(t tools.Tool) bool { return t.Spec().Name == w }) {
+				log.Error("--tools names a tool this worker does not have", "tool", w)
+				return 2
+			}
+		}
+		served = kept
+	}
+
+	if *url == "" {
+		*url = runtime.DefaultURL
+	}
+	var opts []nats.Option
+	if *creds != "" {
+		opts = append(opts, nats.UserCredentials(*creds))
+	}
+	if *user != "" {
+		opts = append(opts, nats.UserInfo(*user, *password))
+	}
+	nc, err := connect(ctx, log, *url, opts)
+	if err != nil {
+		log.Error("cannot connect", "url", *url, "err", err)
+		return 1
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		log.Error("jetstream", "err", err)
+		return 1
+	}
+	wopts := []tools.Option{tools.WithConcurrency(*concurrency), tools.WithAckWait(*ackWait), tools.WithMaxDeliver(*maxDeliver)}
+	if *name != "" {
+		wopts = append(wopts, tools.WithName(*name))
+	}
+	w, err := tools.NewWorker(nc, js, log, served, wopts...)
+	if err != nil {
+		log.Error("bad configuration", "err", err)
+		return 2
+	}
+	if err := w.Run(ctx); err != nil {
+		log.Error("toolworker stopped", "err", err)
+		return 1
+	}
+	log.Info("toolworker stopped gracefully")
+	return 0
+}
+
+// connect waits up to 30 s for a server, so that a worker started next to
+// an orchestrator that brings the embedded server up finds it.
+func connect(ctx context.Context, log *slog.Logger, url string, opts []nats.Option) (*nats.Conn, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		nc, err := runtime.Connect(url, "jetloop toolworker", func(err error) { log.Warn("nats", "err", err) }, opts...)
+		if err == nil || !errors.Is(err, nats.ErrNoServers) || time.Now().After(deadline) {
+			return nc, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

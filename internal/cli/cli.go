@@ -1,0 +1,236 @@
+// Package cli is the jetloop command: the demo and dev stacks in one process,
+// and the client commands that submit, watch and steer turns.
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jetloop/jetloop/internal/agents"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/lmittmann/tint"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Exit statuses.
+const (
+	ExitOK      = 0
+	ExitStopped = 1 // the turn finished, but not with completed or synthesis_done
+	ExitUsage   = 2
+	ExitFailed  = 3 // the command could not do its work
+)
+
+const usage = `jetloop: durable agent loops on NATS JetStream
+
+usage: jetloop COMMAND [flags] [args]
+
+  demo                     run a sample turn on an embedded server and print its live trace
+  dev                      run server, orchestrator and tool worker here and stay up
+  submit [--watch] ...     publish a turn request and print its turn id
+  watch TURN               print a turn's live trace until it finishes
+  abort TURN               stop a turn
+  reply TURN CALL_ID TEXT  answer a turn's ask_user question
+  approve|deny TURN CALL_ID  decide a call that waits for approval
+  agents check PATH        validate an AGENTS.md file or directory
+
+Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222)
+and --creds FILE / --user / --password. Run jetloop COMMAND -h for its flags.
+`
+
+// Main runs the jetloop command with args (without the program name) and
+// returns its exit status.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	c := &command{name: args[0], stdout: stdout, stderr: stderr}
+	c.flags = flag.NewFlagSet("jetloop "+c.name, flag.ContinueOnError)
+	c.flags.SetOutput(stderr)
+	c.flags.StringVar(&c.url, "nats", os.Getenv("NATS_URL"), "NATS server URL")
+	c.flags.StringVar(&c.creds, "creds", "", "NATS credentials file")
+	c.flags.StringVar(&c.user, "user", "", "NATS user")
+	c.flags.StringVar(&c.password, "password", "", "NATS password")
+	run, ok := commands[c.name]
+	if !ok {
+		fmt.Fprintf(stderr, "jetloop: unknown command %q\n\n%s", c.name, usage)
+		return ExitUsage
+	}
+	return run(ctx, c, args[1:])
+}
+
+type command struct {
+	name                       string
+	flags                      *flag.FlagSet
+	url, creds, user, password string
+	stdout, stderr             io.Writer
+}
+
+var commands map[string]func(context.Context, *command, []string) int
+
+func init() {
+	commands = map[string]func(context.Context, *command, []string) int{
+		"demo":    demo,
+		"dev":     dev,
+		"submit":  submit,
+		"watch":   watch,
+		"abort":   abort,
+		"reply":   reply,
+		"approve": approve,
+		"deny":    approve,
+		"agents":  agentsCmd,
+	}
+}
+
+func (c *command) parse(args []string) bool {
+	return c.flags.Parse(args) == nil
+}
+
+func (c *command) fail(format string, a ...any) int {
+	fmt.Fprintf(c.stderr, "jetloop %s: %s\n", c.name, fmt.Sprintf(format, a...))
+	return ExitFailed
+}
+
+func (c *command) usageErr(format string, a ...any) int {
+	fmt.Fprintf(c.stderr, "jetloop %s: %s\n", c.name, fmt.Sprintf(format, a...))
+	c.flags.Usage()
+	return ExitUsage
+}
+
+// connect opens the connection a client command uses.
+func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
+	url := c.url
+	if url == "" {
+		url = runtime.DefaultURL
+	}
+	var opts []nats.Option
+	if c.creds != "" {
+		opts = append(opts, nats.UserCredentials(c.creds))
+	}
+	if c.user != "" {
+		opts = append(opts, nats.UserInfo(c.user, c.password))
+	}
+	opts = append(opts, nats.Timeout(3*time.Second), nats.RetryOnFailedConnect(false))
+	nc, err := runtime.Connect(url, "jetloop "+c.name, func(err error) {
+		fmt.Fprintf(c.stderr, "jetloop %s: %v\n", c.name, err)
+	}, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// Logger builds the handler of a process: tint on a terminal, JSON lines
+// otherwise.
+func Logger(w io.Writer, level slog.Level) *slog.Logger {
+	if IsTerminal(w) {
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// IsTerminal reports whether w is a character device, where colour helps.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("NO_COLOR") == ""
+}
+
+// NewID makes a turn or session id: a UUIDv7, ordered by time.
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
+
+func agentsCmd(_ context.Context, c *command, args []string) int {
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	rest := c.flags.Args()
+	if len(rest) != 2 || rest[0] != "check" {
+		return c.usageErr("usage: jetloop agents check PATH")
+	}
+	set, diags, err := agents.Load(rest[1])
+	for _, d := range diags {
+		fmt.Fprintln(c.stdout, d.String())
+	}
+	if err != nil {
+		if len(diags) == 0 {
+			fmt.Fprintln(c.stdout, err)
+		}
+		return 1
+	}
+	for _, n := range set.Names() {
+		a, _ := set.Get(n)
+		fmt.Fprintf(c.stdout, "%s: model %s, step cap %d\n", a.Name, a.Model, a.StepCap())
+	}
+	return ExitOK
+}
+
+func control(ctx context.Context, c *command, turn string, ctl events.Control) int {
+	if !events.ValidID(turn) {
+		return c.usageErr("invalid turn id %q", turn)
+	}
+	nc, js, err := c.connect()
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer nc.Close()
+	data, err := jsonMarshal(ctl)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	if _, err := js.Publish(ctx, events.ControlSubject(turn), data, jetstream.WithMsgID("control:"+turn+":"+NewID())); err != nil {
+		return c.fail("%v", err)
+	}
+	return ExitOK
+}
+
+func abort(ctx context.Context, c *command, args []string) int {
+	reason := c.flags.String("reason", "aborted from the command line", "why the turn stops")
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	if c.flags.NArg() != 1 {
+		return c.usageErr("usage: jetloop abort [--reason TEXT] TURN")
+	}
+	return control(ctx, c, c.flags.Arg(0), events.Control{Action: events.ActionAbort, Reason: *reason})
+}
+
+func reply(ctx context.Context, c *command, args []string) int {
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	if c.flags.NArg() != 3 {
+		return c.usageErr("usage: jetloop reply TURN CALL_ID TEXT")
+	}
+	return control(ctx, c, c.flags.Arg(0), events.Control{Action: events.ActionReply, CallID: c.flags.Arg(1), Answer: c.flags.Arg(2)})
+}
+
+func approve(ctx context.Context, c *command, args []string) int {
+	note := c.flags.String("note", "", "a note the model sees")
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	if c.flags.NArg() != 2 {
+		return c.usageErr("usage: jetloop %s [--note TEXT] TURN CALL_ID", c.name)
+	}
+	ok := c.name == "approve"
+	return control(ctx, c, c.flags.Arg(0), events.Control{Action: events.ActionApprove, CallID: c.flags.Arg(1), Approved: &ok, Note: *note})
+}

@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/agents"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+)
+
+// stack is a whole jetloop in one process: an embedded server, an
+// orchestrator and a tool worker.
+type stack struct {
+	srv *server.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	g   *errgroup.Group
+	ctx context.Context
+}
+
+// startStack starts the stack with its server at url (empty: a free port)
+// storing in dir, the agents of agentsPath, and the built-in tools on root.
+func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slog.Logger) (*stack, error) {
+	set, diags, err := agents.Load(agentsPath)
+	for _, d := range diags {
+		log.Warn(d.String())
+	}
+	if err != nil {
+		return nil, err
+	}
+	srv, err := runtime.Embedded(url, dir)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := runtime.Connect(srv.ClientURL(), "jetloop", func(err error) { log.Warn("nats", "err", err) })
+	if err != nil {
+		srv.Shutdown()
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		srv.Shutdown()
+		return nil, err
+	}
+	if err := runtime.EnsureStreams(ctx, js); err != nil {
+		nc.Close()
+		srv.Shutdown()
+		return nil, err
+	}
+	orch, err := runtime.New(nc, js, log.With("process", "orchestrator"), set)
+	if err != nil {
+		nc.Close()
+		srv.Shutdown()
+		return nil, err
+	}
+	builtins, err := tools.Builtins(root, false)
+	if err != nil {
+		nc.Close()
+		srv.Shutdown()
+		return nil, err
+	}
+	worker, err := tools.NewWorker(nc, js, log.With("process", "toolworker"), builtins)
+	if err != nil {
+		nc.Close()
+		srv.Shutdown()
+		return nil, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return orch.Run(gctx) })
+	g.Go(func() error { return worker.Run(gctx) })
+	s := &stack{srv: srv, nc: nc, js: js, g: g, ctx: gctx}
+	if err := s.waitForTools(ctx, len(builtins)); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitForTools returns once the worker has advertised its tools, so a turn
+// submitted next is offered them.
+func (s *stack) waitForTools(ctx context.Context, n int) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if kv, err := s.js.KeyValue(ctx, events.BucketTools); err == nil {
+			if keys, err := kv.ListKeys(ctx); err == nil {
+				got := 0
+				for range keys.Keys() {
+					got++
+				}
+				if got >= n {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.ctx.Done():
+			return s.g.Wait()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return errors.New("the tool worker did not advertise its tools")
+}
+
+func (s *stack) stop() error {
+	err := s.g.Wait()
+	s.nc.Close()
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+	return err
+}
+
+// demoTurn is the sample turn: the General agent reads this repository with
+// the shipped demo script.
+func demoTurn() events.Submit {
+	id := NewID()
+	return events.Submit{TurnID: id, Agent: "General", Model: "script:scripts/demo.yaml",
+		Input:    []events.Message{{Role: events.RoleUser, Content: "What is this project, and what can I run?"}},
+		Metadata: map[string]string{"source": "jetloop demo"}}
+}
+
+func demo(ctx context.Context, c *command, args []string) int {
+	agentsPath := c.flags.String("agents", "data/AGENTS.md", "AGENTS.md file or directory")
+	root := c.flags.String("root", ".", "directory the file tools may read")
+	verbose := c.flags.Bool("v", false, "log what the processes do")
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	level := slog.LevelError
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	log := Logger(c.stderr, level)
+	dir, err := os.MkdirTemp("", "jetloop-demo-")
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer os.RemoveAll(dir)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	s, err := startStack(runCtx, "", dir, *agentsPath, *root, log)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	fmt.Fprintf(c.stdout, "jetloop demo: embedded JetStream at %s, orchestrator and tool worker in this process\n\n", s.srv.ClientURL())
+	sub := demoTurn()
+	if err := Submit(ctx, s.js, sub); err != nil {
+		stop()
+		_ = s.stop()
+		return c.fail("%v", err)
+	}
+	fin, werr := Watch(ctx, s.nc, s.js, sub.TurnID, NewTrace(c.stdout, IsTerminal(c.stdout)))
+	stop()
+	if err := s.stop(); err != nil && werr == nil {
+		werr = err
+	}
+	if werr != nil {
+		return c.fail("%v", werr)
+	}
+	if !Success(fin.StopReason) {
+		return ExitStopped
+	}
+	return ExitOK
+}
+
+func dev(ctx context.Context, c *command, args []string) int {
+	agentsPath := c.flags.String("agents", "data/AGENTS.md", "AGENTS.md file or directory")
+	root := c.flags.String("root", ".", "directory the file tools may read and write")
+	dir := c.flags.String("data", runtime.DefaultDataDir, "where the embedded server stores its streams")
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	url := c.url
+	if url == "" {
+		url = runtime.DefaultURL
+	}
+	if runtime.Answers(url) {
+		return c.fail("something already listens at %s; stop it or pass --nats with a free address", url)
+	}
+	abs, _ := filepath.Abs(*dir)
+	log := Logger(c.stderr, slog.LevelInfo)
+	s, err := startStack(ctx, url, *dir, *agentsPath, *root, log)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	fmt.Fprintf(c.stdout, "jetloop dev: NATS_URL=%s (data in %s)\n", s.srv.ClientURL(), abs)
+	fmt.Fprintf(c.stdout, "try: NATS_URL=%s jetloop submit --watch --agent General --model script:scripts/demo.yaml 'hello'\n", s.srv.ClientURL())
+	<-ctx.Done()
+	if err := s.stop(); err != nil && !errors.Is(err, context.Canceled) {
+		return c.fail("%v", err)
+	}
+	return ExitOK
+}

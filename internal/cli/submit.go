@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/model"
+	"github.com/jetloop/jetloop/schemas"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// optionalInt is an int flag that knows whether it was given.
+type optionalInt struct{ v *int }
+
+func (o *optionalInt) String() string {
+	if o.v == nil {
+		return ""
+	}
+	return fmt.Sprint(*o.v)
+}
+
+func (o *optionalInt) Set(s string) error {
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		return fmt.Errorf("not an integer: %q", s)
+	}
+	o.v = &n
+	return nil
+}
+
+// metadata collects repeated --metadata key=value flags.
+type metadata map[string]string
+
+func (m metadata) String() string { return "" }
+
+func (m metadata) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want key=value, got %q", s)
+	}
+	m[k] = v
+	return nil
+}
+
+func submit(ctx context.Context, c *command, args []string) int {
+	f := c.flags
+	turn := f.String("turn", "", "turn id (default: a new UUIDv7)")
+	session := f.String("session", "", "session id: earlier finished turns of the session are the history (default: the turn id)")
+	agent := f.String("agent", "", "agent name")
+	modelName := f.String("model", "", "model override, e.g. openai/gpt-4.1-mini or script")
+	scriptFile := f.String("script", "", "file with an inline scripted model (YAML or JSON); implies --model script")
+	file := f.String("file", "", "a complete submit message (JSON) to publish as it is")
+	watchIt := f.Bool("watch", false, "print the live trace and return when the turn finishes")
+	var steps, budget optionalInt
+	f.Var(&steps, "steps", "tighten the step cap")
+	f.Var(&budget, "budget", "tighten the tool budget")
+	timeout := f.Duration("timeout", 0, "tighten the turn's timeout (e.g. 90s)")
+	meta := metadata{}
+	f.Var(meta, "metadata", "key=value copied to turn.started (repeatable)")
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	var sub events.Submit
+	if *file != "" {
+		data, err := os.ReadFile(*file)
+		if err != nil {
+			return c.fail("%v", err)
+		}
+		if err := schemas.Validate("submit", data); err != nil {
+			return c.fail("%s: %v", *file, err)
+		}
+		if err := json.Unmarshal(data, &sub); err != nil {
+			return c.fail("%s: %v", *file, err)
+		}
+	} else {
+		text := strings.Join(f.Args(), " ")
+		if text == "" {
+			return c.usageErr("usage: jetloop submit [flags] TEXT (or --file submit.json)")
+		}
+		sub = events.Submit{TurnID: *turn, SessionID: *session, Agent: *agent, Model: *modelName,
+			Input: []events.Message{{Role: events.RoleUser, Content: text}}}
+		if sub.TurnID == "" {
+			sub.TurnID = NewID()
+		}
+		if *scriptFile != "" {
+			sc, err := model.LoadScript(*scriptFile)
+			if err != nil {
+				return c.fail("%v", err)
+			}
+			if sub.Script, err = json.Marshal(sc); err != nil {
+				return c.fail("%v", err)
+			}
+			if sub.Model == "" {
+				sub.Model = "script"
+			}
+		}
+		if steps.v != nil || budget.v != nil || *timeout > 0 {
+			sub.Limits = &events.Limits{Steps: steps.v, TimeoutMs: timeout.Milliseconds()}
+			if budget.v != nil {
+				sub.Limits.Budget = *budget.v
+			}
+		}
+		if len(meta) > 0 {
+			sub.Metadata = meta
+		}
+	}
+	if !events.ValidID(sub.TurnID) {
+		return c.usageErr("invalid turn id %q", sub.TurnID)
+	}
+	nc, js, err := c.connect()
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer nc.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := Submit(pctx, js, sub); err != nil {
+		return c.fail("%v", err)
+	}
+	fmt.Fprintln(c.stdout, sub.TurnID)
+	if !*watchIt {
+		return ExitOK
+	}
+	return c.follow(ctx, nc, js, sub.TurnID)
+}
+
+func watch(ctx context.Context, c *command, args []string) int {
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	if c.flags.NArg() != 1 || !events.ValidID(c.flags.Arg(0)) {
+		return c.usageErr("usage: jetloop watch TURN")
+	}
+	nc, js, err := c.connect()
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer nc.Close()
+	return c.follow(ctx, nc, js, c.flags.Arg(0))
+}
+
+// follow prints a turn's trace until it finishes; the exit status says how it
+// ended: 0 for completed and synthesis_done, 1 for any other stop.
+func (c *command) follow(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn string) int {
+	fin, err := Watch(ctx, nc, js, turn, NewTrace(c.stdout, IsTerminal(c.stdout)))
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	if !Success(fin.StopReason) {
+		return ExitStopped
+	}
+	return ExitOK
+}

@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+)
+
+// Trace prints a turn's events as they come, one row per event with the
+// machine's transition, and the streamed text of its model calls in between.
+type Trace struct {
+	w      io.Writer
+	color  bool
+	state  *fsm.State
+	start  time.Time
+	inText bool // a delta line is open
+	last   events.Envelope
+	// held keeps text of a step whose step.started has not been printed:
+	// deltas come on their own subject and may overtake the log.
+	held []events.Delta
+}
+
+// NewTrace prints to w, in colour when color is set.
+func NewTrace(w io.Writer, color bool) *Trace {
+	return &Trace{w: w, color: color, state: fsm.New("")}
+}
+
+// ANSI styles, used only on a terminal.
+const (
+	dim    = "\033[2m"
+	bold   = "\033[1m"
+	cyan   = "\033[36m"
+	green  = "\033[32m"
+	yellow = "\033[33m"
+	red    = "\033[31m"
+	reset  = "\033[0m"
+)
+
+func (t *Trace) style(s, code string) string {
+	if !t.color {
+		return s
+	}
+	return code + s + reset
+}
+
+// Delta prints a piece of streamed model text.
+func (t *Trace) Delta(d events.Delta) {
+	if d.Step > t.state.Step {
+		t.held = append(t.held, d)
+		return
+	}
+	if !t.inText {
+		fmt.Fprint(t.w, "        "+t.style("▸ ", cyan))
+		t.inText = true
+	}
+	fmt.Fprint(t.w, t.style(strings.ReplaceAll(d.Delta, "\n", "\n          "), cyan))
+}
+
+func (t *Trace) endText() {
+	if t.inText {
+		fmt.Fprintln(t.w)
+		t.inText = false
+	}
+}
+
+// Event prints one event and folds it; it returns an error when the event
+// does not fit the log so far.
+func (t *Trace) Event(e events.Envelope) error {
+	t.endText()
+	before := t.state.Phase
+	if err := fsm.Evolve(t.state, e); err != nil {
+		return err
+	}
+	t.last = e
+	if e.Seq == 1 {
+		t.start = e.Time
+		fmt.Fprintf(t.w, "%s %s  session %s\n", t.style("turn", bold), e.TurnID, e.SessionID)
+	}
+	after := t.state.Phase
+	move := fmt.Sprintf("%s → %s", before, after)
+	if before == after {
+		move = string(after)
+	}
+	typ := fmt.Sprintf("%-15s", e.Type)
+	switch e.Type {
+	case events.TurnFinished:
+		typ = t.style(typ, bold)
+	case events.TurnSentinel, events.TurnPaused:
+		typ = t.style(typ, yellow)
+	}
+	fmt.Fprintf(t.w, "  %s %s %-26s %s %s\n", t.style(fmt.Sprintf("%3d", e.Seq), dim),
+		t.style(fmt.Sprintf("step %-2d %7s", e.Step, since(e.Time.Sub(t.start))), dim), move, typ, t.detail(e))
+	if e.Type == events.TurnFinished {
+		t.summary(e)
+	}
+	if e.Type == events.StepStarted {
+		held := t.held
+		t.held = nil
+		for _, d := range held {
+			t.Delta(d)
+		}
+	}
+	return nil
+}
+
+// State is the turn's state after the events printed so far.
+func (t *Trace) State() *fsm.State { return t.state }
+
+func since(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("+%dms", d.Milliseconds())
+	}
+	return fmt.Sprintf("+%.1fs", d.Seconds())
+}
+
+func (t *Trace) detail(e events.Envelope) string {
+	switch e.Type {
+	case events.TurnStarted:
+		var d events.TurnStartedData
+		_ = json.Unmarshal(e.Data, &d)
+		return fmt.Sprintf("agent %s, model %s, history %d, tools [%s], limits steps=%d budget=%d",
+			d.Agent, d.Model, d.History, strings.Join(d.Tools, " "), deref(d.Limits.Steps), d.Limits.Budget)
+	case events.ModelCompleted:
+		var d events.ModelCompletedData
+		_ = json.Unmarshal(e.Data, &d)
+		if d.Error != "" {
+			return t.style("error: "+d.Error, red)
+		}
+		return fmt.Sprintf("%d tool call(s), %s, %d+%d tokens, %dms", len(d.ToolCalls), d.FinishReason,
+			d.Usage.InputTokens, d.Usage.OutputTokens, d.DurationMs)
+	case events.ToolRequested:
+		var d events.ToolRequestedData
+		_ = json.Unmarshal(e.Data, &d)
+		return fmt.Sprintf("%s %s", d.Name, clip(string(d.Arguments), 60))
+	case events.ToolCompleted:
+		var d events.ToolCompletedData
+		_ = json.Unmarshal(e.Data, &d)
+		status := t.style("ok", green)
+		if d.IsError {
+			status = t.style("error", red)
+		}
+		if d.Final {
+			status += " final"
+		}
+		return fmt.Sprintf("%s %s %dms by %s: %s", d.Name, status, d.DurationMs, d.Worker, clip(d.Output, 60))
+	case events.TurnPaused:
+		var d events.TurnPausedData
+		_ = json.Unmarshal(e.Data, &d)
+		if d.Kind == events.PauseInput {
+			return fmt.Sprintf("waits for a reply to %s: %s", d.CallID, d.Question)
+		}
+		return fmt.Sprintf("waits for approval of %s %s (%s)", d.Tool, clip(string(d.Arguments), 40), d.CallID)
+	case events.TurnResumed:
+		var d events.TurnResumedData
+		_ = json.Unmarshal(e.Data, &d)
+		if d.Approved != nil {
+			return fmt.Sprintf("approved=%t %s", *d.Approved, d.Note)
+		}
+		return "answer: " + clip(d.Answer, 60)
+	case events.StepChecked:
+		var d events.StepCheckedData
+		_ = json.Unmarshal(e.Data, &d)
+		if d.Decision == events.DecisionStop {
+			return "stop: " + string(d.StopReason)
+		}
+		return string(d.Decision)
+	case events.TurnSentinel:
+		var d events.TurnSentinelData
+		_ = json.Unmarshal(e.Data, &d)
+		return fmt.Sprintf("%s: %s", d.Kind, clip(d.Text, 70))
+	case events.TurnFinished:
+		var d events.TurnFinishedData
+		_ = json.Unmarshal(e.Data, &d)
+		s := "stop_reason " + string(d.StopReason)
+		if d.Error != "" {
+			s += ": " + d.Error
+		}
+		return s
+	}
+	return ""
+}
+
+func (t *Trace) summary(e events.Envelope) {
+	var d events.TurnFinishedData
+	_ = json.Unmarshal(e.Data, &d)
+	if d.Output != "" {
+		fmt.Fprintf(t.w, "\n%s\n%s\n", t.style("output:", bold), indent(d.Output))
+	}
+	m := d.Metrics
+	colour := green
+	if !Success(d.StopReason) {
+		colour = yellow
+	}
+	fmt.Fprintf(t.w, "\n%s %s · steps %d · tool calls %d · model calls %d · tokens %d in / %d out · %s\n",
+		t.style("finished:", bold), t.style(string(d.StopReason), colour), m.Steps, m.ToolCalls, m.ModelCalls,
+		m.InputTokens, m.OutputTokens, time.Duration(m.DurationMs)*time.Millisecond)
+}
+
+// Success reports the stop reasons after which watch exits 0.
+func Success(r events.StopReason) bool {
+	return r == events.StopCompleted || r == events.StopSynthesisDone
+}
+
+func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return fsm.MaxSteps
+	}
+	return *p
+}

@@ -1,0 +1,243 @@
+// Package proctest runs the real binaries as separate processes against a
+// real server: what an operator starts is what is tested.
+package proctest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds cmd/... once per test run.
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "jetloop-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-race", "-o", binDir+string(filepath.Separator), "github.com/jetloop/jetloop/cmd/...")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build: %v", buildErr)
+	}
+	return binDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// process is a started binary whose output is kept for the test's log.
+type process struct {
+	cmd *exec.Cmd
+	out *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func start(t *testing.T, dir, name string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binaries(t), name), args...)
+	cmd.Dir = dir
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, out: out}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, out.String())
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (p *process) stop(t *testing.T) int {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = p.cmd.Process.Kill()
+		t.Fatalf("%s did not stop on SIGTERM", p.cmd.Path)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func run(t *testing.T, dir string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "jetloop"), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("jetloop %v: %v\n%s", args, err, out)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// TestProcessesRunATurn starts the orchestrator and the tool worker as
+// processes, submits the demo turn with jetloop submit --watch, and stops
+// both with SIGTERM: each exits 0.
+func TestProcessesRunATurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	srv := natstest.Start(t)
+	url := srv.ClientURL()
+	root := repoRoot(t)
+	_, js := srv.Connect(t)
+	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	worker := start(t, root, "toolworker", "--nats", url, "--root", root)
+	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md", "--ack-wait", "5s")
+
+	// The turn is offered the tools the worker advertised: wait until it has.
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(worker.out.String()+orch.out.String(), "serving") {
+		if time.Now().After(deadline) {
+			t.Fatal("the processes did not come up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, tool := range []string{"read_file", "list_dir", "grep", "write_file", "echo", "sleep"} {
+		waitForTool(t, js, tool)
+	}
+
+	out, code := run(t, root, "submit", "--nats", url, "--watch", "--agent", "General",
+		"--model", "script:scripts/demo.yaml", "What is this project?")
+	if code != 0 {
+		t.Fatalf("submit --watch exited %d:\n%s", code, out)
+	}
+	for _, want := range []string{"turn.started", "step.started", "tool.completed", "turn.finished", "completed"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the trace lacks %q:\n%s", want, out)
+		}
+	}
+	if code := orch.stop(t); code != 0 {
+		t.Fatalf("orchestrator exited %d after SIGTERM", code)
+	}
+	if code := worker.stop(t); code != 0 {
+		t.Fatalf("toolworker exited %d after SIGTERM", code)
+	}
+}
+
+// TestDemo runs jetloop demo as make demo does.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	out, code := run(t, repoRoot(t), "demo")
+	if code != 0 {
+		t.Fatalf("demo exited %d:\n%s", code, out)
+	}
+	for _, want := range []string{"new → step_start", "stream → tool_phase", "tool.completed", "finished: completed", "steps 4"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the demo's trace lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestAgentsCheck checks the exit statuses of jetloop agents check.
+func TestAgentsCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	root := repoRoot(t)
+	if out, code := run(t, root, "agents", "check", "data/AGENTS.md"); code != 0 || !strings.Contains(out, "Refactorer") {
+		t.Fatalf("shipped agents: exit %d\n%s", code, out)
+	}
+	dir := t.TempDir()
+	warn := filepath.Join(dir, "warn.md")
+	os.WriteFile(warn, []byte("---\nname: A\nsteps: -1\n---\nprompt\n"), 0o644)
+	if out, code := run(t, dir, "agents", "check", warn); code != 0 || !strings.Contains(out, "warn.md:3") {
+		t.Fatalf("warnings only: exit %d\n%s", code, out)
+	}
+	bad := filepath.Join(dir, "bad.md")
+	os.WriteFile(bad, []byte("---\nname: A\n---\none\n---\nname: A\n---\ntwo\n"), 0o644)
+	if out, code := run(t, dir, "agents", "check", bad); code != 1 || !strings.Contains(out, "bad.md:6") {
+		t.Fatalf("duplicate name: exit %d\n%s", code, out)
+	}
+}
+
+func waitForTool(t *testing.T, js jetstream.JetStream, name string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		kv, err := js.KeyValue(ctx, events.BucketTools)
+		if err == nil {
+			_, err = kv.Get(ctx, name)
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tool %s never advertised: %v", name, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
