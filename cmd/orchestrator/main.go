@@ -17,7 +17,6 @@ import (
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/cli"
 	"github.com/jetloop/jetloop/internal/runtime"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -71,13 +70,7 @@ func run() int {
 			log.Info("no NATS server answered: started an embedded JetStream server", "url", srv.ClientURL(), "data", *data)
 		}
 	}
-	var opts []nats.Option
-	if *creds != "" {
-		opts = append(opts, nats.UserCredentials(*creds))
-	}
-	if *user != "" {
-		opts = append(opts, nats.UserInfo(*user, *password))
-	}
+	opts := runtime.AuthOptions(*creds, *user, *password)
 	nc, err := runtime.Connect(*url, "jetloop orchestrator", func(err error) { log.Warn("nats", "err", err) }, opts...)
 	if err != nil {
 		log.Error("cannot connect", "err", err)

@@ -88,13 +88,7 @@ func run() int {
 	if *url == "" {
 		*url = runtime.DefaultURL
 	}
-	var opts []nats.Option
-	if *creds != "" {
-		opts = append(opts, nats.UserCredentials(*creds))
-	}
-	if *user != "" {
-		opts = append(opts, nats.UserInfo(*user, *password))
-	}
+	opts := runtime.AuthOptions(*creds, *user, *password)
 	nc, err := connect(ctx, log, *url, opts)
 	if err != nil {
 		log.Error("cannot connect", "url", *url, "err", err)

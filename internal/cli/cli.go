@@ -15,6 +15,7 @@ import (
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/schemas"
 	"github.com/lmittmann/tint"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -114,13 +115,7 @@ func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
 	if url == "" {
 		url = runtime.DefaultURL
 	}
-	var opts []nats.Option
-	if c.creds != "" {
-		opts = append(opts, nats.UserCredentials(c.creds))
-	}
-	if c.user != "" {
-		opts = append(opts, nats.UserInfo(c.user, c.password))
-	}
+	opts := runtime.AuthOptions(c.creds, c.user, c.password)
 	opts = append(opts, nats.Timeout(3*time.Second), nats.RetryOnFailedConnect(false))
 	nc, err := runtime.Connect(url, "jetloop "+c.name, func(err error) {
 		fmt.Fprintf(c.stderr, "jetloop %s: %v\n", c.name, err)
@@ -187,15 +182,18 @@ func control(ctx context.Context, c *command, turn string, ctl events.Control) i
 	if !events.ValidID(turn) {
 		return c.usageErr("invalid turn id %q", turn)
 	}
+	data, err := jsonMarshal(ctl)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	if err := schemas.Validate("control", data); err != nil {
+		return c.usageErr("%v", err) // say so here, not in a dead letter
+	}
 	nc, js, err := c.connect()
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
-	data, err := jsonMarshal(ctl)
-	if err != nil {
-		return c.fail("%v", err)
-	}
 	if _, err := js.Publish(ctx, events.ControlSubject(turn), data, jetstream.WithMsgID("control:"+turn+":"+NewID())); err != nil {
 		return c.fail("%v", err)
 	}

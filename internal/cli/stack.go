@@ -48,34 +48,29 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 		srv.Shutdown()
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
+	fail := func(err error) (*stack, error) {
 		nc.Close()
 		srv.Shutdown()
 		return nil, err
 	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(err)
+	}
 	if err := runtime.EnsureStreams(ctx, js); err != nil {
-		nc.Close()
-		srv.Shutdown()
-		return nil, err
+		return fail(err)
 	}
 	orch, err := runtime.New(nc, js, log.With("process", "orchestrator"), set)
 	if err != nil {
-		nc.Close()
-		srv.Shutdown()
-		return nil, err
+		return fail(err)
 	}
 	builtins, err := tools.Builtins(root, false)
 	if err != nil {
-		nc.Close()
-		srv.Shutdown()
-		return nil, err
+		return fail(err)
 	}
 	worker, err := tools.NewWorker(nc, js, log.With("process", "toolworker"), builtins)
 	if err != nil {
-		nc.Close()
-		srv.Shutdown()
-		return nil, err
+		return fail(err)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return orch.Run(gctx) })
