@@ -82,12 +82,11 @@ func run() int {
 		log.Error("jetstream", "err", err)
 		return 1
 	}
-	o, err := runtime.New(nc, js, log, set, runtime.WithShards(*shards), runtime.WithModelRunners(*runners), runtime.WithAckWait(*ackWait))
+	o, err := runtime.New(nc, js, log.With("url", *url), set, runtime.WithShards(*shards), runtime.WithModelRunners(*runners), runtime.WithAckWait(*ackWait))
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		return 2
 	}
-	log.Info("orchestrator serving", "url", *url, "agents", set.Names())
 	if err := o.Run(ctx); err != nil {
 		log.Error("orchestrator stopped", "err", err)
 		return 1

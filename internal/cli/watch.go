@@ -61,9 +61,9 @@ func Watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn stri
 				t.Delta(d)
 			}
 		case m := <-evs:
-			var e events.Envelope
-			if err := json.Unmarshal(m.Data(), &e); err != nil {
-				return fin, fmt.Errorf("watch: event: %w", err)
+			e, _, err := events.Decode(m.Data())
+			if err != nil {
+				return fin, fmt.Errorf("watch: event %s: %w", m.Subject(), err)
 			}
 			if err := t.Event(e); err != nil {
 				return fin, fmt.Errorf("watch: %w", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -77,8 +78,10 @@ func (c *toolCatalog) update(u jetstream.KeyValueEntry) {
 		delete(c.entries, u.Key())
 		return
 	}
+	// Any process may write the bucket: an entry that is not a tool_info
+	// is no tool.
 	var info events.ToolInfo
-	if err := json.Unmarshal(u.Value(), &info); err != nil || !events.ValidID(info.Name) {
+	if schemas.Validate("tool_info", u.Value()) != nil || json.Unmarshal(u.Value(), &info) != nil || info.Name != u.Key() {
 		delete(c.entries, u.Key())
 		return
 	}

@@ -374,3 +374,38 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// Anyone may write the tools bucket: only well-formed entries, under their
+// own name, from a live worker, are offered to a turn.
+func TestOnlyValidLiveToolsAreOffered(t *testing.T) {
+	h := newHarness(t)
+	h.worker()
+	ctx := context.Background()
+	kv, err := h.js.KeyValue(ctx, events.BucketTools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, value := range map[string]string{
+		"garbage":   `{not json`,
+		"alias":     `{"name":"echo2","description":"","parameters":{"type":"object"},"workers":1}`,
+		"idle":      `{"name":"idle","description":"","parameters":{"type":"object"},"workers":0}`,
+		"untyped":   `{"name":"untyped","parameters":{"type":"object"},"workers":1}`,
+		"shipshape": `{"name":"shipshape","description":"ok","parameters":{"type":"object"},"workers":1}`,
+	} {
+		if _, err := kv.Put(ctx, key, []byte(value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.orchestrator()
+	h.submit(script("t-offered", "General", `{"responses": [{"text": "hi"}]}`))
+	log, _ := h.finished("t-offered")
+	tools := of[events.TurnStartedData](t, log, events.TurnStarted)[0].Tools
+	for _, bad := range []string{"garbage", "alias", "echo2", "idle", "untyped"} {
+		if contains(tools, bad) {
+			t.Errorf("offered %s: %v", bad, tools)
+		}
+	}
+	if !contains(tools, "shipshape") || !contains(tools, "echo") {
+		t.Errorf("tools offered %v", tools)
+	}
+}

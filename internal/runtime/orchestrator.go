@@ -215,6 +215,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 		g.Go(func() error { return r.run(gctx) })
 	}
 	g.Go(func() error { return o.serve(gctx, inbox) })
+	o.log.Info("serving", "agents", o.agents.Names(), "shards", o.shards, "model_runners", o.runners)
 	return g.Wait()
 }
 
