@@ -37,6 +37,9 @@ usage: jetloop COMMAND [flags] [args]
   dev                      run server, orchestrator and tool worker here and stay up
   submit [--watch] ...     publish a turn request and print its turn id
   watch TURN               print a turn's live trace until it finishes
+  replay [--json] [--at STEP] [--file FILE] TURN
+                           print a recorded turn through today's machine
+  export TURN              print a turn's events as JSON lines
   abort TURN               stop a turn
   reply TURN CALL_ID TEXT  answer a turn's ask_user question
   approve|deny TURN CALL_ID  decide a call that waits for approval
@@ -86,6 +89,8 @@ func init() {
 		"dev":     dev,
 		"submit":  submit,
 		"watch":   watch,
+		"replay":  replay,
+		"export":  export,
 		"abort":   abort,
 		"reply":   reply,
 		"approve": approve,

@@ -5,6 +5,7 @@ package proctest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -166,7 +167,7 @@ func TestProcessesRunATurn(t *testing.T) {
 		waitForTool(t, js, tool)
 	}
 
-	out, code := run(t, root, "submit", "--nats", url, "--watch", "--agent", "General",
+	out, code := run(t, root, "submit", "--nats", url, "--watch", "--turn", "proc-turn", "--agent", "General",
 		"--model", "script:scripts/demo.yaml", "What is this project?")
 	if code != 0 {
 		t.Fatalf("submit --watch exited %d:\n%s", code, out)
@@ -176,6 +177,8 @@ func TestProcessesRunATurn(t *testing.T) {
 			t.Fatalf("the trace lacks %q:\n%s", want, out)
 		}
 	}
+	checkReplay(t, root, url, js, "proc-turn")
+
 	if code := orch.stop(t); code != 0 {
 		t.Fatalf("orchestrator exited %d after SIGTERM", code)
 	}
@@ -239,5 +242,61 @@ func waitForTool(t *testing.T, js jetstream.JetStream, name string) {
 			t.Fatalf("tool %s never advertised: %v", name, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkReplay exports a finished turn, replays it from the file and from the
+// server, and checks the export is the log byte for byte.
+func checkReplay(t *testing.T, root, url string, js jetstream.JetStream, turn string) {
+	t.Helper()
+	exported, code := run(t, root, "export", "--nats", url, turn)
+	if code != 0 {
+		t.Fatalf("export exited %d:\n%s", code, exported)
+	}
+	ctx := context.Background()
+	stream, err := js.Stream(ctx, events.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(exported), "\n")
+	for i, line := range lines {
+		m, err := stream.GetMsg(ctx, uint64(i+1))
+		if err != nil || string(m.Data) != line {
+			t.Fatalf("exported line %d differs from the stored event:\n%s\n%s (%v)", i+1, line, m.Data, err)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "turn.jsonl")
+	if err := os.WriteFile(file, []byte(exported), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, root, "replay", "--file", file)
+	if code != 0 || !strings.Contains(out, "finished: completed") || !strings.Contains(out, "check_stop → done") {
+		t.Fatalf("replay --file exited %d:\n%s", code, out)
+	}
+	out, code = run(t, root, "replay", "--nats", url, "--json", turn)
+	rows := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(rows) != len(lines) {
+		t.Fatalf("replay --json exited %d with %d rows for %d events:\n%s", code, len(rows), len(lines), out)
+	}
+	var last struct {
+		Type, Before, After string
+		Seq                 int
+	}
+	if err := json.Unmarshal([]byte(rows[len(rows)-1]), &last); err != nil || last.Type != "turn.finished" ||
+		last.After != "done" || last.Seq != len(lines) {
+		t.Fatalf("last row %s (%v)", rows[len(rows)-1], err)
+	}
+	out, code = run(t, root, "replay", "--nats", url, "--at", "1", turn)
+	var st struct{ Step, Seq int }
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Step != 1 {
+		t.Fatalf("replay --at 1 exited %d:\n%s", code, out)
+	}
+	// A log with an event taken out does not replay.
+	broken := strings.Join(append(append([]string{}, lines[:3]...), lines[4:]...), "\n")
+	if err := os.WriteFile(file, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(t, root, "replay", "--file", file); code != 1 || !strings.Contains(out, "does not replay") {
+		t.Fatalf("a log with a gap replayed: exit %d\n%s", code, out)
 	}
 }

@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/runtime"
+)
+
+// Row is one event of a replayed turn as replay --json prints it.
+type Row struct {
+	Seq     int         `json:"seq"`
+	Step    int         `json:"step"`
+	Before  fsm.Phase   `json:"before"`
+	After   fsm.Phase   `json:"after"`
+	Type    events.Type `json:"type"`
+	Time    time.Time   `json:"time"`
+	SinceMs int64       `json:"since_ms"`
+	Detail  string      `json:"detail"`
+}
+
+// readLog reads a turn's log from the server, or from a JSON-lines file
+// (as export writes it) when file is set; every event is checked against its
+// schema.
+func (c *command) readLog(ctx context.Context, turn, file string) ([]events.Envelope, error) {
+	if file != "" {
+		return readLogFile(file)
+	}
+	nc, js, err := c.connect()
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	store, err := runtime.NewStore(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	log, _, err := store.Read(ctx, turn)
+	if err != nil {
+		return nil, err
+	}
+	if len(log) == 0 {
+		return nil, fmt.Errorf("no turn %q", turn)
+	}
+	for _, e := range log {
+		data, _ := json.Marshal(e)
+		if err := events.ValidateEvent(data); err != nil {
+			return nil, fmt.Errorf("event %d: %w", e.Seq, err)
+		}
+	}
+	return log, nil
+}
+
+func readLogFile(path string) ([]events.Envelope, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var log []events.Envelope
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		e, _, err := events.Decode(sc.Bytes())
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		log = append(log, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(log) == 0 {
+		return nil, fmt.Errorf("%s: no events", path)
+	}
+	return log, nil
+}
+
+// replay prints a recorded turn through today's machine: a trace like watch
+// prints, one JSON row per event, or the machine's state at a step. A log the
+// machine cannot fold, or that breaks the contract's invariants, exits 1.
+func replay(ctx context.Context, c *command, args []string) int {
+	file := c.flags.String("file", "", "read the log from a JSON-lines file (as export writes it)")
+	asJSON := c.flags.Bool("json", false, "print one JSON object per event")
+	at := c.flags.Int("at", -1, "print the machine's state after the last event of this step")
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	turn := ""
+	switch {
+	case c.flags.NArg() == 1 && events.ValidID(c.flags.Arg(0)):
+		turn = c.flags.Arg(0)
+	case c.flags.NArg() == 0 && *file != "":
+	default:
+		return c.usageErr("usage: jetloop replay [--json] [--at STEP] [--file FILE] TURN")
+	}
+	log, err := c.readLog(ctx, turn, *file)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	if *at >= 0 {
+		var upTo []events.Envelope
+		for _, e := range log {
+			if e.Step <= *at {
+				upTo = append(upTo, e)
+			}
+		}
+		st, err := fsm.Fold(upTo)
+		if err != nil {
+			fmt.Fprintf(c.stderr, "jetloop replay: the log does not fold: %v\n", err)
+			return ExitStopped
+		}
+		out, _ := json.MarshalIndent(st, "", "  ")
+		fmt.Fprintln(c.stdout, string(out))
+		return ExitOK
+	}
+	var err2 error
+	if *asJSON {
+		err2 = printRows(c.stdout, log)
+	} else {
+		t := NewTrace(c.stdout, IsTerminal(c.stdout))
+		for _, e := range log {
+			if err2 = t.Event(e); err2 != nil {
+				err2 = fmt.Errorf("seq %d (%s): %w", e.Seq, e.Type, err2)
+				break
+			}
+		}
+	}
+	if err2 == nil {
+		err2 = events.CheckLog(log)
+	}
+	if err2 != nil {
+		fmt.Fprintf(c.stderr, "jetloop replay: the log does not replay: %v\n", err2)
+		return ExitStopped
+	}
+	return ExitOK
+}
+
+func printRows(w io.Writer, log []events.Envelope) error {
+	st := fsm.New("")
+	plain := NewTrace(io.Discard, false)
+	enc := json.NewEncoder(w)
+	for _, e := range log {
+		before := st.Phase
+		if err := fsm.Evolve(st, e); err != nil {
+			return fmt.Errorf("seq %d (%s): %w", e.Seq, e.Type, err)
+		}
+		row := Row{Seq: e.Seq, Step: e.Step, Before: before, After: st.Phase, Type: e.Type, Time: e.Time,
+			SinceMs: e.Time.Sub(log[0].Time).Milliseconds(), Detail: plain.detail(e)}
+		if err := enc.Encode(row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// export prints a turn's events exactly, one JSON object per line: a log
+// to attach to a bug report and replay anywhere with replay --file.
+func export(ctx context.Context, c *command, args []string) int {
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	if c.flags.NArg() != 1 || !events.ValidID(c.flags.Arg(0)) {
+		return c.usageErr("usage: jetloop export TURN")
+	}
+	log, err := c.readLog(ctx, c.flags.Arg(0), "")
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	enc := json.NewEncoder(c.stdout)
+	for _, e := range log {
+		if err := enc.Encode(e); err != nil {
+			return c.fail("%v", err)
+		}
+	}
+	return ExitOK
+}
