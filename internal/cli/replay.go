@@ -93,6 +93,7 @@ func replay(ctx context.Context, c *command, args []string) int {
 	file := c.flags.String("file", "", "read the log from a JSON-lines file (as export writes it)")
 	asJSON := c.flags.Bool("json", false, "print one JSON object per event")
 	at := c.flags.Int("at", -1, "print the machine's state after the last event of this step")
+	verify := c.flags.Bool("verify", false, "re-derive every decision with today's machine; exit 1 at the first difference")
 	if !c.parse(args) {
 		return ExitUsage
 	}
@@ -102,11 +103,20 @@ func replay(ctx context.Context, c *command, args []string) int {
 		turn = c.flags.Arg(0)
 	case c.flags.NArg() == 0 && *file != "":
 	default:
-		return c.usageErr("usage: jetloop replay [--json] [--at STEP] [--file FILE] TURN")
+		return c.usageErr("usage: jetloop replay [--json | --at STEP | --verify] [--file FILE] TURN")
 	}
 	log, err := c.readLog(ctx, turn, *file)
 	if err != nil {
 		return c.fail("%v", err)
+	}
+	if *verify {
+		n, err := fsm.Verify(log)
+		if err != nil {
+			fmt.Fprintf(c.stdout, "diverged after %d decisions: %v\n", n, err)
+			return ExitStopped
+		}
+		fmt.Fprintf(c.stdout, "verified: %d events, %d decisions re-derived by today's machine\n", len(log), n)
+		return ExitOK
 	}
 	if *at >= 0 {
 		var upTo []events.Envelope

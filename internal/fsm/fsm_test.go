@@ -413,6 +413,9 @@ func checkFold(t *testing.T, log []events.Envelope, want *State) {
 	if !reflect.DeepEqual(*got, w) {
 		t.Fatalf("folded state differs from decided state\n fold   %+v\n decide %+v", *got, w)
 	}
+	if _, err := Verify(log); err != nil {
+		t.Fatalf("the log does not verify: %v", err)
+	}
 }
 
 func TestSentinelTextAndOutput(t *testing.T) {

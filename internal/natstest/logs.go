@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // CheckLogs reads every turn log on the server and fails the test for each
-// that breaks the contract's invariants (events.CheckLog) or whose events
-// fail their schemas. It is the one check every test that runs turns ends
+// that breaks the contract's invariants (events.CheckLog), whose events fail
+// their schemas, or that today's machine would not have written (fsm.Verify). It is the one check every test that runs turns ends
 // with, whichever processes wrote the logs.
 func CheckLogs(t testing.TB, js jetstream.JetStream) {
 	t.Helper()
@@ -63,6 +64,10 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 				dump = append(append(dump, line...), '\n')
 			}
 			t.Errorf("%s breaks the log invariants: %v\n%s", subject, err, dump)
+			continue
+		}
+		if _, err := fsm.Verify(log); err != nil {
+			t.Errorf("%s does not verify against today's machine: %v", subject, err)
 		}
 	}
 }

@@ -291,6 +291,18 @@ func checkReplay(t *testing.T, root, url string, js jetstream.JetStream, turn st
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Step != 1 {
 		t.Fatalf("replay --at 1 exited %d:\n%s", code, out)
 	}
+	out, code = run(t, root, "replay", "--nats", url, "--verify", turn)
+	if code != 0 || !strings.Contains(out, "verified: ") {
+		t.Fatalf("replay --verify exited %d:\n%s", code, out)
+	}
+	// A recorded decision edited: verify names the event.
+	edited := strings.Replace(exported, `"decision":"continue"`, `"decision":"stop","stop_reason":"budget"`, 1)
+	if err := os.WriteFile(file, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(t, root, "replay", "--verify", "--file", file); code != 1 || !strings.Contains(out, "step.checked differs") {
+		t.Fatalf("an edited decision verified: exit %d\n%s", code, out)
+	}
 	// A log with an event taken out does not replay.
 	broken := strings.Join(append(append([]string{}, lines[:3]...), lines[4:]...), "\n")
 	if err := os.WriteFile(file, []byte(broken), 0o644); err != nil {

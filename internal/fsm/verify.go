@@ -1,0 +1,208 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+)
+
+// Divergence is the first place where a recorded log and today's machine
+// disagree: the event the log holds and the one Decide writes there (nil
+// when it writes nothing).
+type Divergence struct {
+	Seq      int
+	Recorded events.Envelope
+	Derived  *events.Envelope
+	Reason   string
+}
+
+func (d *Divergence) Error() string {
+	if d.Derived == nil {
+		return fmt.Sprintf("fsm: seq %d (%s): %s", d.Seq, d.Recorded.Type, d.Reason)
+	}
+	return fmt.Sprintf("fsm: seq %d: %s\n  recorded: %s %s\n  derived:  %s %s", d.Seq, d.Reason,
+		d.Recorded.Type, d.Recorded.Data, d.Derived.Type, d.Derived.Data)
+}
+
+// Verify replays a turn's log through Decide and reports the first event
+// today's machine would not write. Every input the log records is
+// recovered from the event it caused (a model answer from model.completed, a
+// tool result from tool.completed, a control message from turn.resumed, a
+// deadline from its turn.finished or error result) and decided again from
+// the state before it; everything the machine wrote on its own (step
+// starts, checks, pauses, sentinels, finishes, refusals) must come out the
+// same, data and all. It returns the number of decisions re-derived.
+//
+// A decision whose events were appended in two goes (a crash between them,
+// repaired when the input came again) is recognised by the later events'
+// time, and decided again from where the first go stopped.
+func Verify(log []events.Envelope) (int, error) {
+	if len(log) == 0 {
+		return 0, nil
+	}
+	s := New(log[0].TurnID)
+	decisions := 0
+	var in Input
+	for i := 0; i < len(log); {
+		first := log[i]
+		if next, ok := inputOf(s, first); ok {
+			in = next
+		} else if in == nil || !first.Time.After(log[i-1].Time) {
+			return decisions, &Divergence{Seq: first.Seq, Recorded: first,
+				Reason: "no input explains this event, and the decision before it was complete"}
+		}
+		// else: the rest of a decision cut short, decided again.
+		k := 0
+		env := Env{Now: first.Time, NewID: func() string {
+			if i+k < len(log) {
+				k++
+				return log[i+k-1].ID
+			}
+			return "extra"
+		}}
+		d, err := Decide(s, in, env)
+		if err != nil {
+			return decisions, &Divergence{Seq: first.Seq, Recorded: first, Reason: "today's machine refuses it: " + err.Error()}
+		}
+		if len(d.Events) == 0 {
+			return decisions, &Divergence{Seq: first.Seq, Recorded: first, Reason: "today's machine writes nothing here"}
+		}
+		n := 0
+		for _, de := range d.Events {
+			if i+n >= len(log) {
+				return decisions, &Divergence{Seq: de.Seq, Recorded: events.Envelope{Seq: de.Seq, Type: "(end of log)"},
+					Derived: &de, Reason: "the log ends where today's machine writes more"}
+			}
+			re := log[i+n]
+			if n > 0 && !re.Time.Equal(first.Time) {
+				break // appended in a second go: decide the rest again
+			}
+			if why := differ(re, de); why != "" {
+				return decisions, &Divergence{Seq: re.Seq, Recorded: re, Derived: &de, Reason: why}
+			}
+			n++
+		}
+		if n < len(d.Events) {
+			// Fold what was appended and let the input come again.
+			st, err := Fold(log[:i+n])
+			if err != nil {
+				return decisions, &Divergence{Seq: log[i+n-1].Seq, Recorded: log[i+n-1], Reason: err.Error()}
+			}
+			st.History = s.History
+			s = st
+		} else {
+			s = d.State
+		}
+		decisions++
+		i += n
+	}
+	return decisions, nil
+}
+
+// differ says how a recorded event differs from a derived one, "" when it
+// does not.
+func differ(re, de events.Envelope) string {
+	switch {
+	case re.Type != de.Type:
+		return fmt.Sprintf("the log has %s where today's machine writes %s", re.Type, de.Type)
+	case re.Seq != de.Seq || re.Step != de.Step:
+		return fmt.Sprintf("seq/step %d/%d recorded, %d/%d derived", re.Seq, re.Step, de.Seq, de.Step)
+	case re.TurnID != de.TurnID || re.SessionID != de.SessionID:
+		return "the event names another turn or session"
+	case !sameJSON(re.Data, de.Data):
+		return fmt.Sprintf("%s differs", re.Type)
+	}
+	return ""
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	ca, _ := json.Marshal(x)
+	cb, _ := json.Marshal(y)
+	return bytes.Equal(ca, cb)
+}
+
+// inputOf recovers the input that made the orchestrator write e, for the
+// events that begin a decision; ok is false for events the machine writes
+// on its own.
+func inputOf(s *State, e events.Envelope) (Input, bool) {
+	switch e.Type {
+	case events.TurnStarted:
+		var d events.TurnStartedData
+		if json.Unmarshal(e.Data, &d) != nil || d.Limits.Steps == nil {
+			return nil, false
+		}
+		return Start{TurnID: e.TurnID, SessionID: e.SessionID, Agent: d.Agent, Model: d.Model, System: d.System,
+			Input: d.Input, Limits: Limits{Steps: *d.Limits.Steps, Budget: d.Limits.Budget,
+				Timeout: time.Duration(d.Limits.TimeoutMs) * time.Millisecond, DoomLoop: d.Limits.DoomLoop},
+			Tools: d.ToolSpecs, Approval: d.Approval, FinalTools: d.FinalTools,
+			// Only the history's length is in the log; it is all the
+			// machine's events depend on.
+			History: make([]events.Message, d.History), HistoryTurns: d.HistoryTurns, Script: d.Script,
+			Metadata: d.Metadata, ForkedFrom: d.ForkedFrom, Digest: d.SubmitDigest}, true
+	case events.ModelCompleted:
+		var d events.ModelCompletedData
+		if json.Unmarshal(e.Data, &d) != nil {
+			return nil, false
+		}
+		return ModelAnswer{TurnID: e.TurnID, Step: e.Step, Kind: events.ModelStep, Text: d.Text,
+			ToolCalls: d.ToolCalls, FinishReason: d.FinishReason, Usage: d.Usage, DurationMs: d.DurationMs,
+			Attempts: d.Attempts, Error: d.Error}, true
+	case events.TurnSentinel:
+		var d events.TurnSentinelData
+		if json.Unmarshal(e.Data, &d) != nil || s.Checked == nil {
+			return nil, false
+		}
+		summary, _ := strings.CutPrefix(d.Text, s.causeLine()+"\n\n")
+		if summary == d.Text {
+			summary = "" // the summary call failed: the cause line alone
+		}
+		a := ModelAnswer{TurnID: e.TurnID, Step: e.Step, Kind: events.ModelSummary, Text: summary, Attempts: 1}
+		if d.Usage != nil {
+			a.Usage = *d.Usage
+		}
+		return a, true
+	case events.ToolCompleted:
+		var d events.ToolCompletedData
+		if json.Unmarshal(e.Data, &d) != nil {
+			return nil, false
+		}
+		if d.Worker == Orchestrator {
+			// The results the orchestrator writes at the start of a
+			// decision are those of a call whose deadline passed.
+			return Tick{TurnID: e.TurnID, Kind: events.TimerCall, CallID: d.CallID, At: e.Time}, true
+		}
+		return ToolAnswer{TurnID: e.TurnID, CallID: d.CallID, Tool: d.Name, Output: d.Output, IsError: d.IsError,
+			Final: d.Final, DurationMs: d.DurationMs, Worker: d.Worker, Attempt: d.Attempts}, true
+	case events.TurnResumed:
+		var d events.TurnResumedData
+		if json.Unmarshal(e.Data, &d) != nil {
+			return nil, false
+		}
+		if d.Approved != nil {
+			return Command{Action: events.ActionApprove, CallID: d.CallID, Approved: d.Approved, Note: d.Note}, true
+		}
+		return Command{Action: events.ActionReply, CallID: d.CallID, Answer: d.Answer}, true
+	case events.TurnFinished:
+		var d events.TurnFinishedData
+		if json.Unmarshal(e.Data, &d) != nil {
+			return nil, false
+		}
+		switch {
+		case d.StopReason == events.StopRejected && !s.Exists():
+			return Reject{TurnID: e.TurnID, SessionID: e.SessionID, Reason: d.Error}, true
+		case d.StopReason == events.StopAborted:
+			return Command{Action: events.ActionAbort, Reason: d.Error}, true
+		case d.StopReason == events.StopTimeout:
+			return Tick{TurnID: e.TurnID, Kind: events.TimerTurn, At: e.Time}, true
+		}
+	}
+	return nil, false
+}
