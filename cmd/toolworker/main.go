@@ -69,7 +69,12 @@ func run() int {
 		return 2
 	}
 	if *only != "" {
-		want := strings.Split(*only, ",")
+		var want []string
+		for _, name := range strings.Split(*only, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				want = append(want, name)
+			}
+		}
 		var kept []tools.Tool
 		for _, t := range served {
 			if slices.Contains(want, t.Spec().Name) {

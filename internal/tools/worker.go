@@ -278,14 +278,14 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	duration := time.Since(began)
 	switch {
 	case err == nil:
-	case stop.Err() != nil && ctx.Err() != nil && !deadlinePassed(job.Deadline):
-		log.Info("call cut short by shutdown; handed back")
-		_ = msg.Nak()
-		return
 	case aborted.Load():
 		// The turn has finished: nobody waits for this result.
 		log.Info("call aborted with its turn")
 		_ = msg.Ack()
+		return
+	case stop.Err() != nil && ctx.Err() != nil && !deadlinePassed(job.Deadline):
+		log.Info("call cut short by shutdown; handed back")
+		_ = msg.Nak()
 		return
 	case deadlinePassed(job.Deadline):
 		res = Result{Output: fmt.Sprintf("%s: the call's deadline passed after %s", tool, duration.Round(time.Millisecond)), IsError: true}
