@@ -214,8 +214,10 @@ func (r *modelRunners) call(ctx context.Context, job events.ModelJob, attempt in
 		Attempt: attempt}
 	if provider == "script" {
 		req.Model = ""
-		if req.Script, err = model.ParseScript(job.Script); err != nil {
-			return model.Response{}, &model.Error{Kind: model.BadRequest, Message: err.Error()}
+		// The job passed the model_job schema, script included: decode only.
+		req.Script = new(model.Script)
+		if err := json.Unmarshal(job.Script, req.Script); err != nil {
+			return model.Response{}, &model.Error{Kind: model.BadRequest, Message: "script: " + err.Error()}
 		}
 	}
 	subject := events.DeltaSubject(job.TurnID)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -19,12 +18,12 @@ import (
 )
 
 // entry is a cached turn: its state, the stream sequence of its last event,
-// and whether the jobs of that state are known to be published (false after a
+// and the ids of the jobs of that state known to be published (nil after a
 // fold: the process that wrote the log may have died before publishing).
 type entry struct {
 	state     *fsm.State
 	seq       uint64
-	published bool
+	published map[string]bool
 }
 
 // shard advances the turns that hash to it, one input at a time, and owns
@@ -259,12 +258,11 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	// Jobs carry deterministic ids, so publishing one twice runs it once;
 	// publish only the new ones unless an earlier attempt may have failed
 	// before publishing its own.
-	var old []fsm.Job
-	if e.published && !redelivered {
-		old = fsm.Jobs(e.state)
-	}
-	for _, j := range fsm.Jobs(d.State) {
-		if slices.ContainsFunc(old, func(o fsm.Job) bool { return o.ID == j.ID }) {
+	jobs := fsm.Jobs(d.State)
+	published := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		published[j.ID] = true
+		if e.published[j.ID] && !redelivered {
 			continue
 		}
 		if err := o.publishJob(ctx, j); err != nil {
@@ -288,7 +286,7 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 		}
 		return nil
 	}
-	s.put(turn, &entry{state: d.State, seq: seq, published: true})
+	s.put(turn, &entry{state: d.State, seq: seq, published: published})
 	return nil
 }
 
