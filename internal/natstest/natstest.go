@@ -75,3 +75,16 @@ func subject(sub *nats.Subscription) string {
 	}
 	return sub.Subject
 }
+
+// WaitFor polls cond until it holds, failing the test after a minute: tests
+// wait on a condition with a deadline, never for a fixed time.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

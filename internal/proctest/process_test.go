@@ -156,13 +156,8 @@ func TestProcessesRunATurn(t *testing.T) {
 	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md", "--ack-wait", "5s")
 
 	// The turn is offered the tools the worker advertised: wait until it has.
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(worker.out.String()+orch.out.String(), "serving") {
-		if time.Now().After(deadline) {
-			t.Fatal("the processes did not come up")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	natstest.WaitFor(t, "the tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
+	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	for _, tool := range []string{"read_file", "list_dir", "grep", "write_file", "echo", "sleep"} {
 		waitForTool(t, js, tool)
 	}
@@ -227,22 +222,15 @@ func TestAgentsCheck(t *testing.T) {
 
 func waitForTool(t *testing.T, js jetstream.JetStream, name string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	natstest.WaitFor(t, "tool "+name+" to be advertised", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		kv, err := js.KeyValue(ctx, events.BucketTools)
 		if err == nil {
 			_, err = kv.Get(ctx, name)
 		}
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tool %s never advertised: %v", name, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 // checkReplay exports a finished turn, replays it from the file and from the

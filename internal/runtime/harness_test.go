@@ -270,13 +270,7 @@ func (h *harness) start() *harness {
 // waitFor polls cond until it holds, failing the test after a deadline.
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	natstest.WaitFor(h.t, what, cond)
 }
 
 func (h *harness) submit(sub events.Submit) {
