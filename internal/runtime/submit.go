@@ -119,6 +119,7 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
 		Input: input, Limits: limits, Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
 		History: history, HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
+		KeepSteps: a.KeepSteps,
 	}, nil
 }
 
