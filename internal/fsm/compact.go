@@ -40,12 +40,13 @@ const CompactionNote = "[%d earlier messages were compacted away]"
 // whole, so a tool call and its results are kept or dropped together and no
 // tool result ever arrives without its call. When anything is left out, one
 // user message, CompactionNote with the number left out, takes the dropped
-// steps' place right after the head. A user message is what every provider
-// accepts there: it follows the head's user message (consecutive user
-// messages are valid for OpenAI-compatible endpoints and merged into one turn
-// by Anthropic), it comes before a step's first message, never between a call
-// and its results, and a conversation without a head still opens with a user
-// message, as Anthropic requires.
+// steps' place right after the head. A user message is valid there for every
+// provider: it comes before a step's first message, never between a call and
+// its results; it may follow the head's user message or precede a step's,
+// but consecutive user messages occur without compaction too (a tool result,
+// then a later turn's question), and the Anthropic Messages API combines
+// consecutive same-role turns; and a conversation without a head still opens
+// with a user message, as Anthropic requires.
 func Compact(msgs []events.Message, keep int) ([]events.Message, int) {
 	head := 0
 	for i, m := range msgs {
