@@ -13,9 +13,10 @@ import (
 const CompactionNote = "[%d earlier messages were compacted away]"
 
 // Compact bounds a conversation (a session's history followed by the turn's
-// own messages, as a model call sends them) to its first user message and
-// its last keep steps. It returns the messages to send and how many of msgs
-// it left out. A keep below 1 leaves the conversation whole; so does a
+// own messages, as a model call sends them) to its first user message, the
+// turn's own input, and its last keep steps. turn is the index in msgs where
+// the turn's own messages begin (the history's length). It returns the
+// messages to send and how many of msgs it left out. A keep below 1 leaves the conversation whole; so does a
 // conversation with no more than keep steps. The result never shares its
 // backing array with msgs.
 //
@@ -40,14 +41,17 @@ const CompactionNote = "[%d earlier messages were compacted away]"
 // whole, so a tool call and its results are kept or dropped together and no
 // tool result ever arrives without its call. When anything is left out, one
 // user message, CompactionNote with the number left out, takes the dropped
-// steps' place right after the head. A user message is valid there for every
+// steps' place right after the head. The turn's input (the user messages at
+// turn) is never left out, even when the step it opened is: a model that
+// lost the question it is working on cannot finish the turn. It follows the
+// note. A user message is valid there for every
 // provider: it comes before a step's first message, never between a call and
 // its results; it may follow the head's user message or precede a step's,
 // but consecutive user messages occur without compaction too (a tool result,
 // then a later turn's question), and the Anthropic Messages API combines
 // consecutive same-role turns; and a conversation without a head still opens
 // with a user message, as Anthropic requires.
-func Compact(msgs []events.Message, keep int) ([]events.Message, int) {
+func Compact(msgs []events.Message, keep, turn int) ([]events.Message, int) {
 	head := 0
 	for i, m := range msgs {
 		if m.Role == events.RoleUser {
@@ -76,9 +80,20 @@ func Compact(msgs []events.Message, keep int) ([]events.Message, int) {
 	// Steps are contiguous from the first, so everything from the head to
 	// the first kept step goes.
 	from, to := starts[0], starts[len(starts)-keep]
-	dropped := to - from
+	// The turn's input opens a step, so when that step goes, the input lies
+	// wholly inside [from, to).
+	input := msgs[:0]
+	if turn >= from && turn < to {
+		end := turn
+		for end < to && msgs[end].Role == events.RoleUser {
+			end++
+		}
+		input = msgs[turn:end]
+	}
+	dropped := to - from - len(input)
 	out := make([]events.Message, 0, len(msgs)-dropped+1)
 	out = append(out, msgs[:from]...)
 	out = append(out, events.Message{Role: events.RoleUser, Content: fmt.Sprintf(CompactionNote, dropped)})
+	out = append(out, input...)
 	return append(out, msgs[to:]...), dropped
 }

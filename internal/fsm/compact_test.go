@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,10 +125,11 @@ func TestCompactionMessages(t *testing.T) {
 			dropped: 3,
 		},
 		{
-			name:    "history: the history's first question is the one kept",
-			inputs:  append([]Input{start(keep(1), func(s *Start) { s.History = earlier })}, steps(2)...),
-			want:    []events.Message{u("first question"), note(6), a("step 2", echo("c2", "2")), r("c2", "2")},
-			dropped: 6,
+			name:   "history: the history's first question and the turn's own are kept",
+			inputs: append([]Input{start(keep(1), func(s *Start) { s.History = earlier })}, steps(2)...),
+			// The turn's question opened the dropped step 1 and follows the note.
+			want:    []events.Message{u("first question"), note(5), u("hi"), a("step 2", echo("c2", "2")), r("c2", "2")},
+			dropped: 5,
 		},
 		{
 			name:    "history: a new question is pending input, always sent",
@@ -219,10 +221,16 @@ func TestCompactNeverSeparatesACallFromItsResults(t *testing.T) {
 		"parallel":   parallel,
 		"no user":    {a("", echo("a", "1"), echo("b", "2")), r("b", "2"), r("a", "1"), a("thinking"), a("", echo("c", "3")), r("c", "3")},
 	}
+	// Where each conversation's own turn begins; the rest is history.
+	turns := map[string]int{"history": len(earlier)}
 	for name, conv := range conversations {
 		for k := 0; k <= 8; k++ {
 			t.Run(fmt.Sprintf("%s/keep %d", name, k), func(t *testing.T) {
-				out, dropped := Compact(conv, k)
+				turn := turns[name]
+				out, dropped := Compact(conv, k, turn)
+				if conv[turn].Role == events.RoleUser && !slices.ContainsFunc(out, func(m events.Message) bool { return reflect.DeepEqual(m, conv[turn]) }) {
+					t.Fatalf("the turn's input %q was left out:%s", conv[turn].Content, render(out))
+				}
 				notes := 0
 				for _, m := range out {
 					if strings.HasSuffix(m.Content, "earlier messages were compacted away]") {
@@ -308,14 +316,14 @@ func TestCompactShapes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, dropped := Compact(tt.msgs, tt.keep)
+			got, dropped := Compact(tt.msgs, tt.keep, 0)
 			if !reflect.DeepEqual(got, tt.want) || dropped != tt.dropped {
 				t.Fatalf("got %d dropped:%s\nwant %d dropped:%s", dropped, render(got), tt.dropped, render(tt.want))
 			}
 		})
 	}
 	msgs := []events.Message{u("go")}
-	got, _ := Compact(msgs, 0)
+	got, _ := Compact(msgs, 0, 0)
 	got[0].Content = "changed"
 	if msgs[0].Content != "go" {
 		t.Fatalf("Compact shares its result with its argument")

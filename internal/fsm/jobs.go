@@ -69,7 +69,7 @@ func (s *State) conversation() ([]events.Message, int) {
 	if s.KeepSteps <= 0 {
 		return msgs, 0
 	}
-	return Compact(msgs, s.KeepSteps)
+	return Compact(msgs, s.KeepSteps, len(s.History))
 }
 
 // Timer is a deadline the runtime arms for a state.
