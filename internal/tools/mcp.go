@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -169,28 +170,45 @@ func (t *mcpTool) Spec() events.ToolSpec { return t.spec }
 // protocol is an error result the model can read; only a call cut short by
 // its context returns an error.
 func (t *mcpTool) Call(ctx context.Context, args json.RawMessage) (Result, error) {
-	sess, err := t.server.await(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return Result{}, ctx.Err()
-		}
-		return Result{Output: fmt.Sprintf("%s: %v", t.spec.Name, err), IsError: true}, nil
-	}
-	if !t.server.has(t.remote) {
-		return Result{Output: fmt.Sprintf("%s: the MCP server %s no longer has the tool %q", t.spec.Name, t.server.spec.Name, t.remote), IsError: true}, nil
-	}
 	params := &mcp.CallToolParams{Name: t.remote}
 	if len(args) > 0 {
 		params.Arguments = args
 	}
-	res, err := sess.CallTool(ctx, params)
-	if err != nil {
-		if ctx.Err() != nil {
-			return Result{}, ctx.Err()
+	for try := 1; ; try++ {
+		sess, err := t.server.await(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Result{}, ctx.Err()
+			}
+			return Result{Output: fmt.Sprintf("%s: %v", t.spec.Name, err), IsError: true}, nil
 		}
+		if !t.server.has(t.remote) {
+			return Result{Output: fmt.Sprintf("%s: the MCP server %s no longer has the tool %q", t.spec.Name, t.server.spec.Name, t.remote), IsError: true}, nil
+		}
+		res, err := sess.CallTool(ctx, params)
+		switch {
+		case err == nil:
+			return mcpResult(res), nil
+		case ctx.Err() != nil:
+			return Result{}, ctx.Err()
+		case try == 1 && unsent(err):
+			// The server died before the call could be sent: it did not
+			// run, so it waits for the restart like a call that came later.
+			t.server.lost(sess)
+			continue
+		}
+		// A call in flight when its server died may or may not have run:
+		// it is not repeated behind the model's back.
 		return Result{Output: fmt.Sprintf("%s: MCP error: %v", t.spec.Name, err), IsError: true}, nil
 	}
-	return mcpResult(res), nil
+}
+
+// unsent reports whether a call failed because its connection was already
+// broken when it was made, so nothing was sent. The SDK says so only in the
+// text of the error it wraps (jsonrpc2's ErrClientClosing); the tests
+// notice when that changes.
+func unsent(err error) bool {
+	return errors.Is(err, mcp.ErrConnectionClosed) && strings.Contains(err.Error(), "client is closing")
 }
 
 // mcpServer is one supervised MCP server process.
@@ -239,6 +257,7 @@ func (s *mcpServer) start(ctx context.Context) (*mcp.ClientSession, error) {
 	cmd := exec.Command(s.spec.Command[0], s.spec.Command[1:]...)
 	stderr := &stderrLog{log: s.log}
 	cmd.Stderr = stderr
+	ownGroup(cmd)
 	// A grandchild holding stderr open must not keep Wait from returning.
 	cmd.WaitDelay = mcpTerminate
 	sess, err := s.client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: mcpTerminate}, nil)
@@ -274,6 +293,16 @@ func (s *mcpServer) down() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.session != nil {
+		s.session, s.up = nil, make(chan struct{})
+	}
+}
+
+// lost marks the server down when a call finds its session broken before
+// the supervisor does, so that calls wait for the restart.
+func (s *mcpServer) lost(sess *mcp.ClientSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.session == sess {
 		s.session, s.up = nil, make(chan struct{})
 	}
 }
@@ -329,6 +358,7 @@ func (s *mcpServer) supervise(sess *mcp.ClientSession) {
 					s.log.Debug("MCP server stopped", "err", err)
 				}
 				<-died
+				s.killGroup()
 				return
 			case <-s.relist:
 				s.refresh(sess)
@@ -338,6 +368,7 @@ func (s *mcpServer) supervise(sess *mcp.ClientSession) {
 		}
 		s.down()
 		err := sess.Close() // reaps the process
+		s.killGroup()
 		s.mu.Lock()
 		tail := s.stderr.String()
 		s.mu.Unlock()
@@ -367,6 +398,13 @@ func (s *mcpServer) supervise(sess *mcp.ClientSession) {
 			s.log.Warn("cannot restart MCP server", "err", err)
 		}
 	}
+}
+
+func (s *mcpServer) killGroup() {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	killGroup(cmd)
 }
 
 // refresh lists the tools again after the server said they changed.

@@ -16,3 +16,6 @@ func MCPPid(m *MCP, server string) int {
 	}
 	return 0
 }
+
+// MCPResult exposes the conversion of MCP results to the tests.
+var MCPResult = mcpResult
