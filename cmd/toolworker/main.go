@@ -77,6 +77,9 @@ func run() int {
 	if len(servers) > 0 {
 		bridge, err := tools.NewMCP(ctx, log, servers)
 		if err != nil {
+			if ctx.Err() != nil {
+				return 0 // stopped while starting them
+			}
 			log.Error("cannot start the MCP servers", "err", err)
 			return 1
 		}

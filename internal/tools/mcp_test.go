@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -171,7 +172,7 @@ func TestMCPResultsBecomeText(t *testing.T) {
 // TestMCPEverything runs the tools of the reference server that exercises
 // every feature of the protocol.
 func TestMCPEverything(t *testing.T) {
-	_, byName := startMCP(t, everything(t))
+	m, byName := startMCP(t, everything(t))
 	echo, ok := byName["everything__echo"]
 	if !ok {
 		t.Fatalf("tools %v lack everything__echo", keys(byName))
@@ -204,6 +205,18 @@ func TestMCPEverything(t *testing.T) {
 	}
 	if r := callMCP(t, byName, "everything__get-tiny-image", `{}`); r.IsError || !strings.Contains(r.Output, "[image: image/png, ") {
 		t.Errorf("get-tiny-image: %+v", r)
+	}
+
+	// Close stops the server and reaps it; later calls get an error result.
+	pid := tools.MCPPid(m, "everything")
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("server %d after Close: %v", pid, err)
+	}
+	if r := callMCP(t, byName, "everything__echo", `{"message":"late"}`); !r.IsError || !strings.Contains(r.Output, "stopped") {
+		t.Errorf("a call after Close: %+v", r)
 	}
 }
 
