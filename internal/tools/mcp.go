@@ -135,14 +135,28 @@ func mcpTools(log *slog.Logger, servers []*mcpServer) []Tool {
 			continue
 		}
 		t := ts[0]
-		if err := schemas.CheckParameters(t.spec.Parameters); err != nil {
-			t.server.log.Warn("MCP tool's input schema does not compile; not served", "tool", t.remote, "err", err)
+		if err := checkSpec(t.spec); err != nil {
+			t.server.log.Warn("MCP tool not served: its input schema is not one jetloop can use", "tool", t.remote, "err", err)
 			continue
 		}
 		t.server.served[t.remote] = true
 		out = append(out, t)
 	}
 	return out
+}
+
+// checkSpec checks that a worker can validate the tool's arguments and that
+// orchestrators accept its registry entry (a draft 2020-12 schema; a
+// draft-07 tuple "items" array, say, is not one).
+func checkSpec(spec events.ToolSpec) error {
+	if err := schemas.CheckParameters(spec.Parameters); err != nil {
+		return err
+	}
+	info, err := json.Marshal(events.ToolInfo{Name: spec.Name, Description: spec.Description, Parameters: spec.Parameters, Workers: 1})
+	if err != nil {
+		return err
+	}
+	return schemas.Validate("tool_info", info)
 }
 
 func mcpSpec(name string, t *mcp.Tool) events.ToolSpec {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -300,6 +301,13 @@ func TestMCPHelperServer(t *testing.T) {
 		s.RemoveTools("echo")
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "dropped"}}}, nil, nil
 	})
+	// Tools the bridge leaves out: two whose jetloop names collide, and one
+	// whose schema is draft-07 only (a tuple "items" array).
+	say := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil }
+	s.AddTool(&mcp.Tool{Name: "a.b", InputSchema: json.RawMessage(`{"type":"object"}`)}, say)
+	s.AddTool(&mcp.Tool{Name: "a_b", InputSchema: json.RawMessage(`{"type":"object"}`)}, say)
+	s.AddTool(&mcp.Tool{Name: "odd", InputSchema: json.RawMessage(
+		`{"type":"object","properties":{"pair":{"type":"array","items":[{"type":"string"},{"type":"number"}]}}}`)}, say)
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -310,6 +318,17 @@ func TestMCPHelperServer(t *testing.T) {
 func helper(t *testing.T) tools.MCPServer {
 	t.Setenv("JETLOOP_MCP_HELPER", "1")
 	return tools.MCPServer{Name: "h", Command: []string{os.Args[0], "-test.run=^TestMCPHelperServer$"}}
+}
+
+// TestMCPToolsLeftOut: tools whose names collide once mapped, or whose
+// schema the registry would refuse, are not served; the others are.
+func TestMCPToolsLeftOut(t *testing.T) {
+	_, byName := startMCP(t, helper(t))
+	got := keys(byName)
+	slices.Sort(got)
+	if want := []string{"h__die", "h__drop", "h__echo"}; !slices.Equal(got, want) {
+		t.Errorf("tools %v, want %v", got, want)
+	}
 }
 
 // TestMCPServerDyingMidCall: the call gets an error result, the server is
