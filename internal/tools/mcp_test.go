@@ -303,7 +303,9 @@ func TestMCPHelperServer(t *testing.T) {
 	})
 	// Tools the bridge leaves out: two whose jetloop names collide, and one
 	// whose schema is draft-07 only (a tuple "items" array).
-	say := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil }
+	say := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	}
 	s.AddTool(&mcp.Tool{Name: "a.b", InputSchema: json.RawMessage(`{"type":"object"}`)}, say)
 	s.AddTool(&mcp.Tool{Name: "a_b", InputSchema: json.RawMessage(`{"type":"object"}`)}, say)
 	s.AddTool(&mcp.Tool{Name: "odd", InputSchema: json.RawMessage(
