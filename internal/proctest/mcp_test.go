@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
@@ -122,6 +123,39 @@ func TestMCPToolsInATurn(t *testing.T) {
 	}
 	for _, pid := range servers {
 		natstest.WaitFor(t, fmt.Sprintf("MCP server %d to stop", pid), func() bool { return gone(pid) })
+	}
+}
+
+// TestMCPFlagErrors: a malformed --mcp is a usage error (exit 2), a server
+// that does not start fails the worker (exit 1), before it serves anything.
+func TestMCPFlagErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	srv := natstest.Start(t)
+	for _, tc := range []struct {
+		flag string
+		code int
+		says string
+	}{
+		{"no-command", 2, "want NAME=COMMAND"},
+		{"bad.name=cat", 2, "the name must be"},
+		{"x=run 'unterminated", 2, "unterminated"},
+		{"fails=sh -c 'echo broken config >&2; exit 3'", 1, "broken config"},
+	} {
+		p := start(t, t.TempDir(), "toolworker", "--nats", srv.ClientURL(), "--mcp", tc.flag)
+		done := make(chan error, 1)
+		go func() { done <- p.cmd.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(time.Minute):
+			_ = p.cmd.Process.Kill()
+			t.Fatalf("--mcp %q: the worker did not exit:\n%s", tc.flag, p.out.String())
+		}
+		if code := p.cmd.ProcessState.ExitCode(); code != tc.code || !strings.Contains(p.out.String(), tc.says) {
+			t.Errorf("--mcp %q: exit %d (%v), want %d saying %q:\n%s", tc.flag, code, err, tc.code, tc.says, p.out.String())
+		}
 	}
 }
 
