@@ -60,6 +60,9 @@ func NewMCP(ctx context.Context, log *slog.Logger, servers []MCPServer) (*MCP, e
 	m := &MCP{}
 	seen := map[string]bool{}
 	for _, spec := range servers {
+		if !validServerName.MatchString(spec.Name) || len(spec.Command) == 0 {
+			return nil, fmt.Errorf("tools: MCP server %q (%q): want a name of [A-Za-z0-9_-]{1,32} and a command", spec.Name, spec.Command)
+		}
 		if seen[spec.Name] {
 			return nil, fmt.Errorf("tools: MCP server %s given twice", spec.Name)
 		}
@@ -78,10 +81,12 @@ func NewMCP(ctx context.Context, log *slog.Logger, servers []MCPServer) (*MCP, e
 		})
 	}
 	if err := g.Wait(); err != nil {
-		for _, sess := range sessions {
-			if sess != nil {
-				_ = sess.Close()
+		for i, s := range m.servers {
+			if sessions[i] != nil {
+				_ = sessions[i].Close()
+				s.killGroup()
 			}
+			s.cancel()
 		}
 		return nil, err
 	}
