@@ -307,17 +307,9 @@ func listTools(ctx context.Context, sess *mcp.ClientSession) (map[string]*mcp.To
 	return out, nil
 }
 
-// down marks the server down: calls wait for the next start.
-func (s *mcpServer) down() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.session != nil {
-		s.session, s.up = nil, make(chan struct{})
-	}
-}
-
-// lost marks the server down when a call finds its session broken before
-// the supervisor does, so that calls wait for the restart.
+// lost marks the server down when sess is still its session, so that calls
+// wait for the next start. A call that finds the session broken may say so
+// before the supervisor does.
 func (s *mcpServer) lost(sess *mcp.ClientSession) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -372,7 +364,7 @@ func (s *mcpServer) supervise(sess *mcp.ClientSession) {
 		for {
 			select {
 			case <-s.stop.Done():
-				s.down()
+				s.lost(sess)
 				if err := sess.Close(); err != nil {
 					s.log.Debug("MCP server stopped", "err", err)
 				}
@@ -385,7 +377,7 @@ func (s *mcpServer) supervise(sess *mcp.ClientSession) {
 				break watch
 			}
 		}
-		s.down()
+		s.lost(sess)
 		err := sess.Close() // reaps the process
 		s.killGroup()
 		s.mu.Lock()
