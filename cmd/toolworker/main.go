@@ -1,6 +1,7 @@
 // Command toolworker serves tools to jetloop turns: the built-in tools of the
-// contract, with file tools confined to --root. Run as many as you like; all
-// workers of a tool share its durable consumer.
+// contract, with file tools confined to --root, and the tools of the MCP
+// servers named by --mcp. Run as many as you like; all workers of a tool
+// share its durable consumer.
 package main
 
 import (
@@ -36,7 +37,7 @@ func (m *mcpFlags) Set(v string) error { *m = append(*m, v); return nil }
 func run() int {
 	url := flag.String("nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else "+runtime.DefaultURL+")")
 	root := flag.String("root", ".", "directory the file tools are confined to")
-	only := flag.String("tools", "", "comma-separated tools to serve (default all)")
+	only := flag.String("tools", "", "comma-separated tools to serve, built-in or MCP (default all)")
 	concurrency := flag.Int("concurrency", tools.DefaultConcurrency, "calls of each tool run at once")
 	ackWait := flag.Duration("ack-wait", tools.DefaultAckWait, "how long a job stays with this worker between heartbeats")
 	maxDeliver := flag.Int("max-deliver", tools.DefaultMaxDeliver, "deliveries of a job before it is answered with an error")
@@ -47,7 +48,7 @@ func run() int {
 	password := flag.String("password", "", "NATS password")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	var mcp mcpFlags
-	flag.Var(&mcp, "mcp", "NAME=COMMAND: serve the tools of an MCP server (repeatable)")
+	flag.Var(&mcp, "mcp", "NAME=COMMAND: serve the tools of the MCP server COMMAND starts, as NAME__tool (repeatable)")
 	flag.Parse()
 
 	var lvl slog.Level
@@ -56,9 +57,14 @@ func run() int {
 		return 2
 	}
 	log := cli.Logger(os.Stderr, lvl)
-	if len(mcp) > 0 {
-		log.Error("--mcp is not supported by this build yet")
-		return 2
+	var servers []tools.MCPServer
+	for _, v := range mcp {
+		s, err := tools.ParseMCPServer(v)
+		if err != nil {
+			log.Error("bad --mcp", "err", err)
+			return 2
+		}
+		servers = append(servers, s)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -67,6 +73,19 @@ func run() int {
 	if err != nil {
 		log.Error("bad root", "err", err)
 		return 2
+	}
+	if len(servers) > 0 {
+		bridge, err := tools.NewMCP(ctx, log, servers)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0 // stopped while starting them
+			}
+			log.Error("cannot start the MCP servers", "err", err)
+			return 1
+		}
+		// Deferred, so the servers outlive the worker's drain.
+		defer bridge.Close()
+		served = append(served, bridge.Tools()...)
 	}
 	if *only != "" {
 		var want []string

@@ -6,4 +6,7 @@
 // it with InProgress, and publishes the result to the turn's inbox before it
 // acknowledges the job. It advertises its tools in KV JETLOOP_TOOLS while it
 // runs. Anything that speaks the same two JSON messages is a worker too.
+//
+// MCP serves the tools of MCP servers (toolworker --mcp) as Tools like the
+// built-in ones: see its doc for naming, results and restarts.
 package tools
