@@ -33,7 +33,8 @@ Serves the word_count tool to jetloop orchestrators over NATS JetStream.
 async function main(): Promise<number> {
   let worker: Worker;
   let log: Logger;
-  const conn: NodeConnectionOptions = { name: "jetloop-worker-ts" };
+  // A worker outlives a server restart: it reconnects for as long as it runs.
+  const conn: NodeConnectionOptions = { name: "jetloop-worker-ts", maxReconnectAttempts: -1 };
   try {
     const { values: flags } = parseArgs({
       options: {
@@ -101,6 +102,15 @@ async function main(): Promise<number> {
     }
   })();
   let code = 0;
+  let stopped = false;
+  void nc.closed().then((err) => {
+    if (!stopped) {
+      // Not our doing: stop serving and exit with an error.
+      log.error("connection closed", { err: err?.message });
+      code = 1;
+      worker.stop();
+    }
+  });
   try {
     await worker.run(nc);
   } catch (err) {
@@ -108,6 +118,7 @@ async function main(): Promise<number> {
     code = 1;
   }
   // Drain flushes the acknowledgements and results still on their way.
+  stopped = true;
   await nc.drain().catch(() => {});
   return code;
 }
