@@ -221,9 +221,9 @@ func TestTSWorkerJobs(t *testing.T) {
 	url := srv.ClientURL()
 	nc, js := srv.Connect(t)
 	wire := record(t, nc, "jetloop.inbox.result.>", "$JS.ACK."+events.StreamJobs+".>", "jetloop.dead.>")
-	// Every call takes 1.5 s, longer than the ack wait: only heartbeats keep
+	// Every call takes 2 s, longer than the ack wait: only heartbeats keep
 	// a job from being handed to the worker's next free slot.
-	worker := startTS(t, url, "ts-jobs", "--ack-wait", "1s", "--delay", "1500ms", "--concurrency", "4")
+	worker := startTS(t, url, "ts-jobs", "--ack-wait", "1500ms", "--delay", "2s", "--concurrency", "4")
 	waitForTool(t, js, tsTool)
 
 	soon := time.Now().Add(time.Minute)
@@ -241,6 +241,7 @@ func TestTSWorkerJobs(t *testing.T) {
 		t.Errorf("result of c-ok has Nats-Msg-Id %q, want result:c-ok", id)
 	}
 	// Heartbeats, then the result, then the ack, all of the first delivery.
+	wire.wait(t, "the ack of c-ok", ackOf(ok, "+ACK"))
 	beats, res, ack := wire.first(ackOf(ok, "+WPI")), r.index, wire.first(ackOf(ok, "+ACK"))
 	if beats < 0 || beats > res || ack < res {
 		t.Errorf("c-ok: heartbeat at %d, result at %d, ack at %d; want heartbeat < result < ack\n%s", beats, res, ack, wire)
@@ -314,7 +315,7 @@ func TestTSWorkerFailover(t *testing.T) {
 	url := srv.ClientURL()
 	nc, js := srv.Connect(t)
 	wire := record(t, nc, "jetloop.inbox.result.>")
-	flags := []string{"--max-deliver", "1", "--ack-wait", "1s", "--delay", "10m", "--concurrency", "1"}
+	flags := []string{"--max-deliver", "1", "--ack-wait", "2s", "--delay", "10m", "--concurrency", "1"}
 	workers := map[string]*process{"ts-a": startTS(t, url, "ts-a", flags...), "ts-b": startTS(t, url, "ts-b", flags...)}
 	natstest.WaitFor(t, "both workers to be counted", func() bool {
 		e, err := kvGet(t, js, events.BucketTools, tsTool)

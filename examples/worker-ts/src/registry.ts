@@ -15,6 +15,9 @@ export type Spec = Omit<ToolInfo, "workers">;
 /** Registry keeps one worker's tools advertised. */
 export class Registry {
   private timer: NodeJS.Timeout | undefined;
+  // The refresh in progress, which withdraw waits for so that it cannot
+  // write this worker's key back after withdraw deleted it.
+  private beat: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly tools: KV,
@@ -34,7 +37,9 @@ export class Registry {
   /** keepAlive refreshes the entries three times per TTL until stop(). */
   keepAlive(log: Logger): void {
     this.timer = setInterval(() => {
-      this.advertise().catch((err: Error) => log.warn("cannot refresh tools in the registry", { err: err.message }));
+      this.beat = this.beat
+        .then(() => this.advertise())
+        .catch((err: Error) => log.warn("cannot refresh tools in the registry", { err: err.message }));
     }, TOOLS_TTL_MS / 3);
   }
 
@@ -46,6 +51,7 @@ export class Registry {
   /** withdraw removes this worker, and each tool whose last worker it was. */
   async withdraw(): Promise<void> {
     this.stop();
+    await this.beat;
     const errs: Error[] = [];
     for (const s of this.specs) {
       try {

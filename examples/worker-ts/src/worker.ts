@@ -60,6 +60,7 @@ export const defaults: Options = {
 // of every other request to the server.
 const PULL_EXPIRES_MS = 5_000;
 const IO_TIMEOUT_MS = 5_000;
+const MAX_TIMER_MS = 2 ** 31 - 1;
 // Outputs are cut here, with a note saying how much was dropped.
 const MAX_OUTPUT_BYTES = 256 * 1024;
 
@@ -271,7 +272,12 @@ export class Worker {
       }
     };
     const timers: NodeJS.Timeout[] = [];
-    timers.push(setTimeout(() => abort("deadline"), Math.max(0, deadline - Date.now())));
+    const left = deadline - Date.now();
+    // Node fires a timer longer than 2^31-1 ms at once: a deadline that far
+    // away is no deadline for this process.
+    if (left <= MAX_TIMER_MS) {
+      timers.push(setTimeout(() => abort("deadline"), Math.max(0, left)));
+    }
     // On shutdown a call gets the drain grace to finish before it is cut short.
     const onStop = () => timers.push(setTimeout(() => abort("shutdown"), this.opts.drainGraceMs));
     if (this.stopping.signal.aborted) {
