@@ -237,7 +237,13 @@ export class Worker {
       // A job that arrives while stopping was asked for before: it is
       // in flight, and runs like any other.
       if (msg) {
-        await this.handle(tool, msg);
+        try {
+          await this.handle(tool, msg);
+        } catch (err) {
+          // A bug must not stop the slot: the job goes back for another try.
+          log.error("job failed", { err: (err as Error).stack });
+          msg.nak(1_000);
+        }
       }
     }
   }
