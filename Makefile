@@ -13,6 +13,7 @@ build:
 
 test: mcp-servers
 	$(GO) mod download
+	npm ci --prefix examples/worker-ts --no-audit --no-fund --loglevel=error
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) test -race -count=1 -timeout 20m ./...

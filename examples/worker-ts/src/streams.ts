@@ -1,0 +1,123 @@
+// The streams and buckets a tool worker uses, with exactly the configuration
+// the Go processes create (internal/runtime/streams.go and
+// internal/tools/registry.go). Whoever starts first creates them; a process
+// that finds one existing leaves it as it is, so every process must ask for
+// the same thing.
+
+import {
+  DiscardPolicy,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  StoreCompression,
+  type JetStreamManager,
+  type StreamConfig,
+} from "@nats-io/jetstream";
+import { names } from "./wire.js";
+
+/** How long a tool's entry outlives its worker's last heartbeat (runtime.ToolsTTL). */
+export const TOOLS_TTL_MS = 15_000;
+
+const nanos = (ms: number) => ms * 1_000_000;
+
+const unlimited = {
+  max_consumers: -1,
+  max_msgs: -1,
+  max_bytes: -1,
+  max_age: 0,
+  max_msgs_per_subject: -1,
+  max_msg_size: -1,
+  num_replicas: 1,
+  storage: StorageType.File,
+  compression: StoreCompression.None,
+  discard: DiscardPolicy.Old,
+  allow_direct: false,
+  mirror_direct: false,
+};
+
+/** The streams a worker reads (jobs) or writes (results, dead letters). */
+export function streamConfigs(): StreamConfig[] {
+  return [
+    {
+      ...unlimited,
+      name: names.inbox,
+      description: "jetloop: inputs of the orchestrators (submits, controls, results)",
+      subjects: ["jetloop.inbox.>"],
+      retention: RetentionPolicy.Workqueue,
+      duplicate_window: nanos(10 * 60_000),
+    },
+    {
+      ...unlimited,
+      name: names.jobs,
+      description: "jetloop: model and tool jobs",
+      subjects: ["jetloop.jobs.>"],
+      retention: RetentionPolicy.Workqueue,
+      duplicate_window: nanos(10 * 60_000),
+    },
+    {
+      ...unlimited,
+      name: names.dead,
+      description: "jetloop: dead letters, with the reason in the Jetloop-Error header",
+      subjects: ["jetloop.dead.>"],
+      retention: RetentionPolicy.Limits,
+      duplicate_window: nanos(2 * 60_000),
+      allow_direct: true,
+    },
+  ] as StreamConfig[];
+}
+
+/** The stream behind a KV bucket whose keys live ttl unless refreshed, as nats.go creates it. */
+export function bucketConfig(bucket: string, description: string, ttlMs = TOOLS_TTL_MS): StreamConfig {
+  return {
+    ...unlimited,
+    name: `KV_${bucket}`,
+    description,
+    subjects: [`$KV.${bucket}.>`],
+    retention: RetentionPolicy.Limits,
+    discard: DiscardPolicy.New,
+    max_age: nanos(ttlMs),
+    max_msgs_per_subject: 1,
+    duplicate_window: nanos(Math.min(ttlMs, 2 * 60_000)),
+    deny_delete: true,
+    allow_rollup_hdrs: true,
+    allow_direct: true,
+  } as StreamConfig;
+}
+
+/** The buckets of the registry. */
+export function bucketConfigs(): StreamConfig[] {
+  return [
+    bucketConfig(names.tools, "jetloop: tools served by live workers"),
+    bucketConfig(names.workers, "jetloop: live workers of each tool"),
+  ];
+}
+
+// JetStream API error codes (nats-server's server/errors.json).
+const STREAM_NOT_FOUND = 10059;
+const STREAM_NAME_IN_USE = 10058;
+
+/**
+ * ensureStreams creates each stream and bucket the worker uses, or leaves
+ * it as it is when it exists, whatever its configuration: the contract asks
+ * every process to create what it uses, and no process to change it.
+ */
+export async function ensureStreams(jsm: JetStreamManager): Promise<void> {
+  for (const cfg of [...streamConfigs(), ...bucketConfigs()]) {
+    try {
+      await jsm.streams.info(cfg.name);
+      continue;
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND)) {
+        throw new Error(`streams: look up ${cfg.name}: ${(err as Error).message}`, { cause: err });
+      }
+    }
+    try {
+      await jsm.streams.add(cfg);
+    } catch (err) {
+      // Another process created it between our look-up and our add.
+      if (!(err instanceof JetStreamApiError && err.code === STREAM_NAME_IN_USE)) {
+        throw new Error(`streams: create ${cfg.name}: ${(err as Error).message}`, { cause: err });
+      }
+    }
+  }
+}

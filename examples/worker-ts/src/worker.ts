@@ -1,0 +1,518 @@
+// The worker runtime: everything the jetloop contract asks of a tool worker,
+// for any set of tools. See README.md for the checklist this follows.
+
+import { hostname } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
+import {
+  AckPolicy,
+  JetStreamApiError,
+  jetstream,
+  jetstreamManager,
+  type Consumer,
+  type ConsumerConfig,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { headers, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import type { Logger } from "./log.js";
+import { Registry } from "./registry.js";
+import { ensureStreams } from "./streams.js";
+import type { Output, Tool } from "./tool.js";
+import {
+  ID,
+  InvalidJob,
+  consumerOf,
+  isObject,
+  lastToken,
+  names,
+  parseJob,
+  subjects,
+  type ToolJob,
+  type ToolResult,
+} from "./wire.js";
+
+/** Options tune a worker; every field has the Go tool worker's default. */
+export type Options = {
+  /** Names the worker in results and the registry (default host-pid). */
+  name: string;
+  /** Calls of each tool run at once (default 4); a slot asks for a job only when it is free. */
+  concurrency: number;
+  /** How long a job stays with this worker between heartbeats (default 30 s). */
+  ackWaitMs: number;
+  /** Deliveries of a job before it is answered with an error (default 5). */
+  maxDeliver: number;
+  /** How long running calls may go on after stop() (default 10 s); then they are handed back. */
+  drainGraceMs: number;
+};
+
+/** defaults are the contract's values. */
+export const defaults: Options = {
+  name: defaultName(),
+  concurrency: 4,
+  ackWaitMs: 30_000,
+  maxDeliver: 5,
+  drainGraceMs: 10_000,
+};
+
+// How long a pull waits for a job before it asks again, and the time limit
+// of every other request to the server.
+const PULL_EXPIRES_MS = 5_000;
+const IO_TIMEOUT_MS = 5_000;
+const MAX_TIMER_MS = 2 ** 31 - 1;
+// Outputs are cut here, with a note saying how much was dropped.
+const MAX_OUTPUT_BYTES = 256 * 1024;
+
+/** Why a running call was stopped before it answered. */
+type Stop = "deadline" | "cancel" | "shutdown";
+
+/** Worker serves tools from the jobs stream until stop(). */
+export class Worker {
+  private readonly opts: Options;
+  private readonly tools = new Map<string, Tool>();
+  private readonly stopping = new AbortController();
+  private readonly cancels = new Map<string, Set<() => void>>();
+  private nc!: NatsConnection;
+  private js!: JetStreamClient;
+  private jsm!: JetStreamManager;
+
+  constructor(
+    tools: Tool[],
+    private readonly log: Logger,
+    opts: Partial<Options> = {},
+  ) {
+    this.opts = { ...defaults, ...opts };
+    const o = this.opts;
+    if (!ID.test(o.name)) {
+      throw new Error(`worker: name ${JSON.stringify(o.name)} must match ${ID.source}`);
+    }
+    if (!Number.isInteger(o.concurrency) || o.concurrency < 1) {
+      throw new Error(`worker: concurrency must be an integer ≥ 1, got ${o.concurrency}`);
+    }
+    if (!(o.ackWaitMs >= 100)) {
+      throw new Error(`worker: ack wait must be ≥ 100ms, got ${o.ackWaitMs}ms`);
+    }
+    if (!Number.isInteger(o.maxDeliver) || o.maxDeliver < 1) {
+      throw new Error(`worker: max deliver must be an integer ≥ 1, got ${o.maxDeliver}`);
+    }
+    for (const t of tools) {
+      if (!ID.test(t.name)) {
+        throw new Error(`worker: tool name ${JSON.stringify(t.name)} must match ${ID.source}`);
+      }
+      if (this.tools.has(t.name)) {
+        throw new Error(`worker: tool ${t.name} given twice`);
+      }
+      this.tools.set(t.name, t);
+    }
+    if (this.tools.size === 0) {
+      throw new Error("worker: a worker needs at least one tool");
+    }
+  }
+
+  /** name is the worker's name in results and the registry. */
+  get name(): string {
+    return this.opts.name;
+  }
+
+  /**
+   * stop makes run() stop taking jobs, let running calls finish within the
+   * drain grace, withdraw the worker's tools and return.
+   */
+  stop(): void {
+    this.stopping.abort();
+  }
+
+  /** run serves the tools on nc until stop(). */
+  async run(nc: NatsConnection): Promise<void> {
+    this.nc = nc;
+    this.jsm = await jetstreamManager(this.nc, { timeout: IO_TIMEOUT_MS });
+    this.js = jetstream(this.nc, { timeout: IO_TIMEOUT_MS });
+    await ensureStreams(this.jsm);
+    const kvm = new Kvm(this.js);
+    const registry = new Registry(
+      await kvm.open(names.tools),
+      await kvm.open(names.workers),
+      this.name,
+      [...this.tools.values()].map((t) => ({
+        name: t.name,
+        description: t.description,
+        parameters: t.parameters,
+        timeout_ms: t.timeoutMs,
+      })),
+    );
+    const consumers = new Map<string, Consumer>();
+    for (const name of this.tools.keys()) {
+      consumers.set(name, await this.consumer(name));
+    }
+    const subs: Subscription[] = [
+      this.nc.subscribe(subjects.cancel("*"), {
+        callback: (err, m) => {
+          if (!err) {
+            this.cancel(lastToken(m.subject));
+          }
+        },
+      }),
+    ];
+    for (const name of this.tools.keys()) {
+      subs.push(
+        this.nc.subscribe(subjects.maxDeliveries(consumerOf(name)), {
+          callback: (err, m) => {
+            if (!err) {
+              void this.gaveUp(name, m);
+            }
+          },
+        }),
+      );
+    }
+    if (this.stopping.signal.aborted) {
+      subs.forEach((s) => s.unsubscribe());
+      return; // stopped while setting up: nothing was taken
+    }
+    await registry.advertise();
+    registry.keepAlive(this.log);
+    this.log.info("serving", {
+      worker: this.name,
+      tools: [...this.tools.keys()].join(","),
+      concurrency: this.opts.concurrency,
+    });
+
+    const slots: Promise<void>[] = [];
+    for (const [name, c] of consumers) {
+      for (let i = 0; i < this.opts.concurrency; i++) {
+        slots.push(this.slot(name, c));
+      }
+    }
+    await Promise.all(slots);
+    subs.forEach((s) => s.unsubscribe());
+    try {
+      await registry.withdraw();
+    } catch (err) {
+      this.log.warn("could not withdraw tools; they expire on their own", { err: (err as Error).message });
+    }
+    this.log.info("stopped", { worker: this.name });
+  }
+
+  // consumer creates the durable consumer of a tool, shared by all its
+  // workers, or updates it to this worker's settings, as nats.go's
+  // CreateOrUpdateConsumer does.
+  private async consumer(tool: string): Promise<Consumer> {
+    const durable = consumerOf(tool);
+    const cfg: Partial<ConsumerConfig> = {
+      durable_name: durable,
+      filter_subject: subjects.job(tool),
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: this.opts.ackWaitMs * 1_000_000,
+      max_deliver: this.opts.maxDeliver,
+      max_ack_pending: 10_000,
+    };
+    try {
+      await this.jsm.consumers.info(names.jobs, durable);
+      await this.jsm.consumers.update(names.jobs, durable, cfg);
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError && err.code === CONSUMER_NOT_FOUND)) {
+        throw new Error(`worker: consumer ${durable}: ${(err as Error).message}`, { cause: err });
+      }
+      await this.jsm.consumers.add(names.jobs, cfg);
+    }
+    return this.js.consumers.get(names.jobs, durable);
+  }
+
+  // slot is one of a tool's slots: it asks for a job only when it can run it
+  // at once, so no job waits in a client buffer while its ack timer runs.
+  private async slot(tool: string, c: Consumer): Promise<void> {
+    const log = this.log.with({ tool });
+    while (!this.stopping.signal.aborted) {
+      let msg: JsMsg | null;
+      try {
+        msg = await c.next({ expires: PULL_EXPIRES_MS });
+      } catch (err) {
+        if (this.stopping.signal.aborted) {
+          break;
+        }
+        log.warn("fetch failed", { err: (err as Error).message });
+        await sleep(1_000, undefined, { signal: this.stopping.signal }).catch(() => {});
+        continue;
+      }
+      // A job that arrives while stopping was asked for before: it is
+      // in flight, and runs like any other.
+      if (msg) {
+        try {
+          await this.handle(tool, msg);
+        } catch (err) {
+          // A bug must not stop the slot: the job goes back for another try.
+          log.error("job failed", { err: (err as Error).stack });
+          msg.nak(1_000);
+        }
+      }
+    }
+  }
+
+  /**
+   * handle runs one job and answers it. Every path ends in exactly one of: a
+   * result published, then the job acknowledged; a dead letter, then the job
+   * terminated; or a nak that hands the job to its next delivery.
+   */
+  private async handle(tool: string, msg: JsMsg): Promise<void> {
+    const attempt = msg.info.deliveryCount;
+    let job: ToolJob;
+    try {
+      job = parseJob(msg.data);
+      if (job.tool !== tool) {
+        throw new InvalidJob(`job for tool ${JSON.stringify(job.tool)} on the subject of ${JSON.stringify(tool)}`);
+      }
+    } catch (err) {
+      await this.reject(msg, (err as Error).message);
+      return;
+    }
+    const log = this.log.with({ turn: job.turn_id, call: job.call_id, tool, attempt });
+    const deadline = Date.parse(job.deadline);
+
+    // One controller stops the call for whichever reason comes first.
+    const ac = new AbortController();
+    let why: Stop | undefined;
+    const abort = (reason: Stop) => {
+      if (!why) {
+        why = reason;
+        ac.abort(new Error(reason));
+      }
+    };
+    const timers: NodeJS.Timeout[] = [];
+    const left = deadline - Date.now();
+    // Node fires a timer longer than 2^31-1 ms at once: a deadline that far
+    // away is no deadline for this process.
+    if (left <= MAX_TIMER_MS) {
+      timers.push(setTimeout(() => abort("deadline"), Math.max(0, left)));
+    }
+    // On shutdown a call gets the drain grace to finish before it is cut short.
+    const onStop = () => timers.push(setTimeout(() => abort("shutdown"), this.opts.drainGraceMs));
+    if (this.stopping.signal.aborted) {
+      onStop();
+    } else {
+      this.stopping.signal.addEventListener("abort", onStop, { once: true });
+    }
+    const forget = this.onCancel(job.turn_id, () => abort("cancel"));
+    // The heartbeat keeps the job with this worker while the call runs.
+    timers.push(setInterval(() => msg.working(), this.opts.ackWaitMs / 3));
+
+    const began = performance.now();
+    let out: Output;
+    try {
+      if (Date.now() >= deadline) {
+        // The turn has given up on this call already: running it now
+        // would only do work nobody sees.
+        abort("deadline");
+        out = { output: "", isError: true };
+      } else {
+        log.info("call started");
+        out = await this.call(tool, job.arguments, ac.signal);
+      }
+      const durationMs = Math.round(performance.now() - began);
+      switch (why) {
+        case "cancel":
+          // The turn has finished: nobody waits for this result.
+          log.info("call aborted with its turn");
+          msg.ack();
+          return;
+        case "shutdown":
+          log.info("call cut short by shutdown; handed back");
+          msg.nak();
+          return;
+        case "deadline":
+          out = { output: `${tool}: the call's deadline passed after ${durationMs}ms`, isError: true };
+          break;
+      }
+      const result: ToolResult = {
+        turn_id: job.turn_id,
+        call_id: job.call_id,
+        tool,
+        output: truncate(out.output),
+        is_error: out.isError ?? false,
+        final: out.final ?? false,
+        duration_ms: durationMs,
+        worker: this.name,
+        attempt,
+      };
+      try {
+        await this.publish(result);
+      } catch (err) {
+        log.warn("cannot publish a result; the job will be redelivered", { err: (err as Error).message });
+        msg.nak(1_000);
+        return;
+      }
+      // Only now: a worker that dies before this line leaves the job to
+      // be redelivered, and the redelivery's result is deduplicated.
+      try {
+        await msg.ackAck({ timeout: IO_TIMEOUT_MS });
+      } catch (err) {
+        log.debug("ack failed; a redelivery's result is deduplicated", { err: (err as Error).message });
+      }
+      log.info("call answered", { is_error: result.is_error, duration_ms: durationMs });
+    } finally {
+      timers.forEach((t) => clearTimeout(t));
+      this.stopping.signal.removeEventListener("abort", onStop);
+      forget();
+    }
+  }
+
+  // call runs a tool, turning invalid arguments, exceptions and a stop into
+  // results rather than a dead worker.
+  private async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<Output> {
+    const t = this.tools.get(tool)!;
+    const invalid = t.validate(args);
+    if (invalid !== undefined) {
+      return { output: `error: invalid arguments for ${tool}: ${invalid}`, isError: true };
+    }
+    // A tool that ignores its signal still stops being waited for.
+    let onAbort = () => {};
+    const stopped = new Promise<never>((_, reject) => {
+      onAbort = () => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+    });
+    try {
+      return await Promise.race([t.call(args, signal), stopped]);
+    } catch (err) {
+      return { output: `${tool}: ${(err as Error).message}`, isError: true };
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  private async publish(r: ToolResult): Promise<void> {
+    await this.js.publish(subjects.result(r.turn_id), JSON.stringify(r), { msgID: `result:${r.call_id}` });
+  }
+
+  /**
+   * reject keeps a job no worker can run in the dead-letter stream. When the
+   * job names its call, the turn also gets an error result, so it does not
+   * wait for its deadline.
+   */
+  private async reject(msg: JsMsg, reason: string): Promise<void> {
+    this.log.warn("dead letter", { subject: msg.subject, reason });
+    const ids = idsOf(msg.data);
+    try {
+      if (ids) {
+        await this.publish({
+          ...ids,
+          tool: lastToken(msg.subject),
+          output: `invalid job: ${reason}`,
+          is_error: true,
+          final: false,
+          duration_ms: 0,
+          worker: this.name,
+          attempt: 1,
+        });
+      }
+      const h = headers();
+      h.set(names.headerError, reason);
+      h.set(names.headerSubject, msg.subject);
+      await this.js.publish(subjects.dead("job"), msg.data, {
+        msgID: `dead:${names.jobs}:${msg.info.streamSequence}`,
+        headers: h,
+      });
+    } catch (err) {
+      this.log.warn("cannot dead-letter a job", { err: (err as Error).message });
+      msg.nak(1_000);
+      return;
+    }
+    msg.term(reason);
+  }
+
+  /**
+   * gaveUp answers a job that exhausted its deliveries with an error result,
+   * so the turn hears of it now rather than at its deadline, and deletes the
+   * job, which a work queue otherwise keeps. Every worker of the tool sees the
+   * advisory: the result's id makes their answers one.
+   */
+  private async gaveUp(tool: string, m: Msg): Promise<void> {
+    let seq = 0;
+    let deliveries = 0;
+    try {
+      const adv = m.json<{ stream_seq?: number; deliveries?: number }>();
+      seq = adv.stream_seq ?? 0;
+      deliveries = adv.deliveries ?? 0;
+    } catch {
+      return;
+    }
+    if (seq === 0) {
+      return;
+    }
+    try {
+      const stored = await this.jsm.streams.getMessage(names.jobs, { seq });
+      const ids = stored ? idsOf(stored.data) : undefined;
+      if (!ids) {
+        return; // another worker handled it, or it is no job
+      }
+      this.log.warn("job delivered too often; answering with an error", { ...ids, tool, deliveries });
+      await this.publish({
+        ...ids,
+        tool,
+        output: `${tool}: no worker finished the call in ${deliveries} attempts (a worker crashed or timed out each time)`,
+        is_error: true,
+        final: false,
+        duration_ms: 0,
+        worker: this.name,
+        attempt: Math.max(deliveries, 1),
+      });
+      await this.jsm.streams.deleteMessage(names.jobs, seq, false);
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError && err.code === NO_MESSAGE_FOUND)) {
+        this.log.warn("cannot answer an exhausted job", { err: (err as Error).message });
+      }
+    }
+  }
+
+  // onCancel runs fn when the turn is cancelled; the returned function forgets it.
+  private onCancel(turn: string, fn: () => void): () => void {
+    let set = this.cancels.get(turn);
+    if (!set) {
+      set = new Set();
+      this.cancels.set(turn, set);
+    }
+    set.add(fn);
+    return () => {
+      set.delete(fn);
+      if (set.size === 0) {
+        this.cancels.delete(turn);
+      }
+    };
+  }
+
+  private cancel(turn: string): void {
+    for (const fn of this.cancels.get(turn) ?? []) {
+      fn();
+    }
+  }
+}
+
+// JetStream API error codes (nats-server's server/errors.json).
+const CONSUMER_NOT_FOUND = 10014;
+const NO_MESSAGE_FOUND = 10037;
+
+// idsOf reads the turn and call of a job that may be otherwise invalid.
+function idsOf(data: Uint8Array): { turn_id: string; call_id: string } | undefined {
+  try {
+    const v: unknown = JSON.parse(new TextDecoder().decode(data));
+    if (isObject(v) && typeof v.turn_id === "string" && ID.test(v.turn_id) &&
+      typeof v.call_id === "string" && ID.test(v.call_id)) {
+      return { turn_id: v.turn_id, call_id: v.call_id };
+    }
+  } catch {
+    // not JSON: no call to answer
+  }
+  return undefined;
+}
+
+function truncate(s: string): string {
+  const b = Buffer.from(s, "utf8");
+  if (b.length <= MAX_OUTPUT_BYTES) {
+    return s;
+  }
+  // Cut on a character boundary: decoding drops a split last character.
+  const kept = b.subarray(0, MAX_OUTPUT_BYTES).toString("utf8").replace(/\uFFFD$/u, "");
+  return `${kept}\n[output truncated: ${b.length - Buffer.byteLength(kept)} of ${b.length} bytes dropped]`;
+}
+
+function defaultName(): string {
+  return `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 64);
+}
