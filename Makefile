@@ -4,16 +4,15 @@ BIN     := bin
 GOFLAGS ?=
 export GOFLAGS
 
-.PHONY: all build test demo bench nats vet fmt diagram mcp-servers
+.PHONY: all build test demo bench nats vet fmt diagram npm-deps
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: mcp-servers
+test: npm-deps
 	$(GO) mod download
-	npm ci --prefix examples/worker-ts --no-audit --no-fund --loglevel=error
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -29,15 +28,15 @@ bench:
 nats:
 	$(GO) tool nats-server -c nats.conf
 
-# The real MCP servers the MCP bridge's tests run against, pinned by the lock
-# file in internal/tools/testdata/mcp (node_modules is not committed). npm ci
-# runs again only when the lock file changes. Without npm the MCP tests skip,
-# or fail when CI is set.
-MCP_DIR := internal/tools/testdata/mcp
+# What the tests run besides Go, pinned by lock files (node_modules is never
+# committed): the real MCP servers the MCP bridge is tested against, and the
+# TypeScript example worker. npm ci runs again only when a lock file changes.
+# Without npm those tests skip, or fail when CI is set.
+NPM_DIRS := internal/tools/testdata/mcp examples/worker-ts
 
-mcp-servers: $(MCP_DIR)/node_modules/.package-lock.json
+npm-deps: $(addsuffix /node_modules/.package-lock.json,$(NPM_DIRS))
 
-$(MCP_DIR)/node_modules/.package-lock.json: $(MCP_DIR)/package-lock.json
+%/node_modules/.package-lock.json: %/package-lock.json
 	@if command -v npm >/dev/null; then \
-		npm ci --prefix $(MCP_DIR) --no-audit --no-fund --loglevel=error >/dev/null; \
-	else echo "npm not found: the MCP bridge's tests cannot run"; fi
+		npm ci --prefix $* --no-audit --no-fund --loglevel=error >/dev/null; \
+	else echo "npm not found: the tests that need $* cannot run"; fi
