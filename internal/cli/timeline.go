@@ -359,6 +359,10 @@ func WriteTimeline(w io.Writer, log []events.Envelope) error {
 	if err != nil {
 		return err
 	}
+	return writePage(w, tl, log)
+}
+
+func writePage(w io.Writer, tl *Timeline, log []events.Envelope) error {
 	title := "turn " + tl.TurnID
 	if tl.Agent != "" {
 		title += " · " + tl.Agent
@@ -380,7 +384,7 @@ func WriteTimeline(w io.Writer, log []events.Envelope) error {
 
 // writeTimelineFile writes the page to path, through a temporary file so a
 // reader never sees half a page.
-func writeTimelineFile(path string, log []events.Envelope) (err error) {
+func writeTimelineFile(path string, tl *Timeline, log []events.Envelope) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), ".timeline-*.html")
 	if err != nil {
 		return fmt.Errorf("timeline: %w", err)
@@ -391,8 +395,8 @@ func writeTimelineFile(path string, log []events.Envelope) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	if err = WriteTimeline(f, log); err != nil {
-		return err
+	if err = writePage(f, tl, log); err != nil {
+		return fmt.Errorf("timeline: %w", err)
 	}
 	if err = f.Chmod(0o644); err != nil {
 		return fmt.Errorf("timeline: %w", err)
@@ -407,25 +411,21 @@ func writeTimelineFile(path string, log []events.Envelope) (err error) {
 }
 
 // timeline is replay --html: it writes the page, then checks the log like a
-// replay does, so a page drawn from a broken log still exits 1.
+// replay does. A log that does not fold gets no page and exits 1, as replay
+// does; so does one that breaks the invariants, after its page is written.
 func (c *command) timeline(path string, log []events.Envelope) int {
-	if err := writeTimelineFile(path, log); err != nil {
+	tl, err := BuildTimeline(log)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "jetloop replay: the log does not fold: %v\n", err)
+		return ExitStopped
+	}
+	if err := writeTimelineFile(path, tl, log); err != nil {
 		return c.fail("%v", err)
 	}
 	if err := events.CheckLog(log); err != nil {
 		fmt.Fprintf(c.stderr, "jetloop replay: wrote %s, but the log breaks the invariants: %v\n", path, err)
 		return ExitStopped
 	}
-	fmt.Fprintf(c.stdout, "wrote %s: %d events, %d steps\n", path, len(log), countSteps(log))
+	fmt.Fprintf(c.stdout, "wrote %s: %d events, %d steps\n", path, len(log), len(tl.Steps))
 	return ExitOK
-}
-
-func countSteps(log []events.Envelope) int {
-	n := 0
-	for _, e := range log {
-		if e.Type == events.StepStarted {
-			n++
-		}
-	}
-	return n
 }
