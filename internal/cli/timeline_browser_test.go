@@ -74,6 +74,11 @@ func runChromium(t *testing.T, bin string, args ...string) []byte {
 	return stdout.Bytes()
 }
 
+// htmlText is s as Chromium serializes a text node.
+func htmlText(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "\u00a0", "&nbsp;").Replace(s)
+}
+
 func tail(s string, n int) string {
 	if len(s) > n {
 		return "…" + s[len(s)-n:]
@@ -117,15 +122,16 @@ func elements(dom string) []element {
 	return out
 }
 
-// dumpDOM renders a page and returns its DOM after the page's script ran.
-func dumpDOM(t *testing.T, bin, page string) []element {
+// dumpDOM renders a page (url is a file path, with a #fragment or not) and
+// returns its DOM after the page's script ran.
+func dumpDOM(t *testing.T, bin, url string) (string, []element) {
 	t.Helper()
-	dom := runChromium(t, bin, "--virtual-time-budget=5000", "--dump-dom", "file://"+page)
+	dom := runChromium(t, bin, "--virtual-time-budget=5000", "--dump-dom", "file://"+url)
 	els := elements(string(dom))
 	if len(els) < 20 {
 		t.Fatalf("chromium dumped %d elements:\n%s", len(els), tail(string(dom), 2000))
 	}
-	return els
+	return string(dom), els
 }
 
 // TestTimelineInChromium renders the page of every recorded turn in headless
@@ -148,7 +154,34 @@ func TestTimelineInChromium(t *testing.T) {
 			if err := writeTimelineFile(page, tl, log); err != nil {
 				t.Fatal(err)
 			}
-			checkDOM(t, dumpDOM(t, bin, page), log, tl)
+			_, els := dumpDOM(t, bin, page)
+			checkDOM(t, els, log, tl)
+			if len(tl.Steps) == 0 || len(tl.Steps[0].Tools) == 0 {
+				return
+			}
+			// A link to a call opens with its details, as a hover shows them:
+			// name, call id, arguments and output, as text.
+			c := tl.Steps[0].Tools[0]
+			dom, els := dumpDOM(t, bin, page+"#call-"+c.CallID)
+			tip := regexp.MustCompile(`(?s)<div id="tooltip"[^>]*>(.*?)</div>\s*<script`).FindStringSubmatch(dom)
+			if tip == nil || strings.Contains(tip[0], " hidden") {
+				t.Fatalf("no details shown for %s#call-%s", name, c.CallID)
+			}
+			for _, want := range []string{`<div class="t">` + c.Name, "<dd>" + c.CallID + "</dd>",
+				"<pre>" + htmlText(c.Arguments) + "</pre>", "<pre>" + htmlText(c.Output)} {
+				if !strings.Contains(tip[1], want) {
+					t.Errorf("the details of %s lack %q:\n%s", c.CallID, want, tip[1])
+				}
+			}
+			scripts := 0
+			for _, e := range els {
+				if e.tag == "script" {
+					scripts++
+				}
+			}
+			if scripts != 3 {
+				t.Errorf("%d script elements in the DOM with details shown, want 3", scripts)
+			}
 		})
 	}
 	t.Run("screenshot", func(t *testing.T) {
