@@ -23,10 +23,11 @@ import (
 
 // The browser test drives headless Chromium, from Debian's chromium package
 // (.ci/run installs it in CI). JETLOOP_CHROMIUM names another binary;
-// JETLOOP_TIMELINE_SCREENSHOT keeps the screenshot at that path.
+// JETLOOP_TIMELINE_SCREENSHOT keeps the screenshot at that path (relative to
+// the package directory, as go test runs there).
 const (
 	screenshotW = 1280
-	screenshotH = 800
+	screenshotH = 720
 )
 
 // chromium returns the browser to drive, or skips the test when there is none
@@ -192,12 +193,17 @@ func TestTimelineInChromium(t *testing.T) {
 		} else if abs, err := filepath.Abs(shot); err == nil {
 			shot = abs
 		}
-		page := filepath.Join(t.TempDir(), "completed.html")
-		tl, err := BuildTimeline(logs["completed"])
+		// The paused turn shows the most: a long pause drawn compressed,
+		// parallel calls, errors.
+		page := filepath.Join(t.TempDir(), "paused.html")
+		tl, err := BuildTimeline(logs["paused"])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := writeTimelineFile(page, tl, logs["completed"]); err != nil {
+		if err := writeTimelineFile(page, tl, logs["paused"]); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(shot), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		_ = os.Remove(shot)
