@@ -65,6 +65,7 @@ func runChromium(t *testing.T, bin string, args ...string) []byte {
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--disable-extensions", "--disable-default-apps", "--mute-audio", "--hide-scrollbars",
+		"--disable-dev-shm-usage", // containers often have a tiny /dev/shm
 		"--force-device-scale-factor=1", "--user-data-dir=" + profile, "--crash-dumps-dir=" + profile}
 	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
 	// Chromium starts helper processes: its own process group lets a
