@@ -164,6 +164,9 @@ func TestTimelineInChromium(t *testing.T) {
 			}
 			_, els := dumpDOM(t, bin, page)
 			checkDOM(t, els, log, tl)
+			if name == "completed" {
+				checkZoom(t, bin, page, tl)
+			}
 			if name != "paused" && name != "hostile" {
 				return
 			}
@@ -221,6 +224,29 @@ func TestTimelineInChromium(t *testing.T) {
 	})
 }
 
+// checkZoom opens the page zoomed to its second step (page#step-2): the
+// step's model bar then spans most of the axis, and the way back is offered.
+func checkZoom(t *testing.T, bin, page string, tl *Timeline) {
+	t.Helper()
+	dom, els := dumpDOM(t, bin, page+"#step-2")
+	if !strings.Contains(dom, `<span id="zoom-note">showing step 2:`) {
+		t.Errorf("the page did not zoom to step 2")
+	}
+	for _, e := range els {
+		if _, hidden := e.attrs["hidden"]; e.attrs["id"] == "zoom-reset" && hidden {
+			t.Errorf("zoomed, but no way back: %v", e.attrs)
+		}
+		if e.hasClass("model-bar") && e.attrs["data-step"] == "2" {
+			var left, width float64
+			if _, err := fmt.Sscanf(e.attrs["style"], "left: %f%%; width: %f%%;", &left, &width); err != nil || width < 50 {
+				t.Errorf("step 2's model bar when zoomed to it: %q (%v)", e.attrs["style"], err)
+			}
+			return
+		}
+	}
+	t.Error("no model bar of step 2")
+}
+
 func checkDOM(t *testing.T, els []element, log []events.Envelope, tl *Timeline) {
 	t.Helper()
 	var root *element
@@ -228,7 +254,8 @@ func checkDOM(t *testing.T, els []element, log []events.Envelope, tl *Timeline) 
 	steps := map[string]bool{}
 	models := map[string]bool{}
 	calls := map[string]element{}
-	pauses := map[string]bool{}
+	pauses := map[string]bool{} // call id: drawn compressed
+	breaks := 0
 	var finish, sentinel, summary *element
 	for i, e := range els {
 		switch {
@@ -243,7 +270,9 @@ func checkDOM(t *testing.T, els []element, log []events.Envelope, tl *Timeline) 
 		case e.hasClass("tool-bar"):
 			calls[e.attrs["data-call-id"]] = e
 		case e.hasClass("pause"):
-			pauses[e.attrs["data-call-id"]] = true
+			pauses[e.attrs["data-call-id"]] = e.hasClass("compressed")
+		case e.hasClass("axis-break"):
+			breaks++
 		case e.hasClass("finish-marker"):
 			finish = &els[i]
 		case e.hasClass("sentinel-marker"):
@@ -291,10 +320,22 @@ func checkDOM(t *testing.T, els []element, log []events.Envelope, tl *Timeline) 
 			}
 		}
 	}
+	long := 0
 	for _, p := range tl.Pauses {
-		if !pauses[p.CallID] {
+		compressed, ok := pauses[p.CallID]
+		if !ok {
 			t.Errorf("the pause of %s is not drawn", p.CallID)
 		}
+		// A pause longer than a fifth of the turn is drawn compressed.
+		if want := p.EndMs-p.StartMs > tl.EndMs/5; compressed != want {
+			t.Errorf("the pause of %s: compressed %v, want %v", p.CallID, compressed, want)
+		}
+		if compressed {
+			long++
+		}
+	}
+	if breaks != long {
+		t.Errorf("%d breaks on the axis, want %d", breaks, long)
 	}
 	if tl.Finished != nil && (finish == nil || finish.attrs["data-stop-reason"] != string(tl.Finished.StopReason)) {
 		t.Errorf("the stop is not marked: %v", finish)
