@@ -94,6 +94,7 @@ func replay(ctx context.Context, c *command, args []string) int {
 	asJSON := c.flags.Bool("json", false, "print one JSON object per event")
 	at := c.flags.Int("at", -1, "print the machine's state after the last event of this step")
 	verify := c.flags.Bool("verify", false, "re-derive every decision with today's machine; exit 1 at the first difference")
+	html := c.flags.String("html", "", "write the turn as a self-contained HTML timeline to this file")
 	if !c.parse(args) {
 		return ExitUsage
 	}
@@ -103,11 +104,14 @@ func replay(ctx context.Context, c *command, args []string) int {
 		turn = c.flags.Arg(0)
 	case c.flags.NArg() == 0 && *file != "":
 	default:
-		return c.usageErr("usage: jetloop replay [--json | --at STEP | --verify] [--file FILE] TURN")
+		return c.usageErr("usage: jetloop replay [--json | --at STEP | --verify | --html FILE] [--file FILE] TURN")
 	}
 	log, err := c.readLog(ctx, turn, *file)
 	if err != nil {
 		return c.fail("%v", err)
+	}
+	if *html != "" {
+		return c.timeline(*html, log)
 	}
 	if *verify {
 		n, err := fsm.Verify(log)

@@ -1,0 +1,431 @@
+package cli
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+)
+
+// The timeline page is one file: its CSS and script are in the template, and
+// the turn travels inside it as JSON, so it opens offline, from an e-mail or a
+// bug report, and never fetches anything.
+//
+//go:embed timeline.html
+var timelineHTML string
+
+var timelinePage = template.Must(template.New("timeline").Funcs(template.FuncMap{
+	"since": func(ms int64) string { return since(time.Duration(ms) * time.Millisecond) },
+}).Parse(timelineHTML))
+
+// Excerpt lengths of the texts the page shows on hover. The whole log is
+// embedded as well, so nothing is lost by cutting them.
+const (
+	excerptText   = 600
+	excerptOutput = 600
+)
+
+// Timeline is a turn laid out on a time axis: what the HTML page draws. All
+// times are milliseconds since the turn's first event.
+type Timeline struct {
+	TurnID     string             `json:"turn_id"`
+	SessionID  string             `json:"session_id"`
+	Agent      string             `json:"agent,omitempty"`
+	Model      string             `json:"model,omitempty"`
+	Input      string             `json:"input,omitempty"`
+	Limits     *events.Limits     `json:"limits,omitempty"`
+	Started    time.Time          `json:"started"`
+	EndMs      float64            `json:"end_ms"`
+	Running    bool               `json:"running"`
+	Steps      []TimelineStep     `json:"steps"`
+	Pauses     []TimelinePause    `json:"pauses"`
+	Summary    *TimelineSummary   `json:"summary,omitempty"`
+	Sentinel   *TimelineSentinel  `json:"sentinel,omitempty"`
+	Finished   *TimelineFinish    `json:"finished,omitempty"`
+	ForkedFrom *events.ForkedFrom `json:"forked_from,omitempty"`
+	// Rows are the trace's rows (as replay --json prints them), for the
+	// event table under the chart.
+	Rows []Row `json:"rows"`
+}
+
+// TimelineStep is one step: its band on the axis, its model call and the
+// tool calls it asked for, one lane each in the order they were requested.
+type TimelineStep struct {
+	Step    int            `json:"step"`
+	StartMs float64        `json:"start_ms"`
+	EndMs   float64        `json:"end_ms"`
+	Open    bool           `json:"open,omitempty"` // not checked (yet)
+	Model   *TimelineModel `json:"model,omitempty"`
+	Tools   []TimelineTool `json:"tools"`
+	// Decision and StopReason come from the step's step.checked.
+	Decision   events.Decision   `json:"decision,omitempty"`
+	StopReason events.StopReason `json:"stop_reason,omitempty"`
+}
+
+// TimelineModel is a step's model call, from step.started to model.completed.
+type TimelineModel struct {
+	StartMs      float64        `json:"start_ms"`
+	EndMs        float64        `json:"end_ms"`
+	Open         bool           `json:"open,omitempty"` // no answer (yet)
+	Text         string         `json:"text,omitempty"`
+	ToolCalls    []TimelineCall `json:"tool_calls,omitempty"`
+	FinishReason string         `json:"finish_reason,omitempty"`
+	Usage        events.Usage   `json:"usage"`
+	DurationMs   int64          `json:"duration_ms"`
+	Attempts     int            `json:"attempts,omitempty"`
+	Error        string         `json:"error,omitempty"`
+}
+
+// TimelineCall is a tool call as the model asked for it.
+type TimelineCall struct {
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// TimelineTool is one tool call, from tool.requested to tool.completed.
+type TimelineTool struct {
+	CallID     string  `json:"call_id"`
+	Name       string  `json:"name"`
+	Arguments  string  `json:"arguments"`
+	Lane       int     `json:"lane"`
+	StartMs    float64 `json:"start_ms"`
+	EndMs      float64 `json:"end_ms"`
+	Open       bool    `json:"open,omitempty"` // not completed (yet)
+	Output     string  `json:"output,omitempty"`
+	IsError    bool    `json:"is_error,omitempty"`
+	Final      bool    `json:"final,omitempty"`
+	DurationMs int64   `json:"duration_ms"`
+	Worker     string  `json:"worker,omitempty"`
+	Attempts   int     `json:"attempts,omitempty"`
+}
+
+// TimelinePause is a span in which the turn waited for a reply or an
+// approval, from turn.paused to turn.resumed.
+type TimelinePause struct {
+	Step     int              `json:"step"`
+	CallID   string           `json:"call_id"`
+	Kind     events.PauseKind `json:"kind"`
+	Question string           `json:"question,omitempty"`
+	Tool     string           `json:"tool,omitempty"`
+	StartMs  float64          `json:"start_ms"`
+	EndMs    float64          `json:"end_ms"`
+	Open     bool             `json:"open,omitempty"` // not resumed (yet)
+	Answer   string           `json:"answer,omitempty"`
+	Approved *bool            `json:"approved,omitempty"`
+	Note     string           `json:"note,omitempty"`
+}
+
+// TimelineSummary is the tool-less summary call of a cap or doom-loop stop:
+// from the stopping step.checked to turn.sentinel.
+type TimelineSummary struct {
+	Step    int           `json:"step"`
+	StartMs float64       `json:"start_ms"`
+	EndMs   float64       `json:"end_ms"`
+	Open    bool          `json:"open,omitempty"`
+	Usage   *events.Usage `json:"usage,omitempty"`
+}
+
+// TimelineSentinel marks a turn.sentinel.
+type TimelineSentinel struct {
+	AtMs   float64             `json:"at_ms"`
+	Kind   events.SentinelKind `json:"kind"`
+	Reason events.StopReason   `json:"reason"`
+	Text   string              `json:"text"`
+}
+
+// TimelineFinish marks the turn.finished.
+type TimelineFinish struct {
+	AtMs       float64           `json:"at_ms"`
+	StopReason events.StopReason `json:"stop_reason"`
+	Output     string            `json:"output,omitempty"`
+	Error      string            `json:"error,omitempty"`
+	Metrics    events.Metrics    `json:"metrics"`
+}
+
+// BuildTimeline lays a turn's log out on a time axis. A log of a turn still
+// running gives what exists so far: whatever has not ended (a step, a model
+// or tool call, a pause) is open and ends at the last event. It fails only
+// when the log does not fold through the machine.
+func BuildTimeline(log []events.Envelope) (*Timeline, error) {
+	if len(log) == 0 {
+		return nil, fmt.Errorf("timeline: empty log")
+	}
+	t0 := log[0].Time
+	at := func(e events.Envelope) float64 {
+		// Microseconds keep sub-millisecond tool calls apart on a zoomed axis.
+		return math.Round(float64(e.Time.Sub(t0).Microseconds())) / 1000
+	}
+	tl := &Timeline{TurnID: log[0].TurnID, SessionID: log[0].SessionID, Started: t0,
+		EndMs: at(log[len(log)-1]), Running: true, Steps: []TimelineStep{}, Pauses: []TimelinePause{}}
+	step := func(n int) *TimelineStep {
+		for i := range tl.Steps {
+			if tl.Steps[i].Step == n {
+				return &tl.Steps[i]
+			}
+		}
+		// An event of a step whose step.started is missing still gets drawn.
+		tl.Steps = append(tl.Steps, TimelineStep{Step: n, Tools: []TimelineTool{}, Open: true})
+		return &tl.Steps[len(tl.Steps)-1]
+	}
+	tool := func(s *TimelineStep, id string) *TimelineTool {
+		for i := range s.Tools {
+			if s.Tools[i].CallID == id {
+				return &s.Tools[i]
+			}
+		}
+		return nil
+	}
+	decode := func(e events.Envelope, v any) error {
+		if err := json.Unmarshal(e.Data, v); err != nil {
+			return fmt.Errorf("timeline: seq %d (%s): %w", e.Seq, e.Type, err)
+		}
+		return nil
+	}
+	var err error
+	if tl.Rows, err = rows(log); err != nil {
+		return nil, err
+	}
+	for _, e := range log {
+		now := at(e)
+		switch e.Type {
+		case events.TurnStarted:
+			var d events.TurnStartedData
+			if err := decode(e, &d); err != nil {
+				return nil, err
+			}
+			tl.Agent, tl.Model, tl.Limits, tl.ForkedFrom = d.Agent, d.Model, &d.Limits, d.ForkedFrom
+			for _, m := range d.Input {
+				if m.Role == events.RoleUser {
+					tl.Input = clipKeep(m.Content, excerptText)
+				}
+			}
+		case events.StepStarted:
+			s := step(e.Step)
+			s.StartMs, s.EndMs = now, now
+		case events.ModelCompleted:
+			var d events.ModelCompletedData
+			if err := decode(e, &d); err != nil {
+				return nil, err
+			}
+			s := step(e.Step)
+			m := &TimelineModel{StartMs: s.StartMs, EndMs: now, Text: clipKeep(d.Text, excerptText),
+				FinishReason: d.FinishReason, Usage: d.Usage, DurationMs: d.DurationMs, Attempts: d.Attempts, Error: d.Error}
+			for _, c := range d.ToolCalls {
+				m.ToolCalls = append(m.ToolCalls, TimelineCall{CallID: c.CallID, Name: c.Name, Arguments: string(c.Arguments)})
+			}
+			s.Model = m
+		case events.ToolRequested:
+			var d events.ToolRequestedData
+			if err := decode(e, &d); err != nil {
+				return nil, err
+			}
+			s := step(e.Step)
+			s.Tools = append(s.Tools, TimelineTool{CallID: d.CallID, Name: d.Name, Arguments: string(d.Arguments),
+				Lane: len(s.Tools), StartMs: now, Open: true})
+		case events.ToolCompleted:
+			var d events.ToolCompletedData
+			if err := decode(e, &d); err != nil {
+				return nil, err
+			}
+			s := step(e.Step)
+			c := tool(s, d.CallID)
+			if c == nil {
+				s.Tools = append(s.Tools, TimelineTool{CallID: d.CallID, Name: d.Name, Lane: len(s.Tools), StartMs: now})
+				c = &s.Tools[len(s.Tools)-1]
+			}
+			c.EndMs, c.Open = now, false
+			c.Output, c.IsError, c.Final = clipKeep(d.Output, excerptOutput), d.IsError, d.Final
+			c.DurationMs, c.Worker, c.Attempts = d.DurationMs, d.Worker, d.Attempts
+		case events.TurnPaused:
+			var d events.TurnPausedData
+			if err := decode(e, &d); err != nil {
+				return nil, err
+			}
+			q := d.Question
+			if d.Kind == events.PauseApproval {
+				q = string(d.Arguments)
+			}
+			tl.Pauses = append(tl.Pauses, TimelinePause{Step: e.Step, CallID: d.CallID, Kind: d.Kind,
+				Question: clipKeep(q, excerptText), Tool: d.Tool, StartMs: now, Open: true})
+		case events.TurnResumed:
+			var d events.TurnResumedData
+			if err := decode(e, &d); err != nil {
+				return nil, err
+			}
+			for i := range tl.Pauses {
+				if p := &tl.Pauses[i]; p.Open && p.CallID == d.CallID {
+					p.EndMs, p.Open = now, false
+					p.Answer, p.Approved, p.Note = clipKeep(d.Answer, excerptText), d.Approved, d.Note
+				}
+			}
+		case events.StepChecked:
+			var d events.StepCheckedData
+			if err := decode(e, &d); err != nil {
+				return nil, err
+			}
+			s := step(e.Step)
+			s.EndMs, s.Open, s.Decision, s.StopReason = now, false, d.Decision, d.StopReason
+			switch d.StopReason {
+			case events.StopStepCap, events.StopBudget, events.StopDoomLoop:
+				// The summary call runs from here to the sentinel.
+				tl.Summary = &TimelineSummary{Step: e.Step, StartMs: now, EndMs: now, Open: true}
+			}
+		case events.TurnSentinel:
+			var d events.TurnSentinelData
+			if err := decode(e, &d); err != nil {
+				return nil, err
+			}
+			tl.Sentinel = &TimelineSentinel{AtMs: now, Kind: d.Kind, Reason: d.Reason, Text: clipKeep(d.Text, excerptText)}
+			if tl.Summary == nil {
+				tl.Summary = &TimelineSummary{Step: e.Step, StartMs: now}
+			}
+			tl.Summary.EndMs, tl.Summary.Open, tl.Summary.Usage = now, false, d.Usage
+		case events.TurnFinished:
+			var d events.TurnFinishedData
+			if err := decode(e, &d); err != nil {
+				return nil, err
+			}
+			tl.Running = false
+			tl.Finished = &TimelineFinish{AtMs: now, StopReason: d.StopReason, Output: clipKeep(d.Output, excerptText),
+				Error: d.Error, Metrics: d.Metrics}
+		}
+	}
+	// What has not ended is drawn up to the last event: still running, or cut
+	// short by an abort or the timeout.
+	for i := range tl.Steps {
+		s := &tl.Steps[i]
+		if s.Open {
+			s.EndMs = tl.EndMs
+		}
+		if s.Model == nil {
+			s.Model = &TimelineModel{StartMs: s.StartMs, EndMs: s.EndMs, Open: true}
+		}
+		for j := range s.Tools {
+			if c := &s.Tools[j]; c.Open {
+				c.EndMs = tl.EndMs
+			}
+		}
+	}
+	for i := range tl.Pauses {
+		if p := &tl.Pauses[i]; p.Open {
+			p.EndMs = tl.EndMs
+		}
+	}
+	if tl.Summary != nil && tl.Summary.Open {
+		tl.Summary.EndMs = tl.EndMs
+	}
+	return tl, nil
+}
+
+// rows folds the log as replay --json does, for the page's event table.
+func rows(log []events.Envelope) ([]Row, error) {
+	st := fsm.New("")
+	plain := NewTrace(io.Discard, false)
+	out := make([]Row, 0, len(log))
+	for _, e := range log {
+		before := st.Phase
+		if err := fsm.Evolve(st, e); err != nil {
+			return nil, fmt.Errorf("timeline: seq %d (%s): %w", e.Seq, e.Type, err)
+		}
+		out = append(out, Row{Seq: e.Seq, Step: e.Step, Before: before, After: st.Phase, Type: e.Type, Time: e.Time,
+			SinceMs: e.Time.Sub(log[0].Time).Milliseconds(), Detail: plain.detail(e)})
+	}
+	return out, nil
+}
+
+// clipKeep cuts s to n runes, keeping its line breaks (unlike clip, which
+// makes one line of it for the trace).
+func clipKeep(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// WriteTimeline writes the turn as one self-contained HTML page: inline CSS
+// and script, the timeline and the whole log embedded as JSON, no reference
+// to any other resource.
+func WriteTimeline(w io.Writer, log []events.Envelope) error {
+	tl, err := BuildTimeline(log)
+	if err != nil {
+		return err
+	}
+	return writePage(w, tl, log)
+}
+
+func writePage(w io.Writer, tl *Timeline, log []events.Envelope) error {
+	title := "turn " + tl.TurnID
+	if tl.Agent != "" {
+		title += " · " + tl.Agent
+	}
+	status := "running"
+	if tl.Finished != nil {
+		status = string(tl.Finished.StopReason)
+	}
+	// html/template escapes both values for their places: the timeline and
+	// the log become JSON in which <, > and & are \u escapes, so no text of a
+	// model or a tool can close the script element.
+	return timelinePage.Execute(w, struct {
+		Title    string
+		Status   string
+		Timeline *Timeline
+		Events   []events.Envelope
+	}{title, status, tl, log})
+}
+
+// writeTimelineFile writes the page to path, through a temporary file so a
+// reader never sees half a page.
+func writeTimelineFile(path string, tl *Timeline, log []events.Envelope) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), ".timeline-*.html")
+	if err != nil {
+		return fmt.Errorf("timeline: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err = writePage(f, tl, log); err != nil {
+		return fmt.Errorf("timeline: %w", err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return fmt.Errorf("timeline: %w", err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("timeline: %w", err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("timeline: %w", err)
+	}
+	return nil
+}
+
+// timeline is replay --html: it writes the page, then checks the log like a
+// replay does. A log that does not fold gets no page and exits 1, as replay
+// does; so does one that breaks the invariants, after its page is written.
+func (c *command) timeline(path string, log []events.Envelope) int {
+	tl, err := BuildTimeline(log)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "jetloop replay: the log does not fold: %v\n", err)
+		return ExitStopped
+	}
+	if err := writeTimelineFile(path, tl, log); err != nil {
+		return c.fail("%v", err)
+	}
+	if err := events.CheckLog(log); err != nil {
+		fmt.Fprintf(c.stderr, "jetloop replay: wrote %s, but the log breaks the invariants: %v\n", path, err)
+		return ExitStopped
+	}
+	fmt.Fprintf(c.stdout, "wrote %s: %d events, %d steps\n", path, len(log), len(tl.Steps))
+	return ExitOK
+}
