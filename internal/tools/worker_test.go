@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -364,5 +365,29 @@ func TestResultsAreCapped(t *testing.T) {
 	r := e.result("t1")
 	if len(r.Output) > tools.MaxOutput || strings.Count(r.Output, "[output truncated: ") != 1 || !strings.HasPrefix(r.Output, "<&><&>") {
 		t.Errorf("result of %d bytes ending %q", len(r.Output), r.Output[max(len(r.Output)-80, 0):])
+	}
+}
+
+// Workers of a tool share its one durable consumer, and each asks only for
+// as many jobs as it has free slots: with two workers of two slots and five
+// jobs, four run and the fifth waits in the stream, delivered to nobody.
+func TestWorkersPullOnlyForFreeSlots(t *testing.T) {
+	e := newEnv(t)
+	h := &hang{}
+	e.worker([]tools.Tool{h}, tools.WithConcurrency(2), tools.WithName("a"))
+	e.worker([]tools.Tool{h}, tools.WithConcurrency(2), tools.WithName("b"))
+	for i := range 5 {
+		e.job(job(fmt.Sprintf("s%d", i), "hang", `{}`))
+	}
+	e.waitFor("four calls running", func() bool { return h.entered.Load() == 4 })
+	cons, err := e.js.Consumer(context.Background(), events.StreamJobs, events.ToolConsumer("hang"))
+	must(t, err)
+	var info *jetstream.ConsumerInfo
+	e.waitFor("the consumer's state", func() bool {
+		info, err = cons.Info(context.Background())
+		return err == nil && info.NumAckPending == 4
+	})
+	if info.NumPending != 1 || info.Delivered.Consumer != 4 || h.entered.Load() != 4 {
+		t.Errorf("%d waiting, %d delivered, %d entered", info.NumPending, info.Delivered.Consumer, h.entered.Load())
 	}
 }
