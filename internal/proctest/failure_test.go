@@ -225,7 +225,9 @@ func (p *process) kill9(t *testing.T) {
 // second attempt.
 func TestKilledWorkersCallIsCompletedByAnother(t *testing.T) {
 	s := newStack(t, 0)
-	flags := []string{"--tools", "sleep", "--ack-wait", "1s", "--max-deliver", "3"}
+	// One slot each: a redelivery cannot go back to the worker still running
+	// the call, even when a heartbeat comes late.
+	flags := []string{"--tools", "sleep", "--ack-wait", "1s", "--max-deliver", "3", "--concurrency", "1"}
 	a := s.worker("wa", flags...)
 	s.submit("kill9", "Any", `{"responses": [{"tool_calls": [{"name": "sleep", "arguments": {"ms": 2000}}]}, {"text": "done"}]}`)
 	s.running("sleep")
