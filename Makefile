@@ -22,6 +22,7 @@ demo:
 
 bench:
 	@echo "make bench: the benchmark suite is not built yet (issue: Benchmarks); nothing measured."
+	$(GO) test -run '^$$' -bench BenchmarkToolScaling -benchtime 640x ./internal/proctest/
 
 # A standalone server with the production configuration; the version is pinned
 # by go.mod's tool directive, so nothing is downloaded by hand.

@@ -19,6 +19,9 @@ import (
 type toolCatalog struct {
 	mu      sync.RWMutex
 	entries map[string]toolEntry
+	// ttl is the bucket's: an entry older than that has expired even
+	// though no watcher was told (0: entries never expire).
+	ttl time.Duration
 }
 
 type toolEntry struct {
@@ -33,11 +36,15 @@ func watchTools(ctx context.Context, js jetstream.JetStream) (*toolCatalog, erro
 	if err != nil {
 		return nil, fmt.Errorf("runtime: bind %s: %w", events.BucketTools, err)
 	}
+	status, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: status of %s: %w", events.BucketTools, err)
+	}
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: watch %s: %w", events.BucketTools, err)
 	}
-	c := &toolCatalog{entries: map[string]toolEntry{}}
+	c := &toolCatalog{entries: map[string]toolEntry{}, ttl: status.TTL()}
 	ready := make(chan struct{})
 	go func() {
 		defer func() { _ = w.Stop() }()
@@ -95,7 +102,7 @@ func (c *toolCatalog) live() []events.ToolSpec {
 	defer c.mu.RUnlock()
 	out := make([]events.ToolSpec, 0, len(c.entries))
 	for _, e := range c.entries {
-		if time.Since(e.at) > ToolsTTL || e.info.Workers < 1 {
+		if c.ttl > 0 && time.Since(e.at) > c.ttl || e.info.Workers < 1 {
 			continue
 		}
 		out = append(out, events.ToolSpec{Name: e.info.Name, Description: e.info.Description,

@@ -16,7 +16,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jetloop/jetloop/internal/events"
 )
@@ -26,6 +28,9 @@ const (
 	defaultReadLines = 2000
 	maxGrepMatches   = 200
 	defaultShellTime = 60 * time.Second
+	maxGrepLine      = 500     // bytes of a matching line shown
+	maxScanLine      = 1 << 20 // a longer line ends the search of its file
+	binarySniff      = 8000    // bytes looked at for a NUL, as git does
 )
 
 // Builtins returns the contract's built-in tools, with every file tool
@@ -128,33 +133,69 @@ func (f files) read(_ context.Context, a readArgs) (Result, error) {
 		return Result{}, err
 	}
 	defer file.Close()
+	info, err := file.Stat()
+	if err != nil {
+		return Result{}, err
+	}
+	if info.IsDir() {
+		return Result{}, fmt.Errorf("%s is a directory: use list_dir", filepath.ToSlash(p))
+	}
 	limit := a.Limit
 	if limit <= 0 {
 		limit = defaultReadLines
 	}
+	rd := bufio.NewReaderSize(file, 64<<10)
+	if head, _ := rd.Peek(binarySniff); bytes.IndexByte(head, 0) >= 0 {
+		return Result{}, fmt.Errorf("%s is a binary file (%d bytes), not text to read", filepath.ToSlash(p), info.Size())
+	}
+	// The file is read a buffer at a time and never kept beyond the output
+	// cap, so a huge file or a huge single line costs no more memory than a
+	// small one.
+	room := MaxOutput - noteRoom
 	var out strings.Builder
-	rd := bufio.NewReader(file)
-	line, kept := 0, 0
-	for out.Len() <= MaxOutput {
-		text, err := rd.ReadString('\n')
-		if text == "" && err != nil {
-			if err == io.EOF {
-				break
+	var pos int64 // bytes consumed
+	line, kept, atStart := 0, 0, true
+	for {
+		chunk, err := rd.ReadSlice('\n')
+		if len(chunk) > 0 {
+			pos += int64(len(chunk))
+			if line >= a.Offset {
+				if atStart && kept == limit {
+					fmt.Fprintf(&out, "… [more lines after line %d: read on with offset %d]\n", line, line)
+					break
+				}
+				if atStart {
+					kept++
+				}
+				if out.Len()+len(chunk) > room {
+					cut := cutAt(string(chunk), room-out.Len())
+					out.Write(chunk[:cut])
+					rest := int64(len(chunk) - cut)
+					if info.Mode().IsRegular() {
+						rest = info.Size() - pos + int64(len(chunk)-cut)
+					}
+					out.WriteString(truncated(rest))
+					fmt.Fprintf(&out, " [read on with offset %d]", line)
+					break
+				}
+				out.Write(chunk)
 			}
-			return Result{}, fmt.Errorf("%s: %w", p, err)
+			atStart = chunk[len(chunk)-1] == '\n'
+			if atStart {
+				line++
+			}
 		}
-		line++
-		if line <= a.Offset {
+		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
-		if kept == limit {
-			fmt.Fprintf(&out, "… [more lines after line %d: read on with offset %d]\n", line-1, line-1)
+		if err == io.EOF {
 			break
 		}
-		out.WriteString(text)
-		kept++
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: %w", p, err)
+		}
 	}
-	return Result{Output: truncate(out.String())}, nil
+	return Result{Output: out.String()}, nil
 }
 
 func (f files) list(_ context.Context, a pathArgs) (Result, error) {
@@ -212,27 +253,30 @@ func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
 			}
 			return nil
 		}
+		if !d.Type().IsRegular() {
+			return nil // a symlink, even one inside the root, is not walked into
+		}
 		if a.Glob != "" {
 			if ok, _ := path.Match(a.Glob, d.Name()); !ok {
 				return nil
 			}
 		}
-		data, err := fs.ReadFile(fsys, name)
-		if err != nil || bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0 {
-			return nil // unreadable or binary: not text to search
-		}
-		for i, line := range bytes.Split(data, []byte("\n")) {
-			if !re.Match(line) {
-				continue
-			}
+		return grepFile(fsys, name, re, func(n int, line []byte) error {
 			if matches == maxGrepMatches {
 				fmt.Fprintf(&out, "… [stopped at %d matches: narrow the pattern or path]\n", maxGrepMatches)
 				return errFull
 			}
-			fmt.Fprintf(&out, "%s:%d: %s\n", name, i+1, line)
+			if len(line) > maxGrepLine {
+				cut := cutAt(string(line), maxGrepLine)
+				line = append(line[:cut:cut], fmt.Sprintf(" … [line cut: %d more bytes]", len(line)-cut)...)
+			}
+			fmt.Fprintf(&out, "%s:%d: %s\n", name, n, line)
 			matches++
-		}
-		return nil
+			if out.Len() > MaxOutput {
+				return errFull
+			}
+			return nil
+		})
 	})
 	if err != nil && !errors.Is(err, errFull) {
 		return Result{}, err
@@ -241,6 +285,31 @@ func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
 		return Result{Output: "no matches"}, nil
 	}
 	return Result{Output: truncate(out.String())}, nil
+}
+
+// grepFile calls match for each line of a text file that re matches,
+// reading a buffer at a time: a binary file is skipped, and so is the rest of
+// a file after a line longer than maxScanLine.
+func grepFile(fsys fs.FS, name string, re *regexp.Regexp, match func(n int, line []byte) error) error {
+	file, err := fsys.Open(name)
+	if err != nil {
+		return nil // unreadable: not text to search
+	}
+	defer file.Close()
+	rd := bufio.NewReaderSize(file, 64<<10)
+	if head, _ := rd.Peek(binarySniff); bytes.IndexByte(head, 0) >= 0 {
+		return nil
+	}
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 0, 64<<10), maxScanLine)
+	for n := 1; sc.Scan(); n++ {
+		if re.Match(sc.Bytes()) {
+			if err := match(n, sc.Bytes()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (f files) write(_ context.Context, a writeArgs) (Result, error) {
@@ -270,6 +339,11 @@ func sleep(ctx context.Context, a sleepArgs) (Result, error) {
 	}
 }
 
+// shell runs commands with sh -c in dir. The command runs in a process
+// group of its own, so a timeout or an abort kills it with every child it
+// started; it sees only a scrubbed environment (no credentials or API keys of
+// the worker), reads nothing from stdin, and its output is capped as it is
+// read, however much it writes.
 func shell(dir string) func(context.Context, shellArgs) (Result, error) {
 	return func(ctx context.Context, a shellArgs) (Result, error) {
 		timeout := defaultShellTime
@@ -280,21 +354,84 @@ func shell(dir string) func(context.Context, shellArgs) (Result, error) {
 		defer cancel()
 		cmd := exec.CommandContext(cctx, "sh", "-c", a.Command)
 		cmd.Dir = dir
+		cmd.Env = shellEnv(dir)
+		out := &capped{limit: MaxOutput - noteRoom}
+		cmd.Stdout, cmd.Stderr = out, out
+		ownGroup(cmd)
+		// A child that left the group keeps the output pipe open: stop
+		// waiting for it soon after the command itself has ended.
 		cmd.WaitDelay = time.Second
-		out, err := cmd.CombinedOutput()
+		err := cmd.Run()
+		// Whatever the command left running in its group goes with it.
+		killGroup(cmd)
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
-		text := string(out)
+		text := out.String()
 		var exit *exec.ExitError
 		switch {
 		case cctx.Err() != nil:
-			return Result{Output: truncate(text + fmt.Sprintf("\n[killed after %s]", timeout)), IsError: true}, nil
+			return Result{Output: text + fmt.Sprintf("\n[killed after %s]", timeout), IsError: true}, nil
 		case errors.As(err, &exit):
-			return Result{Output: truncate(text + fmt.Sprintf("\n[exit status %d]", exit.ExitCode())), IsError: true}, nil
+			return Result{Output: text + fmt.Sprintf("\n[exit status %d]", exit.ExitCode()), IsError: true}, nil
+		case errors.Is(err, exec.ErrWaitDelay):
+			// The command ended; a background child still held its output.
 		case err != nil:
 			return Result{}, err
 		}
-		return Result{Output: truncate(text)}, nil
+		return Result{Output: text}, nil
 	}
+}
+
+// shellEnv is the whole environment of a shell command: enough to find
+// programs and print text, nothing the worker was given to authenticate.
+func shellEnv(root string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	lang := os.Getenv("LANG")
+	if lang == "" {
+		lang = "C.UTF-8"
+	}
+	env := []string{"PATH=" + path, "HOME=" + root, "PWD=" + root, "LANG=" + lang, "TERM=dumb"}
+	if tz, ok := os.LookupEnv("TZ"); ok {
+		env = append(env, "TZ="+tz)
+	}
+	return env
+}
+
+// capped keeps the first limit bytes written to it and counts the rest, so
+// a command that prints gigabytes costs limit bytes of memory.
+type capped struct {
+	mu      sync.Mutex
+	limit   int
+	buf     bytes.Buffer
+	dropped int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep := min(max(c.limit-c.buf.Len(), 0), len(p))
+	c.buf.Write(p[:keep])
+	c.dropped += int64(len(p) - keep)
+	return len(p), nil
+}
+
+// String is the kept output, with the truncation note when bytes were
+// dropped.
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.buf.String()
+	if c.dropped == 0 {
+		return s
+	}
+	// A character split by the cap is dropped whole.
+	cut := len(s)
+	if start := cutAt(s, len(s)-1); cut > 0 && !utf8.FullRuneInString(s[start:]) {
+		cut = start
+	}
+	return s[:cut] + truncated(c.dropped+int64(len(s)-cut))
 }

@@ -26,6 +26,9 @@ type registry struct {
 	workers jetstream.KeyValue
 	name    string
 	specs   []events.ToolSpec
+	// ttl is the tools bucket's: entries are refreshed three times per ttl,
+	// so they outlive a missed refresh but not a dead worker.
+	ttl time.Duration
 }
 
 func newRegistry(ctx context.Context, js jetstream.JetStream, name string, specs []events.ToolSpec) (*registry, error) {
@@ -33,9 +36,19 @@ func newRegistry(ctx context.Context, js jetstream.JetStream, name string, specs
 	if err != nil {
 		return nil, fmt.Errorf("tools: bind %s: %w", events.BucketTools, err)
 	}
+	// Whoever created the bucket chose its TTL; a worker follows it rather
+	// than assume the default.
+	status, err := tools.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tools: status of %s: %w", events.BucketTools, err)
+	}
+	ttl := status.TTL()
+	if ttl <= 0 {
+		ttl = runtime.ToolsTTL
+	}
 	workers, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: BucketWorkers, Description: "jetloop: live workers of each tool",
-		TTL: runtime.ToolsTTL, Storage: jetstream.FileStorage,
+		TTL: ttl, Storage: jetstream.FileStorage,
 	})
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		workers, err = js.KeyValue(ctx, BucketWorkers)
@@ -43,7 +56,10 @@ func newRegistry(ctx context.Context, js jetstream.JetStream, name string, specs
 	if err != nil {
 		return nil, fmt.Errorf("tools: bucket %s: %w", BucketWorkers, err)
 	}
-	return &registry{tools: tools, workers: workers, name: name, specs: specs}, nil
+	if status, err := workers.Status(ctx); err == nil && status.TTL() > 0 {
+		ttl = min(ttl, status.TTL())
+	}
+	return &registry{tools: tools, workers: workers, name: name, specs: specs, ttl: ttl}, nil
 }
 
 // advertise refreshes this worker's presence, then each tool's entry with
@@ -103,7 +119,7 @@ func (r *registry) count(ctx context.Context, tool string) (int, error) {
 
 // keepAlive refreshes the entries three times per TTL until ctx ends.
 func (r *registry) keepAlive(ctx context.Context, log *slog.Logger) {
-	t := time.NewTicker(runtime.ToolsTTL / 3)
+	t := time.NewTicker(r.ttl / 3)
 	defer t.Stop()
 	for {
 		select {

@@ -30,16 +30,35 @@ type Result struct {
 // must fit in one NATS message.
 const MaxOutput = 256 << 10
 
-// truncate cuts output to MaxOutput bytes and says how much it dropped.
+// truncate cuts output to at most MaxOutput bytes, the note included, and
+// says how much it dropped. Keeping the note inside the cap makes truncate
+// idempotent: the worker applies it again to every result a tool returns.
 func truncate(s string) string {
 	if len(s) <= MaxOutput {
 		return s
 	}
-	cut := MaxOutput
-	for cut > 0 && !validStart(s[cut]) {
-		cut-- // do not split a UTF-8 sequence
+	cut := cutAt(s, MaxOutput-noteRoom)
+	return s[:cut] + truncated(int64(len(s)-cut))
+}
+
+// noteRoom is kept free under MaxOutput for the truncation note and a
+// tool's own last line (an exit status).
+const noteRoom = 256
+
+// truncated is the explicit marker of a cut output.
+func truncated(dropped int64) string {
+	return fmt.Sprintf("\n… [output truncated: %d more bytes]", dropped)
+}
+
+// cutAt returns n, or less so as not to split a UTF-8 sequence.
+func cutAt(s string, n int) int {
+	if n >= len(s) {
+		return len(s)
 	}
-	return s[:cut] + fmt.Sprintf("\n… [output truncated: %d more bytes]", len(s)-cut)
+	for n > 0 && !validStart(s[n]) {
+		n--
+	}
+	return n
 }
 
 func validStart(b byte) bool { return b&0xC0 != 0x80 }

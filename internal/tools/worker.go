@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -227,6 +228,13 @@ func (w *Worker) pull(ctx context.Context, tool string, c jetstream.Consumer) {
 // result published then the job acknowledged; a dead letter then Term; or a
 // Nak that hands the job to the next delivery.
 func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
+	if stop.Err() != nil {
+		// A job that arrived as the worker began to stop: no new call
+		// starts during a drain, so it goes back for another worker now
+		// rather than after the ack wait.
+		_ = msg.Nak()
+		return
+	}
 	attempt := 1
 	if md, err := msg.Metadata(); err == nil {
 		attempt = int(md.NumDelivered)
@@ -322,13 +330,17 @@ func (w *Worker) call(ctx context.Context, tool string, args json.RawMessage) (r
 func deadlinePassed(d time.Time) bool { return !d.IsZero() && !time.Now().Before(d) }
 
 func (w *Worker) publish(r events.ToolResult) error {
-	data, err := json.Marshal(r)
-	if err != nil {
+	// Without HTML escaping an output of '<' and '&' keeps its size: a
+	// capped output must still fit in one message.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	defer cancel()
-	_, err = w.js.Publish(ctx, events.ResultSubject(r.TurnID), data, jetstream.WithMsgID("result:"+r.CallID))
+	_, err := w.js.Publish(ctx, events.ResultSubject(r.TurnID), bytes.TrimSuffix(buf.Bytes(), []byte("\n")), jetstream.WithMsgID("result:"+r.CallID))
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -18,15 +19,27 @@ import (
 )
 
 // hang is a tool whose calls block until their context ends, counting the
-// calls that entered.
-type hang struct{ entered atomic.Int32 }
+// calls that entered and those whose context was cancelled.
+type hang struct{ entered, cancelled atomic.Int32 }
 
 func (h *hang) Spec() events.ToolSpec { return events.ToolSpec{Name: "hang", Description: "Blocks."} }
 
 func (h *hang) Call(ctx context.Context, _ json.RawMessage) (tools.Result, error) {
 	h.entered.Add(1)
 	<-ctx.Done()
+	if errors.Is(ctx.Err(), context.Canceled) {
+		h.cancelled.Add(1)
+	}
 	return tools.Result{}, ctx.Err()
+}
+
+// flood is a tool whose output is four times the cap.
+type flood struct{}
+
+func (flood) Spec() events.ToolSpec { return events.ToolSpec{Name: "flood", Description: "Floods."} }
+
+func (flood) Call(context.Context, json.RawMessage) (tools.Result, error) {
+	return tools.Result{Output: strings.Repeat("<&>", tools.MaxOutput*4/3)}, nil
 }
 
 // answer is a tool whose result is final, and panics when asked to.
@@ -49,11 +62,17 @@ type env struct {
 	js  jetstream.JetStream
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvTTL(t, runtime.ToolsTTL) }
+
+// newEnvTTL creates the tools bucket with ttl before anything else does:
+// workers follow the TTL of the bucket they find.
+func newEnvTTL(t *testing.T, ttl time.Duration) *env {
 	srv := natstest.Start(t)
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	_, err := js.CreateKeyValue(ctx, runtime.ToolsBucket(ttl))
+	must(t, err)
 	must(t, runtime.EnsureStreams(ctx, js))
 	return &env{t: t, srv: srv, js: js}
 }
@@ -239,6 +258,7 @@ func TestCancelStopsRunningCallsOfTheTurn(t *testing.T) {
 	e.waitFor("the call to start", func() bool { return h.entered.Load() == 1 })
 	nc, _ := e.srv.Connect(t)
 	must(t, nc.Publish(events.CancelSubject("t1"), nil))
+	e.waitFor("the call's context cancelled", func() bool { return h.cancelled.Load() == 1 })
 	e.waitFor("the aborted job acknowledged", func() bool { return e.pending() == 0 })
 	if !e.noResult("t1") {
 		t.Error("an aborted call was answered")
@@ -296,4 +316,78 @@ func TestParallelCallsOfOneTool(t *testing.T) {
 		e.job(job(turn, "hang", `{}`))
 	}
 	e.waitFor("three calls at once", func() bool { return h.entered.Load() == 3 })
+}
+
+// A worker killed without withdrawing its tools leaves them in the registry
+// only until the bucket's TTL passes: its live peers keep theirs, with the
+// count of workers corrected, and a tool it alone served disappears.
+func TestKilledWorkersToolsExpire(t *testing.T) {
+	e := newEnvTTL(t, time.Second)
+	_, killA := e.worker([]tools.Tool{&hang{}}, tools.WithName("a"))
+	e.worker(nil, tools.WithName("b"))
+	e.waitFor("two workers of echo", func() bool { i := e.info("echo"); return i != nil && i.Workers == 2 })
+	if i := e.info("hang"); i == nil || i.Workers != 1 {
+		t.Fatalf("hang advertised as %+v", i)
+	}
+	killA()
+	e.waitFor("hang gone with its only worker", func() bool { return e.info("hang") == nil })
+	e.waitFor("echo counted with one worker", func() bool { i := e.info("echo"); return i != nil && i.Workers == 1 })
+	if e.info("shell") != nil {
+		t.Error("shell advertised by workers without it")
+	}
+}
+
+// A call longer than the ack wait is heartbeated: its job is delivered once
+// while its worker lives.
+func TestLongCallsAreNotRedelivered(t *testing.T) {
+	e := newEnv(t)
+	e.worker(nil, tools.WithAckWait(200*time.Millisecond), tools.WithName("a"))
+	e.worker(nil, tools.WithAckWait(200*time.Millisecond), tools.WithName("b"))
+	e.job(job("t1", "sleep", `{"ms":1200}`)) // six ack waits
+	if r := e.result("t1"); r.IsError || r.Output != "slept" || r.Attempt != 1 {
+		t.Errorf("a long call answered with %+v", r)
+	}
+	cons, err := e.js.Consumer(context.Background(), events.StreamJobs, events.ToolConsumer("sleep"))
+	must(t, err)
+	info, err := cons.Info(context.Background())
+	must(t, err)
+	if info.Delivered.Consumer != 1 || info.NumRedelivered != 0 {
+		t.Errorf("the job was delivered %d times (%d redelivered)", info.Delivered.Consumer, info.NumRedelivered)
+	}
+}
+
+// Whatever a tool returns, a result carries at most MaxOutput bytes and
+// one truncation marker.
+func TestResultsAreCapped(t *testing.T) {
+	e := newEnv(t)
+	e.worker([]tools.Tool{flood{}})
+	e.job(job("t1", "flood", `{}`))
+	r := e.result("t1")
+	if len(r.Output) > tools.MaxOutput || strings.Count(r.Output, "[output truncated: ") != 1 || !strings.HasPrefix(r.Output, "<&><&>") {
+		t.Errorf("result of %d bytes ending %q", len(r.Output), r.Output[max(len(r.Output)-80, 0):])
+	}
+}
+
+// Workers of a tool share its one durable consumer, and each asks only for
+// as many jobs as it has free slots: with two workers of two slots and five
+// jobs, four run and the fifth waits in the stream, delivered to nobody.
+func TestWorkersPullOnlyForFreeSlots(t *testing.T) {
+	e := newEnv(t)
+	h := &hang{}
+	e.worker([]tools.Tool{h}, tools.WithConcurrency(2), tools.WithName("a"))
+	e.worker([]tools.Tool{h}, tools.WithConcurrency(2), tools.WithName("b"))
+	for i := range 5 {
+		e.job(job(fmt.Sprintf("s%d", i), "hang", `{}`))
+	}
+	e.waitFor("four calls running", func() bool { return h.entered.Load() == 4 })
+	cons, err := e.js.Consumer(context.Background(), events.StreamJobs, events.ToolConsumer("hang"))
+	must(t, err)
+	var info *jetstream.ConsumerInfo
+	e.waitFor("the consumer's state", func() bool {
+		info, err = cons.Info(context.Background())
+		return err == nil && info.NumAckPending == 4
+	})
+	if info.NumPending != 1 || info.Delivered.Consumer != 4 || h.entered.Load() != 4 {
+		t.Errorf("%d waiting, %d delivered, %d entered", info.NumPending, info.Delivered.Consumer, h.entered.Load())
+	}
 }
