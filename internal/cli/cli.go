@@ -96,6 +96,7 @@ func init() {
 		"approve": approve,
 		"deny":    approve,
 		"agents":  agentsCmd,
+		"fork":    fork,
 	}
 }
 

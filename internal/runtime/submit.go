@@ -88,6 +88,9 @@ func digest(data []byte) string {
 // resolve turns a submission into the machine's Start: the agent, its model
 // and script, the effective limits, the tools offered now, the history.
 func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Start, error) {
+	if sub.ForkedFrom != nil {
+		return o.resolveFork(ctx, sub)
+	}
 	if sub.SessionID == "" {
 		sub.SessionID = sub.TurnID
 	}
@@ -103,9 +106,6 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 	if err != nil {
 		return fsm.Start{}, err
 	}
-	if sub.ForkedFrom != nil {
-		return fsm.Start{}, &deadLetter{"forked submissions are not supported yet"}
-	}
 	limits := fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits)
 	history, turns, err := o.history.session(ctx, sub.SessionID, sub.TurnID)
 	if err != nil {
@@ -119,6 +119,61 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
 		Input: input, Limits: limits, Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
 		History: history, HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
+	}, nil
+}
+
+// resolveFork turns a forked submission into the machine's Start. The fork's
+// history is the original turn's conversation up to the fork's step: what
+// preceded the original, its input, and its steps 1..N, each model answer
+// with the results of the calls it ran. The submission's input, if any,
+// follows as this turn's new messages. Unless the submission says otherwise
+// the fork runs in the original's session with the original's agent, and
+// with the original's model and script when it keeps the agent; its limits
+// are its agent's, counted afresh.
+func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm.Start, error) {
+	point, history, err := o.history.fork(ctx, *sub.ForkedFrom, 0)
+	if err != nil {
+		var fe *fsm.ForkError
+		if errors.As(err, &fe) {
+			return fsm.Start{}, &deadLetter{fmt.Sprintf("forked_from: %s", fe.Error())}
+		}
+		return fsm.Start{}, &retry{err}
+	}
+	if sub.SessionID == "" {
+		sub.SessionID = point.SessionID
+	}
+	name := sub.Agent
+	if name == "" {
+		name = point.Agent
+	}
+	a, err := o.agent(name)
+	if err != nil {
+		return fsm.Start{}, err
+	}
+	modelName, inline := sub.Model, sub.Script
+	if modelName == "" {
+		modelName = a.Model
+		if sub.Agent == "" {
+			modelName = point.Model
+			if len(inline) == 0 && modelName == "script" {
+				inline = point.Script
+			}
+		}
+	}
+	script, err := o.script(modelName, inline)
+	if err != nil {
+		return fsm.Start{}, err
+	}
+	input := sub.Input
+	if input == nil {
+		input = []events.Message{}
+	}
+	return fsm.Start{
+		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
+		Input: input, Limits: fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits),
+		Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
+		History: history, Script: script, Metadata: sub.Metadata,
+		ForkedFrom: &events.ForkedFrom{TurnID: sub.ForkedFrom.TurnID, Step: sub.ForkedFrom.Step},
 	}, nil
 }
 

@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/jetloop/jetloop/internal/events"
+)
+
+// capScript calls echo with new text in each step, so a three-step turn
+// hits its step cap.
+const capScript = `responses:
+  - {text: "one", tool_calls: [{name: echo, arguments: {text: a}}]}
+  - {text: "two", tool_calls: [{name: echo, arguments: {text: b}}]}
+  - {text: "three", tool_calls: [{name: echo, arguments: {text: c}}]}
+summary: "echoed a, b and c"
+`
+
+// The issue's fork test: a turn that hit its step cap, forked from step 2
+// with another agent whose script finishes, completes; the fork's model call
+// carries exactly the original's conversation up to step 2, which is what
+// the original's own step 3 was given.
+func TestForkOfACappedTurnFinishes(t *testing.T) {
+	e := newEnv(t)
+	jobs := e.recordModelJobs()
+	orig := strings.TrimSpace(e.mustRun(ExitStopped, "submit", "--watch", "--agent", "Capped",
+		"--script", e.script("cap.yaml", capScript), "--session", "s1", "--turn", "orig", "echo three things"))
+	if !strings.HasPrefix(orig, "orig\n") {
+		t.Fatalf("submit printed %q", orig)
+	}
+	if fin := e.finished("orig"); fin.StopReason != events.StopStepCap {
+		t.Fatalf("original stopped with %s", fin.StopReason)
+	}
+
+	done := e.script("done.yaml", "responses:\n  - {text: \"finished after two steps\"}\n")
+	out := e.mustRun(ExitOK, "fork", "--from-step", "2", "--agent", "Wide", "--script", done, "--turn", "fork1", "--watch", "orig")
+	if !strings.HasPrefix(out, "fork1\n") || !strings.Contains(out, "finished after two steps") {
+		t.Fatalf("fork printed:\n%s", out)
+	}
+	fin := e.finished("fork1")
+	if fin.StopReason != events.StopCompleted || fin.Output != "finished after two steps" {
+		t.Fatalf("fork finished %+v", fin)
+	}
+
+	log := e.log("fork1")
+	var started events.TurnStartedData
+	if err := json.Unmarshal(log[0].Data, &started); err != nil {
+		t.Fatal(err)
+	}
+	if started.ForkedFrom == nil || *started.ForkedFrom != (events.ForkedFrom{TurnID: "orig", Step: 2}) {
+		t.Fatalf("forked_from = %+v", started.ForkedFrom)
+	}
+	if started.Agent != "Wide" || started.History != 5 || len(started.Input) != 0 || log[0].SessionID != "s1" {
+		t.Fatalf("turn.started: agent %s, history %d, input %v, session %s", started.Agent, started.History, started.Input, log[0].SessionID)
+	}
+
+	got := jobs.of("fork1")[1].Messages
+	want := jobs.of("orig")[3].Messages
+	if len(want) != 5 {
+		t.Fatalf("the original's step 3 was given %d messages", len(want))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the fork's model call got\n%+v\nwant the original's conversation up to step 2\n%+v", got, want)
+	}
+	roles := []events.Role{events.RoleUser, events.RoleAssistant, events.RoleTool, events.RoleAssistant, events.RoleTool}
+	for i, m := range got {
+		if m.Role != roles[i] {
+			t.Fatalf("message %d is %s, want %s: %+v", i, m.Role, roles[i], got)
+		}
+	}
+	if got[0].Content != "echo three things" || got[2].Content != "a" || got[4].Content != "b" {
+		t.Fatalf("history: %+v", got)
+	}
+}
