@@ -97,6 +97,7 @@ func init() {
 		"deny":    approve,
 		"agents":  agentsCmd,
 		"fork":    fork,
+		"dead":    dead,
 	}
 }
 

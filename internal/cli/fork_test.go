@@ -74,3 +74,74 @@ func TestForkOfACappedTurnFinishes(t *testing.T) {
 		t.Fatalf("history: %+v", got)
 	}
 }
+
+// A fork that cannot start is refused like any bad submission: the command
+// says so before sending, and a forked submission sent anyway becomes a dead
+// letter and a rejected turn.
+func TestForkRefusals(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun(ExitStopped, "submit", "--watch", "--agent", "Capped", "--script", e.script("cap.yaml", capScript), "--turn", "orig", "go")
+	if _, _, errOut := e.jetloop("fork", "--from-step", "4", "orig"); !strings.Contains(errOut, "3 complete step(s)") {
+		t.Fatalf("fork from step 4 of 3: %q", errOut)
+	}
+	if code, _, errOut := e.jetloop("fork", "--from-step", "1", "nope"); code != ExitFailed || !strings.Contains(errOut, `no turn "nope"`) {
+		t.Fatalf("fork of an unknown turn: %d %q", code, errOut)
+	}
+	if code, _, _ := e.jetloop("fork", "orig"); code != ExitUsage {
+		t.Fatalf("fork without --from-step: exit %d", code)
+	}
+	for turn, sub := range map[string]events.Submit{
+		"f-unknown": {TurnID: "f-unknown", ForkedFrom: &events.ForkedFrom{TurnID: "nope", Step: 1}},
+		"f-step":    {TurnID: "f-step", ForkedFrom: &events.ForkedFrom{TurnID: "orig", Step: 9}},
+		"f-agent":   {TurnID: "f-agent", Agent: "Nobody", ForkedFrom: &events.ForkedFrom{TurnID: "orig", Step: 1}},
+	} {
+		if err := Submit(t.Context(), e.js, sub); err != nil {
+			t.Fatal(err)
+		}
+		fin := e.finished(turn)
+		if fin.StopReason != events.StopRejected || fin.Error == "" {
+			t.Fatalf("%s: %+v", turn, fin)
+		}
+		t.Logf("%s: %s", turn, fin.Error)
+	}
+	out := e.mustRun(ExitOK, "dead")
+	for _, turn := range []string{"f-unknown", "f-step", "f-agent"} {
+		if !strings.Contains(out, turn) {
+			t.Fatalf("dead letters lack %s:\n%s", turn, out)
+		}
+	}
+}
+
+// A fork's history is not in its log: an orchestrator that did not start the
+// fork rebuilds it from the original's log, and the fork's later model calls
+// get the same conversation.
+func TestForkResumesOnAnotherOrchestrator(t *testing.T) {
+	e := newEnv(t)
+	jobs := e.recordModelJobs()
+	e.mustRun(ExitStopped, "submit", "--watch", "--agent", "Capped", "--script", e.script("cap.yaml", capScript), "--turn", "orig", "go")
+	gated := e.script("gated.yaml", `responses:
+  - {text: "write it", tool_calls: [{name: echo, arguments: {text: z}}]}
+  - {text: "all done"}
+`)
+	e.mustRun(ExitOK, "fork", "--from-step", "1", "--agent", "Gated", "--script", gated, "--turn", "fork2", "orig", "and now z")
+	paused := e.waitType("fork2", events.TurnPaused)
+	var p events.TurnPausedData
+	if err := json.Unmarshal(paused.Data, &p); err != nil {
+		t.Fatal(err)
+	}
+	e.stopO()
+	e.orchestrator()
+	e.mustRun(ExitOK, "approve", "--note", "fine", "fork2", p.CallID)
+	if fin := e.finished("fork2"); fin.StopReason != events.StopCompleted {
+		t.Fatalf("fork finished %+v", fin)
+	}
+	steps := jobs.of("fork2")
+	first, second := steps[1].Messages, steps[2].Messages
+	// The original's input and step 1, then the fork's input.
+	if len(first) != 4 || first[3].Content != "and now z" || first[2].Content != "a" {
+		t.Fatalf("step 1 messages: %+v", first)
+	}
+	if len(second) != 6 || !reflect.DeepEqual(second[:4], first) || second[5].Content != "z" {
+		t.Fatalf("step 2 messages after the restart: %+v", second)
+	}
+}

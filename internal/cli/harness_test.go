@@ -275,3 +275,8 @@ func (r *modelJobs) of(turn string) map[int]events.ModelJob {
 	}
 	return out
 }
+
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	natstest.WaitFor(e.t, what, cond)
+}

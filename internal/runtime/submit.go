@@ -16,6 +16,7 @@ import (
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/schemas"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // submit starts a turn, or records why it cannot start: the submission goes
@@ -52,11 +53,48 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 	start.Digest = digest
 	err = s.apply(ctx, log, sub.TurnID, start, redelivered)
 	if errors.Is(err, fsm.ErrTurnExists) {
+		cleared, cerr := s.clearRejected(ctx, log, sub.TurnID)
+		if cerr != nil {
+			return &retry{cerr}
+		}
+		if cleared {
+			err = s.apply(ctx, log, sub.TurnID, start, redelivered)
+		}
+	}
+	if errors.Is(err, fsm.ErrTurnExists) {
 		// The machine lets the very submission that started the turn
 		// through (it changes nothing); this one differs.
 		return &deadLetter{fmt.Sprintf("turn %q already exists", sub.TurnID)}
 	}
 	return err
+}
+
+// clearRejected removes the log of a turn that was only ever rejected (one
+// turn.finished, rejected, and nothing else), so that a valid submission of
+// that turn, such as a dead letter fixed and re-sent, starts it. Such a turn
+// never started: no step ran, no session history names it, nothing else
+// refers to its log. It reports whether it removed one.
+func (s *shard) clearRejected(ctx context.Context, log *slog.Logger, turn string) (bool, error) {
+	last, seq, ok, err := s.o.store.Last(ctx, turn)
+	if err != nil || !ok {
+		return false, err
+	}
+	if last.Seq != 1 || last.Type != events.TurnFinished {
+		return false, nil
+	}
+	var fin events.TurnFinishedData
+	if err := json.Unmarshal(last.Data, &fin); err != nil || fin.StopReason != events.StopRejected {
+		return false, nil
+	}
+	subject := events.EventsSubject(last.SessionID, turn)
+	// The purge removes the rejection and nothing after it: were the log to
+	// have moved on meanwhile, the start's expected sequence would fail.
+	if err := s.o.store.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(seq+1)); err != nil {
+		return false, fmt.Errorf("runtime: clear the rejection of %s: %w", turn, err)
+	}
+	delete(s.cache, turn)
+	log.Info("a valid submission of a rejected turn replaces its rejection", "was", fin.Error)
+	return true, nil
 }
 
 func (s *shard) reject(ctx context.Context, log *slog.Logger, turn, session, reason string, redelivered bool) error {
@@ -135,7 +173,7 @@ func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm
 	if err != nil {
 		var fe *fsm.ForkError
 		if errors.As(err, &fe) {
-			return fsm.Start{}, &deadLetter{fmt.Sprintf("forked_from: %s", fe.Error())}
+			return fsm.Start{}, &deadLetter{fmt.Sprintf("cannot fork turn %q from step %d: %s", fe.Turn, fe.Step, fe.Reason)}
 		}
 		return fsm.Start{}, &retry{err}
 	}
