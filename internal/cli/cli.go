@@ -66,6 +66,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c.flags.StringVar(&c.creds, "creds", "", "NATS credentials file")
 	c.flags.StringVar(&c.user, "user", "", "NATS user")
 	c.flags.StringVar(&c.password, "password", "", "NATS password")
+	c.flags.BoolVar(&c.noColor, "no-color", false, "plain text even on a terminal (as does NO_COLOR)")
 	run, ok := commands[c.name]
 	if !ok {
 		fmt.Fprintf(stderr, "jetloop: unknown command %q\n\n%s", c.name, usage)
@@ -78,8 +79,13 @@ type command struct {
 	name                       string
 	flags                      *flag.FlagSet
 	url, creds, user, password string
+	noColor                    bool
 	stdout, stderr             io.Writer
 }
+
+// color reports whether the command's output gets colour: on a terminal,
+// unless --no-color or NO_COLOR says otherwise.
+func (c *command) color() bool { return !c.noColor && IsTerminal(c.stdout) }
 
 var commands map[string]func(context.Context, *command, []string) int
 
@@ -98,6 +104,8 @@ func init() {
 		"agents":  agentsCmd,
 		"fork":    fork,
 		"dead":    dead,
+		"turns":   turns,
+		"show":    show,
 	}
 }
 
@@ -147,7 +155,8 @@ func Logger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
-// IsTerminal reports whether w is a character device, where colour helps.
+// IsTerminal reports whether w is a character device, where colour helps,
+// and NO_COLOR (https://no-color.org) is unset or empty.
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
