@@ -39,14 +39,23 @@ usage: jetloop COMMAND [flags] [args]
   watch TURN               print a turn's live trace until it finishes
   replay [--json] [--at STEP] [--file FILE] TURN
                            print a recorded turn through today's machine
+  replay --verify TURN     re-derive every decision of the log with today's machine
   export TURN              print a turn's events as JSON lines
+  fork --from-step N [--agent A] [--model M] TURN [TEXT]
+                           run a new turn on TURN's conversation up to step N
+  turns [--session S] [--status S] [--agent A]
+                           list turns: running, paused on what, finished how
+  show TURN                one turn on one screen
   abort TURN               stop a turn
   reply TURN CALL_ID TEXT  answer a turn's ask_user question
   approve|deny TURN CALL_ID  decide a call that waits for approval
+  dead [show SEQ | retry [--file FIXED.json] SEQ]
+                           list, show and re-send dead letters
   agents check PATH        validate an AGENTS.md file or directory
 
-Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222)
-and --creds FILE / --user / --password. Run jetloop COMMAND -h for its flags.
+Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222),
+--creds FILE / --user / --password, and --no-color (as does NO_COLOR).
+Run jetloop COMMAND -h for its flags.
 `
 
 // Main runs the jetloop command with args (without the program name) and

@@ -83,9 +83,6 @@ func (t *Trace) Event(e events.Envelope) error {
 	}
 	after := t.state.Phase
 	move := fmt.Sprintf("%s → %s", before, after)
-	if before == after {
-		move = string(after)
-	}
 	typ := fmt.Sprintf("%-15s", e.Type)
 	switch e.Type {
 	case events.TurnFinished:
