@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -103,6 +104,12 @@ func checkFork(ctx context.Context, js jetstream.JetStream, turn string, step in
 	if len(log) == 0 {
 		return fmt.Errorf("no turn %q", turn)
 	}
-	_, err = fsm.ForkPoint(log, step)
-	return err
+	if _, err = fsm.ForkPoint(log, step); err != nil {
+		var fe *fsm.ForkError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("cannot fork turn %q from step %d: %s", fe.Turn, fe.Step, fe.Reason)
+		}
+		return err
+	}
+	return nil
 }

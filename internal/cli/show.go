@@ -84,8 +84,11 @@ func printShow(w io.Writer, s Summary, now time.Time) {
 	if s.ForkedFrom != nil {
 		row("forked", "from %s at step %d", s.ForkedFrom.TurnID, s.ForkedFrom.Step)
 	}
-	if d.History > 0 {
-		row("history", "%d message(s) from earlier turns %s", d.History, strings.Join(d.HistoryTurns, " "))
+	switch {
+	case s.ForkedFrom != nil:
+		row("history", "%d message(s): %s's conversation up to step %d", d.History, s.ForkedFrom.TurnID, s.ForkedFrom.Step)
+	case d.History > 0:
+		row("history", "%d message(s) from earlier turns: %s", d.History, strings.Join(d.HistoryTurns, " "))
 	}
 	for _, m := range d.Input {
 		row("input", "%s: %s", m.Role, clip(m.Content, 100))
@@ -106,9 +109,6 @@ func printShow(w io.Writer, s Summary, now time.Time) {
 			row("waits for", "approval of %s %s (call %s)", wt.Tool, clip(string(wt.Arguments), 60), wt.CallID)
 			row("", "jetloop approve|deny %s %s", s.Turn, wt.CallID)
 		}
-	}
-	if s.StopReason != "" {
-		row("stopped", "%s", s.StopReason)
 	}
 	if s.Error != "" {
 		row("error", "%s", s.Error)
