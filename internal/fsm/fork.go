@@ -40,7 +40,7 @@ func ForkPoint(log []events.Envelope, step int) (*State, error) {
 	checked := 0
 	for _, e := range log {
 		if err := Evolve(s, e); err != nil {
-			return nil, err
+			return nil, &ForkError{Turn: turn, Step: step, Reason: "its log does not fold: " + err.Error()}
 		}
 		if step == 0 && e.Type == events.TurnStarted {
 			return s, nil
