@@ -73,6 +73,16 @@ func TestForkOfACappedTurnFinishes(t *testing.T) {
 	if got[0].Content != "echo three things" || got[2].Content != "a" || got[4].Content != "b" {
 		t.Fatalf("history: %+v", got)
 	}
+
+	// A fork of the fork carries both: the original up to step 2, then the
+	// fork's step 1.
+	again := e.script("again.yaml", "responses:\n  - {text: \"and again\"}\n")
+	e.mustRun(ExitOK, "fork", "--from-step", "1", "--script", again, "--turn", "fork2", "--watch", "fork1", "once more")
+	nested := jobs.of("fork2")[1].Messages
+	if len(nested) != 7 || !reflect.DeepEqual(nested[:5], want) || nested[5].Content != "finished after two steps" ||
+		nested[6].Content != "once more" {
+		t.Fatalf("the fork of the fork got %+v", nested)
+	}
 }
 
 // A fork that cannot start is refused like any bad submission: the command
