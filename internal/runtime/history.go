@@ -146,11 +146,25 @@ func (h *historyCache) before(ctx context.Context, st *fsm.State, depth int) ([]
 	if depth >= maxForkDepth {
 		return nil, fmt.Errorf("runtime: turn %s: forks nested deeper than %d", st.TurnID, maxForkDepth)
 	}
-	_, prefix, err := h.fork(ctx, *st.ForkedFrom, depth+1)
-	if err != nil {
-		return nil, err
+	prefix, ok := h.cached(forkKey(*st.ForkedFrom))
+	if !ok {
+		if _, prefix, err = h.fork(ctx, *st.ForkedFrom, depth+1); err != nil {
+			return nil, err
+		}
 	}
-	return append(msgs, prefix...), nil
+	return append(slices.Clip(msgs), prefix...), nil
+}
+
+func forkKey(ff events.ForkedFrom) string {
+	// Turn ids never hold '@', so this never names a finished turn.
+	return fmt.Sprintf("%s@%d", ff.TurnID, ff.Step)
+}
+
+func (h *historyCache) cached(key string) ([]events.Message, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	msgs, ok := h.transcripts[key]
+	return msgs, ok
 }
 
 // fork returns the state of a turn at the point a fork from one of its steps
@@ -171,11 +185,8 @@ func (h *historyCache) fork(ctx context.Context, ff events.ForkedFrom, depth int
 	if err != nil {
 		return nil, nil, err
 	}
-	key := fmt.Sprintf("%s@%d", ff.TurnID, ff.Step)
-	h.mu.Lock()
-	msgs, ok := h.transcripts[key]
-	h.mu.Unlock()
-	if ok {
+	key := forkKey(ff)
+	if msgs, ok := h.cached(key); ok {
 		return point, msgs, nil
 	}
 	prior, err := h.before(ctx, point, depth)
@@ -185,7 +196,7 @@ func (h *historyCache) fork(ctx context.Context, ff events.ForkedFrom, depth int
 	if len(prior) != point.HistoryLen {
 		return nil, nil, fmt.Errorf("runtime: turn %s: history of %d messages rebuilt as %d", ff.TurnID, point.HistoryLen, len(prior))
 	}
-	msgs = append(slices.Clip(prior), point.Messages...)
+	msgs := append(slices.Clip(prior), point.Messages...)
 	h.keep(key, msgs)
 	return point, msgs, nil
 }
