@@ -230,3 +230,27 @@ func TestColorOnlyOnATerminal(t *testing.T) {
 		t.Fatal("a colour trace has no escapes")
 	}
 }
+
+// A turn whose model is still answering is running; abort stops it, and
+// watch exits 1.
+func TestRunningTurnAborted(t *testing.T) {
+	e := newEnv(t)
+	slow := e.script("slow.yaml", "responses:\n  - {text: \"thinking very slowly\", delay_ms: 20000}\n")
+	e.mustRun(ExitOK, "submit", "--agent", "Wide", "--script", slow, "--turn", "slow1", "think")
+	e.waitType("slow1", events.StepStarted)
+	got := rows(t, e.mustRun(ExitOK, "turns", "--status", "running", "--json"))
+	if s, ok := got["slow1"]; !ok || len(got) != 1 || s.Steps != 1 || s.Agent != "Wide" {
+		t.Fatalf("running turns: %+v", got)
+	}
+	if out := e.mustRun(ExitOK, "show", "slow1"); !strings.Contains(out, "status      running") {
+		t.Fatalf("show slow1:\n%s", out)
+	}
+	e.mustRun(ExitOK, "abort", "slow1")
+	out := e.mustRun(ExitStopped, "watch", "slow1")
+	if !strings.Contains(out, "finished: aborted") {
+		t.Fatalf("watch slow1:\n%s", out)
+	}
+	if got := rows(t, e.mustRun(ExitOK, "turns", "--status", "aborted", "--json")); len(got) != 1 {
+		t.Fatalf("aborted turns: %+v", got)
+	}
+}
