@@ -46,6 +46,10 @@ type Agent struct {
 	// DoomLoop is how many identical consecutive tool calls stop a turn;
 	// 0 means the default (3).
 	DoomLoop int
+	// KeepSteps is compaction: {keep_steps: N}: each model call sends the
+	// system prompt, the first user message and the last N steps
+	// (fsm.Compact). 0 means no compaction: the whole conversation.
+	KeepSteps int
 	// Prompt is the system prompt: the text after the front matter, trimmed.
 	Prompt string
 	// File is the file the agent came from.
@@ -437,6 +441,8 @@ func (p *parser) agent(open int, m *yaml.Node) *Agent {
 			a.DoomLoop = p.atLeast(line, key, v, 2, "3")
 		case "timeout":
 			a.Timeout = p.duration(line, v)
+		case "compaction":
+			a.KeepSteps = p.compaction(open, line, v)
 		case "tools":
 			// A tools list nobody can read offers nothing rather than everything.
 			a.Tools, _ = p.list(open, line, key, v)
@@ -532,6 +538,45 @@ func (p *parser) duration(line int, v *yaml.Node) time.Duration {
 		return d
 	}
 	return 0
+}
+
+// compaction reads compaction: {keep_steps: N}. Anything unreadable is a
+// warning and means no compaction: the agent then sends its whole
+// conversation, as an agent without the key does, which can cost tokens but
+// never hides a message the author meant the model to see.
+func (p *parser) compaction(open, line int, v *yaml.Node) int {
+	const off = "no compaction"
+	if v.Kind != yaml.MappingNode {
+		p.warnf(line, "compaction: %s is not a mapping such as {keep_steps: 8}; %s", describe(v), off)
+		return 0
+	}
+	keep, found := 0, false
+	for k := 0; k+1 < len(v.Content); k += 2 {
+		kn, val := deref(v.Content[k]), deref(v.Content[k+1])
+		l := open + kn.Line
+		if kn.Kind != yaml.ScalarNode || kn.Value != "keep_steps" {
+			p.warnf(l, "compaction: unknown key %s", describe(kn))
+			continue
+		}
+		if found {
+			p.warnf(l, "compaction: duplicate key keep_steps; the first applies")
+			continue
+		}
+		found = true
+		n, ok := intValue(val)
+		switch {
+		case !ok:
+			p.warnf(l, "compaction: keep_steps: %s is not an integer; %s", describe(val), off)
+		case n < 1:
+			p.warnf(l, "compaction: keep_steps: %d is less than 1; %s", n, off)
+		default:
+			keep = n
+		}
+	}
+	if !found {
+		p.warnf(line, "compaction: keep_steps is missing; %s", off)
+	}
+	return keep
 }
 
 // list reads a list of tool names and the line of each. A single name is

@@ -396,6 +396,44 @@ func TestParseKeys(t *testing.T) {
 			},
 		},
 		{
+			name:  "compaction",
+			front: "compaction: {keep_steps: 8}",
+			check: func(t *testing.T, a *Agent) {
+				if a.KeepSteps != 8 {
+					t.Errorf("KeepSteps = %d, want 8", a.KeepSteps)
+				}
+			},
+		},
+		{
+			name:  "compaction as a block mapping",
+			front: "compaction:\n  keep_steps: 3",
+			check: func(t *testing.T, a *Agent) {
+				if a.KeepSteps != 3 {
+					t.Errorf("KeepSteps = %d, want 3", a.KeepSteps)
+				}
+			},
+		},
+		{
+			name:  "compaction keeping no step compacts nothing",
+			front: "compaction:\n  keep_steps: 0",
+			check: func(t *testing.T, a *Agent) {
+				if a.KeepSteps != 0 {
+					t.Errorf("KeepSteps = %d, want 0 (no compaction)", a.KeepSteps)
+				}
+			},
+			diags: []string{"a.md:4: warning: compaction: keep_steps: 0 is less than 1; no compaction"},
+		},
+		{
+			name:  "compaction that cannot be read compacts nothing",
+			front: "compaction: 8\ndoom_loop: 4\n---\nprompt\n---\nname: B\ncompaction: {keep_steps: 2.5, keep: 1}\n---\nprompt\n---\nname: C\ncompaction: {}",
+			diags: []string{
+				"a.md:3: warning: compaction: 8 is not a mapping such as {keep_steps: 8}; no compaction",
+				"a.md:9: warning: compaction: keep_steps: 2.5 is not an integer; no compaction",
+				`a.md:9: warning: compaction: unknown key "keep"`,
+				"a.md:14: warning: compaction: keep_steps is missing; no compaction",
+			},
+		},
+		{
 			name:  "anchors and aliases",
 			front: "tools: &t [read_file]\napproval: *t",
 			check: func(t *testing.T, a *Agent) {
@@ -409,8 +447,13 @@ func TestParseKeys(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			agents, diags := parse(t, "---\nname: A\n"+tt.front+"\n---\nprompt\n")
 			checkDiags(t, diags, tt.diags)
-			if len(agents) != 1 {
-				t.Fatalf("got %d agents, want 1", len(agents))
+			if len(agents) == 0 {
+				t.Fatalf("got no agent")
+			}
+			for _, a := range agents[1:] {
+				if a.KeepSteps != 0 {
+					t.Errorf("%s: KeepSteps = %d after a warning, want 0", a.Name, a.KeepSteps)
+				}
 			}
 			if tt.check != nil {
 				tt.check(t, agents[0])
@@ -619,11 +662,12 @@ func TestShippedAgents(t *testing.T) {
 		approval []string
 		timeout  time.Duration
 		budget   int
+		keep     int
 	}{
 		{name: "General", cap: MaxSteps, allowed: []string{"read_file", "write_file", "shell", "ask_user"}},
 		{name: "Refactorer", cap: 5, allowed: []string{"read_file", "list_dir", "grep", "write_file"}, refused: []string{"ask_user", "shell"},
 			approval: []string{"write_file"}, timeout: 10 * time.Minute, budget: 50},
-		{name: "Architect", cap: 20, allowed: []string{"read_file", "list_dir", "grep", "ask_user"}, refused: []string{"write_file"}},
+		{name: "Architect", cap: 20, allowed: []string{"read_file", "list_dir", "grep", "ask_user"}, refused: []string{"write_file"}, keep: 8},
 		{name: "Chat", cap: 0},
 	}
 	for _, tt := range tests {
@@ -645,8 +689,8 @@ func TestShippedAgents(t *testing.T) {
 					t.Errorf("AllowsTool(%q) = true", tool)
 				}
 			}
-			if !slices.Equal(a.Approval, tt.approval) || a.Timeout != tt.timeout || a.Budget != tt.budget {
-				t.Errorf("Approval, Timeout, Budget = %q, %v, %d", a.Approval, a.Timeout, a.Budget)
+			if !slices.Equal(a.Approval, tt.approval) || a.Timeout != tt.timeout || a.Budget != tt.budget || a.KeepSteps != tt.keep {
+				t.Errorf("Approval, Timeout, Budget, KeepSteps = %q, %v, %d, %d", a.Approval, a.Timeout, a.Budget, a.KeepSteps)
 			}
 		})
 	}
@@ -711,6 +755,11 @@ func TestSchema(t *testing.T) {
 		{"timeout in words", "name: A\ntimeout: ten minutes", false},
 		{"description a list", "name: A\ndescription: [a]", false},
 		{"model a number", "name: A\nmodel: 4", false},
+		{"compaction", "name: A\ncompaction: {keep_steps: 1}", true},
+		{"compaction keeping no step", "name: A\ncompaction: {keep_steps: 0}", false},
+		{"compaction not a mapping", "name: A\ncompaction: 8", false},
+		{"compaction without keep_steps", "name: A\ncompaction: {}", false},
+		{"compaction with another key", "name: A\ncompaction: {keep_steps: 2, summary: true}", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,6 +14,7 @@
 //	tools: [read_file, list_dir, grep, write_file]
 //	approval: [write_file]
 //	timeout: 10m
+//	compaction: {keep_steps: 8}
 //	---
 //	You are Refactorer. …
 //
@@ -23,9 +24,10 @@
 //
 // Problems come back as [Diagnostic] values that name the file and the line of
 // the offending key. Mistakes that only weaken an agent (a bad steps, budget,
-// timeout or doom_loop, an unknown key) are warnings and the value falls back to
-// something safe: steps clamps to 0 (text only) and an unreadable tools list
-// offers no tools rather than every tool. Mistakes that make the set
+// timeout, doom_loop or compaction, an unknown key) are warnings and the value
+// falls back to something safe: steps clamps to 0 (text only), an unreadable
+// tools list offers no tools rather than every tool, and an unreadable
+// compaction compacts nothing. Mistakes that make the set
 // ambiguous (a missing, invalid or duplicate name) are errors, and [Load]
 // refuses a set with any error, so an orchestrator never starts with agents
 // that are not what their author meant.

@@ -162,6 +162,15 @@ type TurnStartedData struct {
 	// SubmitDigest identifies the submission that started the turn, so an
 	// identical re-sent submission changes nothing.
 	SubmitDigest string `json:"submit_digest,omitempty"`
+	// Compaction is the agent's context compaction, absent when the turn
+	// sends its whole conversation to the model.
+	Compaction *Compaction `json:"compaction,omitempty"`
+}
+
+// Compaction bounds the conversation a turn sends to its model: the first
+// user message and the messages of the last KeepSteps steps (fsm.Compact).
+type Compaction struct {
+	KeepSteps int `json:"keep_steps"`
 }
 
 // ToolSpec describes a tool to a model.
@@ -183,6 +192,11 @@ type ModelCompletedData struct {
 	Attempts int `json:"attempts,omitempty"`
 	// Error is set when the model call failed for good.
 	Error string `json:"error,omitempty"`
+	// Messages and Compacted are set, both, on the turns that compact their
+	// context: how many messages the call sent (a compaction note included)
+	// and how many of the conversation's messages it left out.
+	Messages  *int `json:"messages,omitempty"`
+	Compacted *int `json:"compacted,omitempty"`
 }
 
 // ToolRequestedData is the data of tool.requested.

@@ -55,6 +55,10 @@ type Start struct {
 	Metadata     map[string]string
 	ForkedFrom   *events.ForkedFrom
 	Digest       string
+	// KeepSteps is the agent's compaction: each model call sends the first
+	// user message and the last KeepSteps steps (see Compact); 0 sends the
+	// whole conversation.
+	KeepSteps int
 }
 
 // Reject records a submission that cannot start a turn.
@@ -186,6 +190,10 @@ func (d *decider) apply(in Input) error {
 			tools = nil // a text-only turn offers no tools
 		}
 		steps := in.Limits.Steps
+		var compaction *events.Compaction
+		if in.KeepSteps > 0 {
+			compaction = &events.Compaction{KeepSteps: in.KeepSteps}
+		}
 		d.emit(events.TurnStarted, events.TurnStartedData{
 			Agent: in.Agent, Model: in.Model, Input: in.Input, History: len(in.History),
 			Tools: names(tools),
@@ -193,7 +201,7 @@ func (d *decider) apply(in Input) error {
 				TimeoutMs: in.Limits.Timeout.Milliseconds(), DoomLoop: in.Limits.DoomLoop},
 			Metadata: in.Metadata, ForkedFrom: in.ForkedFrom, HistoryTurns: in.HistoryTurns,
 			Script: in.Script, System: in.System, Approval: in.Approval, FinalTools: in.FinalTools,
-			ToolSpecs: tools, SubmitDigest: in.Digest,
+			ToolSpecs: tools, SubmitDigest: in.Digest, Compaction: compaction,
 		})
 		d.s.History = in.History
 
@@ -271,6 +279,13 @@ func (d *decider) answered(in ModelAnswer) {
 		Usage: in.Usage, DurationMs: in.DurationMs, Attempts: in.Attempts, Error: in.Error}
 	if data.Error != "" && data.FinishReason == "" {
 		data.FinishReason = "error"
+	}
+	if s.KeepSteps > 0 {
+		// The state is the one the model job was built from: nothing moves a
+		// turn's conversation while its model call runs.
+		sent, dropped := s.conversation()
+		n, c := len(sent), dropped
+		data.Messages, data.Compacted = &n, &c
 	}
 	p := s.plan(data)
 	if s.Limits.Steps == 0 && len(calls) > 0 && data.Error == "" {

@@ -55,10 +55,21 @@ func Jobs(s *State) []Job {
 }
 
 func (s *State) modelJob(kind events.ModelKind) *events.ModelJob {
-	msgs := make([]events.Message, 0, len(s.History)+len(s.Messages))
-	msgs = append(append(msgs, s.History...), s.Messages...)
+	msgs, _ := s.conversation()
 	return &events.ModelJob{TurnID: s.TurnID, SessionID: s.SessionID, Step: s.Step, Kind: kind,
 		Model: s.Model, System: s.System, Messages: msgs, Script: s.Script, ScriptIndex: s.ScriptIndex}
+}
+
+// conversation is what the state's model call sends: the session's history
+// and the turn's messages, compacted when the turn compacts (see Compact),
+// and how many messages compaction left out.
+func (s *State) conversation() ([]events.Message, int) {
+	msgs := make([]events.Message, 0, len(s.History)+len(s.Messages))
+	msgs = append(append(msgs, s.History...), s.Messages...)
+	if s.KeepSteps <= 0 {
+		return msgs, 0
+	}
+	return Compact(msgs, s.KeepSteps, len(s.History))
 }
 
 // Timer is a deadline the runtime arms for a state.

@@ -102,6 +102,9 @@ type State struct {
 	Metadata   map[string]string
 	ForkedFrom *events.ForkedFrom
 
+	// KeepSteps is the turn's compaction (see Compact); 0 means none.
+	KeepSteps int
+
 	HistoryTurns []string
 	HistoryLen   int
 	// History is the conversation of the session's earlier turns. It is not
@@ -241,6 +244,9 @@ func evolve(s *State, e events.Envelope) error {
 		s.Approval, s.FinalTools = d.Approval, d.FinalTools
 		s.Script, s.Digest, s.Metadata, s.ForkedFrom = d.Script, d.SubmitDigest, d.Metadata, d.ForkedFrom
 		s.HistoryTurns, s.HistoryLen = d.HistoryTurns, d.History
+		if d.Compaction != nil {
+			s.KeepSteps = d.Compaction.KeepSteps
+		}
 		s.Messages = append(s.Messages, d.Input...)
 
 	case events.StepStarted:

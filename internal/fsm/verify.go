@@ -40,9 +40,20 @@ func (d *Divergence) Error() string {
 // A decision whose events were appended in two goes (a crash between them,
 // repaired when the input came again) is recognised by the later events'
 // time, and decided again from where the first go stopped.
-func Verify(log []events.Envelope) (int, error) {
+//
+// A log names the earlier turns of its session but does not hold their
+// messages. Everything the machine decides depends only on how many there
+// are, except the counts of a compacting turn's model.completed (messages,
+// compacted), which depend on what they are: without WithHistory, Verify
+// takes those two counts as the log records them when the turn has a history
+// and compacts; given the history, it re-derives them too.
+func Verify(log []events.Envelope, opts ...VerifyOption) (int, error) {
 	if len(log) == 0 {
 		return 0, nil
+	}
+	var cfg verifyConfig
+	for _, o := range opts {
+		o(&cfg)
 	}
 	s := New(log[0].TurnID)
 	decisions := 0
@@ -51,6 +62,14 @@ func Verify(log []events.Envelope) (int, error) {
 		first := log[i]
 		if next, ok := inputOf(s, first); ok {
 			in = next
+			if st, ok := in.(Start); ok && cfg.history != nil {
+				if len(cfg.history) != len(st.History) {
+					return decisions, &Divergence{Seq: first.Seq, Recorded: first,
+						Reason: fmt.Sprintf("the history given has %d messages, the log counts %d", len(cfg.history), len(st.History))}
+				}
+				st.History = cfg.history
+				in = st
+			}
 		} else if in == nil || !first.Time.After(log[i-1].Time) {
 			return decisions, &Divergence{Seq: first.Seq, Recorded: first,
 				Reason: "no input explains this event, and the decision before it was complete"}
@@ -81,6 +100,9 @@ func Verify(log []events.Envelope) (int, error) {
 			if n > 0 && !re.Time.Equal(first.Time) {
 				break // appended in a second go: decide the rest again
 			}
+			if de.Type == events.ModelCompleted && cfg.history == nil && s.HistoryLen > 0 && s.KeepSteps > 0 {
+				de = recordedCounts(de, re)
+			}
 			if why := differ(re, de); why != "" {
 				return decisions, &Divergence{Seq: re.Seq, Recorded: re, Derived: &de, Reason: why}
 			}
@@ -101,6 +123,41 @@ func Verify(log []events.Envelope) (int, error) {
 		i += n
 	}
 	return decisions, nil
+}
+
+// VerifyOption changes what Verify knows beyond the log.
+type VerifyOption func(*verifyConfig)
+
+type verifyConfig struct {
+	history []events.Message
+}
+
+// WithHistory gives Verify the conversation of the earlier turns the log's
+// turn.started names (their transcripts, oldest first), so that it re-derives
+// what depends on their content. A history whose length differs from the
+// log's count is a divergence at turn.started.
+func WithHistory(msgs []events.Message) VerifyOption {
+	return func(c *verifyConfig) {
+		c.history = msgs
+		if c.history == nil {
+			c.history = []events.Message{}
+		}
+	}
+}
+
+// recordedCounts returns the derived model.completed de with the messages
+// and compacted counts of the recorded re, which Verify cannot re-derive
+// without the history's messages.
+func recordedCounts(de, re events.Envelope) events.Envelope {
+	var r, d events.ModelCompletedData
+	if json.Unmarshal(re.Data, &r) != nil || json.Unmarshal(de.Data, &d) != nil || r.Messages == nil || r.Compacted == nil {
+		return de // a record without the counts differs, as it should
+	}
+	d.Messages, d.Compacted = r.Messages, r.Compacted
+	if raw, err := json.Marshal(d); err == nil {
+		de.Data = raw
+	}
+	return de
 }
 
 // differ says how a recorded event differs from a derived one, "" when it
@@ -129,6 +186,13 @@ func sameJSON(a, b json.RawMessage) bool {
 	return bytes.Equal(ca, cb)
 }
 
+func keepSteps(c *events.Compaction) int {
+	if c == nil {
+		return 0
+	}
+	return c.KeepSteps
+}
+
 // inputOf recovers the input that made the orchestrator write e, for the
 // events that begin a decision; ok is false for events the machine writes
 // on its own.
@@ -146,7 +210,7 @@ func inputOf(s *State, e events.Envelope) (Input, bool) {
 			// Only the history's length is in the log; it is all the
 			// machine's events depend on.
 			History: make([]events.Message, d.History), HistoryTurns: d.HistoryTurns, Script: d.Script,
-			Metadata: d.Metadata, ForkedFrom: d.ForkedFrom, Digest: d.SubmitDigest}, true
+			Metadata: d.Metadata, ForkedFrom: d.ForkedFrom, Digest: d.SubmitDigest, KeepSteps: keepSteps(d.Compaction)}, true
 	case events.ModelCompleted:
 		var d events.ModelCompletedData
 		if json.Unmarshal(e.Data, &d) != nil {

@@ -157,6 +157,7 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
 		Input: input, Limits: limits, Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
 		History: history, HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
+		KeepSteps: a.KeepSteps,
 	}, nil
 }
 
@@ -210,7 +211,7 @@ func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm
 		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
 		Input: input, Limits: fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits),
 		Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
-		History: history, Script: script, Metadata: sub.Metadata,
+		History: history, Script: script, Metadata: sub.Metadata, KeepSteps: a.KeepSteps,
 		ForkedFrom: &events.ForkedFrom{TurnID: sub.ForkedFrom.TurnID, Step: sub.ForkedFrom.Step},
 	}, nil
 }
