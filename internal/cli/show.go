@@ -55,6 +55,9 @@ func detailed(st *fsm.State, log []events.Envelope) Summary {
 		var ts events.TurnStartedData
 		if json.Unmarshal(log[0].Data, &ts) == nil {
 			d.Limits, d.History, d.HistoryTurns = ts.Limits, ts.History, ts.HistoryTurns
+			if ts.Compaction != nil {
+				d.KeepSteps = ts.Compaction.KeepSteps
+			}
 			d.Tools = append(d.Tools, ts.Tools...)
 			d.Input = append(d.Input, ts.Input...)
 		}
@@ -78,7 +81,11 @@ func printShow(w io.Writer, s Summary, now time.Time) {
 		if d.Limits.TimeoutMs > 0 {
 			timeout = (time.Duration(d.Limits.TimeoutMs) * time.Millisecond).String()
 		}
-		row("limits", "steps %d, budget %d, doom loop %d, timeout %s", deref(d.Limits.Steps), d.Limits.Budget, d.Limits.DoomLoop, timeout)
+		compaction := ""
+		if d.KeepSteps > 0 {
+			compaction = fmt.Sprintf(", compaction keeps %d steps", d.KeepSteps)
+		}
+		row("limits", "steps %d, budget %d, doom loop %d, timeout %s%s", deref(d.Limits.Steps), d.Limits.Budget, d.Limits.DoomLoop, timeout, compaction)
 		row("tools", "%s", orDash(strings.Join(d.Tools, " ")))
 	}
 	if s.ForkedFrom != nil {

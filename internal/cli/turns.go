@@ -61,6 +61,7 @@ type Summary struct {
 // Detail is what show adds to a summary.
 type Detail struct {
 	Limits       events.Limits     `json:"limits"`
+	KeepSteps    int               `json:"keep_steps,omitempty"` // compaction; 0 sends everything
 	Tools        []string          `json:"tools"`
 	History      int               `json:"history"`
 	HistoryTurns []string          `json:"history_turns,omitempty"`
