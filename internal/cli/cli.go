@@ -39,14 +39,23 @@ usage: jetloop COMMAND [flags] [args]
   watch TURN               print a turn's live trace until it finishes
   replay [--json] [--at STEP] [--file FILE] TURN
                            print a recorded turn through today's machine
+  replay --verify TURN     re-derive every decision of the log with today's machine
   export TURN              print a turn's events as JSON lines
+  fork --from-step N [--agent A] [--model M] TURN [TEXT]
+                           run a new turn on TURN's conversation up to step N
+  turns [--session S] [--status S] [--agent A]
+                           list turns: running, paused on what, finished how
+  show TURN                one turn on one screen
   abort TURN               stop a turn
   reply TURN CALL_ID TEXT  answer a turn's ask_user question
   approve|deny TURN CALL_ID  decide a call that waits for approval
+  dead [show SEQ | retry [--file FIXED.json] SEQ]
+                           list, show and re-send dead letters
   agents check PATH        validate an AGENTS.md file or directory
 
-Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222)
-and --creds FILE / --user / --password. Run jetloop COMMAND -h for its flags.
+Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222),
+--creds FILE / --user / --password, and --no-color (as does NO_COLOR).
+Run jetloop COMMAND -h for its flags.
 `
 
 // Main runs the jetloop command with args (without the program name) and
@@ -66,6 +75,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c.flags.StringVar(&c.creds, "creds", "", "NATS credentials file")
 	c.flags.StringVar(&c.user, "user", "", "NATS user")
 	c.flags.StringVar(&c.password, "password", "", "NATS password")
+	c.flags.BoolVar(&c.noColor, "no-color", false, "plain text even on a terminal (as does NO_COLOR)")
 	run, ok := commands[c.name]
 	if !ok {
 		fmt.Fprintf(stderr, "jetloop: unknown command %q\n\n%s", c.name, usage)
@@ -78,8 +88,13 @@ type command struct {
 	name                       string
 	flags                      *flag.FlagSet
 	url, creds, user, password string
+	noColor                    bool
 	stdout, stderr             io.Writer
 }
+
+// color reports whether the command's output gets colour: on a terminal,
+// unless --no-color or NO_COLOR says otherwise.
+func (c *command) color() bool { return !c.noColor && IsTerminal(c.stdout) }
 
 var commands map[string]func(context.Context, *command, []string) int
 
@@ -96,6 +111,10 @@ func init() {
 		"approve": approve,
 		"deny":    approve,
 		"agents":  agentsCmd,
+		"fork":    fork,
+		"dead":    dead,
+		"turns":   turns,
+		"show":    show,
 	}
 }
 
@@ -145,7 +164,8 @@ func Logger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
-// IsTerminal reports whether w is a character device, where colour helps.
+// IsTerminal reports whether w is a character device, where colour helps,
+// and NO_COLOR (https://no-color.org) is unset or empty.
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {

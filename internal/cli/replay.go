@@ -142,7 +142,7 @@ func replay(ctx context.Context, c *command, args []string) int {
 	if *asJSON {
 		err2 = printRows(c.stdout, log)
 	} else {
-		t := NewTrace(c.stdout, IsTerminal(c.stdout))
+		t := NewTrace(c.stdout, c.color())
 		for _, e := range log {
 			if err2 = t.Event(e); err2 != nil {
 				err2 = fmt.Errorf("seq %d (%s): %w", e.Seq, e.Type, err2)

@@ -157,7 +157,7 @@ func demo(ctx context.Context, c *command, args []string) int {
 		_ = s.stop()
 		return c.fail("%v", err)
 	}
-	fin, werr := Watch(ctx, s.nc, s.js, sub.TurnID, NewTrace(c.stdout, IsTerminal(c.stdout)))
+	fin, werr := Watch(ctx, s.nc, s.js, sub.TurnID, NewTrace(c.stdout, c.color()))
 	stop()
 	if err := s.stop(); err != nil && werr == nil {
 		werr = err

@@ -83,9 +83,6 @@ func (t *Trace) Event(e events.Envelope) error {
 	}
 	after := t.state.Phase
 	move := fmt.Sprintf("%s → %s", before, after)
-	if before == after {
-		move = string(after)
-	}
 	typ := fmt.Sprintf("%-15s", e.Type)
 	switch e.Type {
 	case events.TurnFinished:
@@ -123,8 +120,12 @@ func (t *Trace) detail(e events.Envelope) string {
 	case events.TurnStarted:
 		var d events.TurnStartedData
 		_ = json.Unmarshal(e.Data, &d)
-		return fmt.Sprintf("agent %s, model %s, history %d, tools [%s], limits steps=%d budget=%d",
+		s := fmt.Sprintf("agent %s, model %s, history %d, tools [%s], limits steps=%d budget=%d",
 			d.Agent, d.Model, d.History, strings.Join(d.Tools, " "), deref(d.Limits.Steps), d.Limits.Budget)
+		if f := d.ForkedFrom; f != nil {
+			s += fmt.Sprintf(", forked from %s step %d", f.TurnID, f.Step)
+		}
+		return s
 	case events.ModelCompleted:
 		var d events.ModelCompletedData
 		_ = json.Unmarshal(e.Data, &d)

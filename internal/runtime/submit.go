@@ -16,6 +16,7 @@ import (
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/schemas"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // submit starts a turn, or records why it cannot start: the submission goes
@@ -52,11 +53,48 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 	start.Digest = digest
 	err = s.apply(ctx, log, sub.TurnID, start, redelivered)
 	if errors.Is(err, fsm.ErrTurnExists) {
+		cleared, cerr := s.clearRejected(ctx, log, sub.TurnID)
+		if cerr != nil {
+			return &retry{cerr}
+		}
+		if cleared {
+			err = s.apply(ctx, log, sub.TurnID, start, redelivered)
+		}
+	}
+	if errors.Is(err, fsm.ErrTurnExists) {
 		// The machine lets the very submission that started the turn
 		// through (it changes nothing); this one differs.
 		return &deadLetter{fmt.Sprintf("turn %q already exists", sub.TurnID)}
 	}
 	return err
+}
+
+// clearRejected removes the log of a turn that was only ever rejected (one
+// turn.finished, rejected, and nothing else), so that a valid submission of
+// that turn, such as a dead letter fixed and re-sent, starts it. Such a turn
+// never started: no step ran, no session history names it, nothing else
+// refers to its log. It reports whether it removed one.
+func (s *shard) clearRejected(ctx context.Context, log *slog.Logger, turn string) (bool, error) {
+	last, seq, ok, err := s.o.store.Last(ctx, turn)
+	if err != nil || !ok {
+		return false, err
+	}
+	if last.Seq != 1 || last.Type != events.TurnFinished {
+		return false, nil
+	}
+	var fin events.TurnFinishedData
+	if err := json.Unmarshal(last.Data, &fin); err != nil || fin.StopReason != events.StopRejected {
+		return false, nil
+	}
+	subject := events.EventsSubject(last.SessionID, turn)
+	// The purge removes the rejection and nothing after it: were the log to
+	// have moved on meanwhile, the start's expected sequence would fail.
+	if err := s.o.store.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(seq+1)); err != nil {
+		return false, fmt.Errorf("runtime: clear the rejection of %s: %w", turn, err)
+	}
+	delete(s.cache, turn)
+	log.Info("a valid submission of a rejected turn replaces its rejection", "was", fin.Error)
+	return true, nil
 }
 
 func (s *shard) reject(ctx context.Context, log *slog.Logger, turn, session, reason string, redelivered bool) error {
@@ -88,6 +126,9 @@ func digest(data []byte) string {
 // resolve turns a submission into the machine's Start: the agent, its model
 // and script, the effective limits, the tools offered now, the history.
 func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Start, error) {
+	if sub.ForkedFrom != nil {
+		return o.resolveFork(ctx, sub)
+	}
 	if sub.SessionID == "" {
 		sub.SessionID = sub.TurnID
 	}
@@ -103,9 +144,6 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 	if err != nil {
 		return fsm.Start{}, err
 	}
-	if sub.ForkedFrom != nil {
-		return fsm.Start{}, &deadLetter{"forked submissions are not supported yet"}
-	}
 	limits := fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits)
 	history, turns, err := o.history.session(ctx, sub.SessionID, sub.TurnID)
 	if err != nil {
@@ -120,6 +158,61 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 		Input: input, Limits: limits, Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
 		History: history, HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
 		KeepSteps: a.KeepSteps,
+	}, nil
+}
+
+// resolveFork turns a forked submission into the machine's Start. The fork's
+// history is the original turn's conversation up to the fork's step: what
+// preceded the original, its input, and its steps 1..N, each model answer
+// with the results of the calls it ran. The submission's input, if any,
+// follows as this turn's new messages. Unless the submission says otherwise
+// the fork runs in the original's session with the original's agent, and
+// with the original's model and script when it keeps the agent; its limits
+// are its agent's, counted afresh.
+func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm.Start, error) {
+	point, history, err := o.history.fork(ctx, *sub.ForkedFrom, 0)
+	if err != nil {
+		var fe *fsm.ForkError
+		if errors.As(err, &fe) {
+			return fsm.Start{}, &deadLetter{fmt.Sprintf("cannot fork turn %q from step %d: %s", fe.Turn, fe.Step, fe.Reason)}
+		}
+		return fsm.Start{}, &retry{err}
+	}
+	if sub.SessionID == "" {
+		sub.SessionID = point.SessionID
+	}
+	name := sub.Agent
+	if name == "" {
+		name = point.Agent
+	}
+	a, err := o.agent(name)
+	if err != nil {
+		return fsm.Start{}, err
+	}
+	modelName, inline := sub.Model, sub.Script
+	if modelName == "" {
+		modelName = a.Model
+		if sub.Agent == "" {
+			modelName = point.Model
+			if len(inline) == 0 && modelName == "script" {
+				inline = point.Script
+			}
+		}
+	}
+	script, err := o.script(modelName, inline)
+	if err != nil {
+		return fsm.Start{}, err
+	}
+	input := sub.Input
+	if input == nil {
+		input = []events.Message{}
+	}
+	return fsm.Start{
+		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
+		Input: input, Limits: fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits),
+		Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
+		History: history, Script: script, Metadata: sub.Metadata, KeepSteps: a.KeepSteps,
+		ForkedFrom: &events.ForkedFrom{TurnID: sub.ForkedFrom.TurnID, Step: sub.ForkedFrom.Step},
 	}, nil
 }
 

@@ -358,6 +358,11 @@ func shell(dir string) func(context.Context, shellArgs) (Result, error) {
 		out := &capped{limit: MaxOutput - noteRoom}
 		cmd.Stdout, cmd.Stderr = out, out
 		ownGroup(cmd)
+		// A timeout or an abort kills the whole group, not only sh.
+		cmd.Cancel = func() error {
+			killGroup(cmd)
+			return nil
+		}
 		// A child that left the group keeps the output pipe open: stop
 		// waiting for it soon after the command itself has ended.
 		cmd.WaitDelay = time.Second

@@ -7,15 +7,12 @@ import (
 	"syscall"
 )
 
-// ownGroup starts cmd as the leader of a new process group and makes its
-// context's cancellation kill the whole group, not only the leader: a shell
-// that started `sleep 100 &` must not leave the sleep behind.
+// ownGroup starts cmd as the leader of a new process group. Its children
+// join the group, so killGroup reaches a shell's `sleep 100 &` or the node
+// process behind an npx, and a Ctrl-C meant for the worker does not reach a
+// command the worker is still draining calls from.
 func ownGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		killGroup(cmd)
-		return nil
-	}
 }
 
 // killGroup kills every process left in cmd's group. Without processes left

@@ -1,0 +1,250 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/schemas"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// headerSubject names the subject a dead letter was first sent to.
+const headerSubject = "Jetloop-Subject"
+
+// Letter is one dead letter as `jetloop dead --json` prints it.
+type Letter struct {
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Subject string    `json:"subject"` // where it was first sent
+	Kind    string    `json:"kind"`    // submit, control, result, model, timer, job
+	Turn    string    `json:"turn_id,omitempty"`
+	Reason  string    `json:"reason"`
+}
+
+func letterOf(m *jetstream.RawStreamMsg) Letter {
+	l := Letter{Seq: m.Sequence, Time: m.Time.UTC(), Subject: m.Header.Get(headerSubject),
+		Kind: strings.TrimPrefix(m.Subject, "jetloop.dead."), Reason: m.Header.Get(events.HeaderError)}
+	var p struct {
+		TurnID string `json:"turn_id"`
+	}
+	if json.Unmarshal(m.Data, &p) == nil && events.ValidID(p.TurnID) {
+		l.Turn = p.TurnID
+	} else if _, turn, ok := events.InboxKind(l.Subject); ok && events.ValidID(turn) {
+		l.Turn = turn
+	}
+	return l
+}
+
+// dead lists, shows and re-sends dead letters: the inputs and jobs that could
+// not be handled, kept in JETLOOP_DEAD with the reason.
+func dead(ctx context.Context, c *command, args []string) int {
+	asJSON := c.flags.Bool("json", false, "print one JSON object per dead letter")
+	file := c.flags.String("file", "", "retry: send this payload (the fixed message) instead of the original")
+	// Flags may come before the subcommand, after it, or after its
+	// argument: `dead retry SEQ --file FIXED.json` reads naturally.
+	var rest []string
+	for {
+		if !c.parse(args) {
+			return ExitUsage
+		}
+		if c.flags.NArg() == 0 {
+			break
+		}
+		rest = append(rest, c.flags.Arg(0))
+		args = c.flags.Args()[1:]
+	}
+	sub := "list"
+	if len(rest) > 0 {
+		sub, rest = rest[0], rest[1:]
+	}
+	var seq uint64
+	switch {
+	case sub == "list" && len(rest) == 0:
+	case (sub == "show" || sub == "retry") && len(rest) == 1:
+		n, err := strconv.ParseUint(rest[0], 10, 64)
+		if err != nil || n == 0 {
+			return c.usageErr("not a sequence number: %q", rest[0])
+		}
+		seq = n
+	default:
+		return c.usageErr("usage: jetloop dead [--json] | dead show SEQ | dead retry [--file FIXED.json] SEQ")
+	}
+	if *file != "" && sub != "retry" {
+		return c.usageErr("--file goes with retry")
+	}
+	nc, js, err := c.connect()
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer nc.Close()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	stream, err := js.Stream(cctx, events.StreamDead)
+	if err != nil {
+		return c.fail("%s: %v", events.StreamDead, err)
+	}
+	switch sub {
+	case "show":
+		m, err := stream.GetMsg(cctx, seq)
+		if err != nil {
+			return c.fail("dead letter %d: %v", seq, err)
+		}
+		showLetter(c.stdout, m)
+		return ExitOK
+	case "retry":
+		return c.retryLetter(cctx, js, stream, seq, *file)
+	}
+	letters, err := listLetters(cctx, stream)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		for _, l := range letters {
+			if err := enc.Encode(l); err != nil {
+				return c.fail("%v", err)
+			}
+		}
+		return ExitOK
+	}
+	if len(letters) == 0 {
+		fmt.Fprintln(c.stdout, "no dead letters")
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tSUBJECT\tTURN\tREASON")
+	for _, l := range letters {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", l.Seq, l.Time.Format(time.DateTime), l.Kind, l.Subject,
+			orDash(l.Turn), clip(l.Reason, 90))
+	}
+	_ = tw.Flush()
+	return ExitOK
+}
+
+// listLetters reads the dead letters in order, one direct get of the next
+// message at a time, skipping the gaps retries leave.
+func listLetters(ctx context.Context, stream jetstream.Stream) ([]Letter, error) {
+	var out []Letter
+	for next := uint64(1); ; {
+		m, err := stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject("jetloop.dead.>"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read dead letters: %w", err)
+		}
+		out = append(out, letterOf(m))
+		next = m.Sequence + 1
+	}
+}
+
+func showLetter(w io.Writer, m *jetstream.RawStreamMsg) {
+	l := letterOf(m)
+	fmt.Fprintf(w, "dead letter %d  %s  on %s\n", l.Seq, l.Time.Format(time.RFC3339Nano), m.Subject)
+	keys := make([]string, 0, len(m.Header))
+	for k := range m.Header {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, v := range m.Header.Values(k) {
+			fmt.Fprintf(w, "%s: %s\n", k, v)
+		}
+	}
+	fmt.Fprintln(w)
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, m.Data, "", "  ") == nil {
+		fmt.Fprintln(w, pretty.String())
+		return
+	}
+	fmt.Fprintln(w, string(m.Data))
+}
+
+// retrySchemas are the schemas a re-sent message must pass, by the kind of
+// its original subject, so a payload still broken is refused here rather
+// than becoming a new dead letter.
+var retrySchemas = map[string]string{
+	"submit": "submit", "control": "control", "result": "tool_result", "model": "model_result", "timer": "timer",
+}
+
+// retryLetter re-sends a dead letter, or the fixed payload in file, to the
+// subject it was first sent to, and deletes it from the dead stream once the
+// publish is acknowledged. Its Nats-Msg-Id names the dead letter, so running
+// the command again after a failure between the two does not send it twice.
+func (c *command) retryLetter(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, seq uint64, file string) int {
+	m, err := stream.GetMsg(ctx, seq)
+	if err != nil {
+		return c.fail("dead letter %d: %v", seq, err)
+	}
+	subject := m.Header.Get(headerSubject)
+	if subject == "" {
+		return c.fail("dead letter %d does not say where it was sent (no %s header)", seq, headerSubject)
+	}
+	data := m.Data
+	if file != "" {
+		if data, err = os.ReadFile(file); err != nil {
+			return c.fail("%v", err)
+		}
+	}
+	kind, _, _ := events.InboxKind(subject)
+	name, ok := retrySchemas[kind]
+	switch {
+	case subject == events.SubjectModel:
+		name, ok = "model_job", true
+	case strings.HasPrefix(subject, events.ToolSubject("")):
+		name, ok = "tool_job", true
+	}
+	if ok {
+		if err := schemas.Validate(name, data); err != nil {
+			return c.fail("dead letter %d would fail again: %v (fix it and pass --file)", seq, err)
+		}
+	}
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	for k, vs := range m.Header {
+		if strings.HasPrefix(k, "Jetloop-") || strings.HasPrefix(k, "Nats-") {
+			continue // the reason and routing of the failure, not of the message
+		}
+		msg.Header[k] = vs
+	}
+	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID("retry:"+events.StreamDead+":"+strconv.FormatUint(seq, 10)))
+	if err != nil {
+		return c.fail("re-send dead letter %d to %s: %v", seq, subject, err)
+	}
+	if err := stream.DeleteMsg(ctx, seq); err != nil {
+		return c.fail("dead letter %d was re-sent (%s seq %d) but is still listed: %v", seq, ack.Stream, ack.Sequence, err)
+	}
+	fmt.Fprintf(c.stdout, "re-sent dead letter %d to %s (%s seq %d)\n", seq, subject, ack.Stream, ack.Sequence)
+	if kind == "submit" {
+		l := letterOf(m)
+		if file != "" {
+			var p struct {
+				TurnID string `json:"turn_id"`
+			}
+			_ = json.Unmarshal(data, &p)
+			l.Turn = p.TurnID
+		}
+		if l.Turn != "" {
+			fmt.Fprintf(c.stdout, "follow it with: jetloop watch %s\n", l.Turn)
+		}
+	}
+	return ExitOK
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jetloop/jetloop/internal/events"
+)
+
+// A submission naming an unknown agent is a dead letter and a rejected turn;
+// dead lists and shows it, a retry of it unchanged fails the same way, and
+// a retry with the fixed payload runs the turn under its own id.
+func TestDeadListShowRetry(t *testing.T) {
+	e := newEnv(t)
+	bad := events.Submit{TurnID: "bad1", Agent: "Nobody", Model: "script",
+		Script: json.RawMessage(`{"responses":[{"text":"hello"}]}`),
+		Input:  []events.Message{{Role: events.RoleUser, Content: "hi"}}}
+	if err := Submit(t.Context(), e.js, bad); err != nil {
+		t.Fatal(err)
+	}
+	if fin := e.finished("bad1"); fin.StopReason != events.StopRejected {
+		t.Fatalf("bad1: %+v", fin)
+	}
+	// A reply to a turn that does not exist is a dead letter too.
+	e.mustRun(ExitOK, "reply", "ghost", "call-x", "yes")
+
+	var list string
+	e.waitFor("two dead letters", func() bool {
+		list = e.mustRun(ExitOK, "dead")
+		return strings.Count(list, "\n") == 3
+	})
+	lines := strings.Split(strings.TrimSpace(list), "\n")
+	if !strings.HasPrefix(lines[0], "SEQ") || !strings.Contains(lines[1], "submit") || !strings.Contains(lines[1], "bad1") ||
+		!strings.Contains(lines[1], `unknown agent "Nobody"`) || !strings.Contains(lines[2], "jetloop.inbox.control.ghost") ||
+		!strings.Contains(lines[2], `no turn "ghost"`) {
+		t.Fatalf("dead:\n%s", list)
+	}
+	var letters []Letter
+	for _, line := range strings.Split(strings.TrimSpace(e.mustRun(ExitOK, "dead", "--json")), "\n") {
+		var l Letter
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatal(err)
+		}
+		letters = append(letters, l)
+	}
+	if len(letters) != 2 || letters[0].Kind != "submit" || letters[0].Subject != events.SubjectSubmit || letters[0].Turn != "bad1" ||
+		letters[1].Kind != "control" || letters[1].Turn != "ghost" {
+		t.Fatalf("dead --json: %+v", letters)
+	}
+	seq := func(l Letter) string { return strconv.FormatUint(l.Seq, 10) }
+	control := seq(letters[1])
+
+	show := e.mustRun(ExitOK, "dead", "show", seq(letters[0]))
+	for _, want := range []string{"Jetloop-Error: unknown agent", "Jetloop-Subject: jetloop.inbox.submit", `"agent": "Nobody"`} {
+		if !strings.Contains(show, want) {
+			t.Fatalf("dead show lacks %q:\n%s", want, show)
+		}
+	}
+
+	// Unchanged, it fails again: a new dead letter replaces the old one.
+	e.mustRun(ExitOK, "dead", "retry", seq(letters[0]))
+	e.waitFor("the retried submission dead again", func() bool {
+		out := e.mustRun(ExitOK, "dead", "--json")
+		return strings.Count(out, "\n") == 2 && !strings.Contains(out, `"seq":`+seq(letters[0])+",")
+	})
+	if code, _, _ := e.jetloop("dead", "show", seq(letters[0])); code != ExitFailed {
+		t.Fatalf("a retried dead letter is still there")
+	}
+
+	// Fixed, it runs: the rejection gives way to the turn.
+	bad.Agent = "Wide"
+	fixed := filepath.Join(e.dir, "fixed.json")
+	data, _ := json.Marshal(bad)
+	if err := os.WriteFile(fixed, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	letters = nil
+	for _, line := range strings.Split(strings.TrimSpace(e.mustRun(ExitOK, "dead", "--json")), "\n") {
+		var l Letter
+		_ = json.Unmarshal([]byte(line), &l)
+		if l.Kind == "submit" {
+			letters = append(letters, l)
+		}
+	}
+	if len(letters) != 1 {
+		t.Fatalf("submit dead letters: %+v", letters)
+	}
+	out := e.mustRun(ExitOK, "dead", "retry", "--file", fixed, seq(letters[0]))
+	if !strings.Contains(out, "jetloop watch bad1") {
+		t.Fatalf("retry printed %q", out)
+	}
+	e.waitFor("the fixed turn to start", func() bool { l := e.log("bad1"); return len(l) > 0 && l[0].Type == events.TurnStarted })
+	fin := e.finished("bad1")
+	if fin.StopReason != events.StopCompleted || fin.Output != "hello" {
+		t.Fatalf("the fixed turn finished %+v", fin)
+	}
+	if out := e.mustRun(ExitOK, "dead"); strings.Contains(out, "submit") {
+		t.Fatalf("the retried dead letter is still listed:\n%s", out)
+	}
+
+	// A payload that would fail its schema again is refused here, and the
+	// dead letter stays.
+	if err := os.WriteFile(fixed, []byte(`{"action": "explode"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := e.jetloop("dead", "retry", "--file", fixed, control); code != ExitFailed || !strings.Contains(errOut, "would fail again") {
+		t.Fatalf("retry of a broken payload: %d %s", code, errOut)
+	}
+	e.mustRun(ExitOK, "dead", "show", control)
+}

@@ -1,0 +1,282 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/agents"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// cliAgents are the agents the command tests run turns with.
+const cliAgents = `---
+name: Capped
+model: script
+steps: 3
+---
+Three steps at most.
+---
+name: Wide
+model: script
+steps: 10
+---
+Ten steps.
+---
+name: Gated
+model: script
+approval: [echo]
+---
+Echo needs approval.
+---
+name: Asker
+model: script
+tools: [echo, ask_user]
+---
+Echo and ask.
+`
+
+// env is a real embedded server with an orchestrator and a tool worker, and
+// the jetloop command pointed at it. Every turn log is checked when the test
+// ends.
+type env struct {
+	t     *testing.T
+	srv   *natstest.Server
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	store *runtime.Store
+	dir   string
+	stopO func()
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	e := &env{t: t, srv: srv, nc: nc, js: js, dir: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := runtime.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	store, err := runtime.NewStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store = store
+	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	e.worker()
+	e.stopO = e.orchestrator()
+	return e
+}
+
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func (e *env) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(testLog{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// orchestrator runs an orchestrator on its own connection until the test
+// ends or the returned stop is called.
+func (e *env) orchestrator() (stop func()) {
+	e.t.Helper()
+	path := filepath.Join(e.dir, "AGENTS.md")
+	if err := os.WriteFile(path, []byte(cliAgents), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	set, _, err := agents.Load(path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	nc, js := e.srv.Connect(e.t)
+	o, err := runtime.New(nc, js, e.logger(), set, runtime.WithAckWait(time.Second))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.run("orchestrator", nc, o.Run)
+}
+
+func (e *env) worker() {
+	e.t.Helper()
+	nc, js := e.srv.Connect(e.t)
+	builtins, err := tools.Builtins(e.t.TempDir(), false)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w, err := tools.NewWorker(nc, js, e.logger(), builtins)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.run("toolworker", nc, w.Run)
+	natstest.WaitFor(e.t, "the worker's tools", func() bool {
+		kv, err := e.js.KeyValue(context.Background(), events.BucketTools)
+		if err != nil {
+			return false
+		}
+		_, err = kv.Get(context.Background(), "echo")
+		return err == nil
+	})
+}
+
+func (e *env) run(what string, nc *nats.Conn, run func(context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := run(ctx); err != nil {
+			e.t.Errorf("%s: %v", what, err)
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			nc.Close()
+		})
+	}
+	e.t.Cleanup(stop)
+	return stop
+}
+
+// jetloop runs the command against the test's server and returns its exit
+// status and output.
+func (e *env) jetloop(args ...string) (code int, stdout, stderr string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	full := append([]string{args[0], "--nats", e.srv.ClientURL()}, args[1:]...)
+	code = Main(ctx, full, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// mustRun runs the command and fails the test unless it exits with want.
+func (e *env) mustRun(want int, args ...string) string {
+	e.t.Helper()
+	code, out, errOut := e.jetloop(args...)
+	if code != want {
+		e.t.Fatalf("jetloop %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, want, out, errOut)
+	}
+	return out
+}
+
+// script writes a scripted model file and returns its path.
+func (e *env) script(name, yaml string) string {
+	e.t.Helper()
+	path := filepath.Join(e.dir, name)
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	return path
+}
+
+func (e *env) log(turn string) []events.Envelope {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	log, _, err := e.store.Read(ctx, turn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return log
+}
+
+func (e *env) last(turn string) (events.Envelope, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ev, _, ok, err := e.store.Last(ctx, turn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ev, ok
+}
+
+// waitType waits until turn's last event is of type typ and returns it.
+func (e *env) waitType(turn string, typ events.Type) events.Envelope {
+	e.t.Helper()
+	var ev events.Envelope
+	natstest.WaitFor(e.t, "turn "+turn+" at "+string(typ), func() bool {
+		var ok bool
+		ev, ok = e.last(turn)
+		return ok && ev.Type == typ
+	})
+	return ev
+}
+
+// finished waits for a turn to finish and returns its turn.finished data.
+func (e *env) finished(turn string) events.TurnFinishedData {
+	e.t.Helper()
+	ev := e.waitType(turn, events.TurnFinished)
+	var fin events.TurnFinishedData
+	if err := json.Unmarshal(ev.Data, &fin); err != nil {
+		e.t.Fatal(err)
+	}
+	return fin
+}
+
+// modelJobs records the model jobs published from now on, per turn: a plain
+// subscriber on the jobs subject sees each as the stream stores it.
+type modelJobs struct {
+	mu   sync.Mutex
+	jobs map[string][]events.ModelJob
+}
+
+func (e *env) recordModelJobs() *modelJobs {
+	e.t.Helper()
+	r := &modelJobs{jobs: map[string][]events.ModelJob{}}
+	sub, err := e.nc.Subscribe(events.SubjectModel, func(m *nats.Msg) {
+		var j events.ModelJob
+		if err := json.Unmarshal(m.Data, &j); err != nil {
+			e.t.Errorf("model job: %v", err)
+			return
+		}
+		r.mu.Lock()
+		r.jobs[j.TurnID] = append(r.jobs[j.TurnID], j)
+		r.mu.Unlock()
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.nc.Flush(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return r
+}
+
+// of returns the model jobs of a turn recorded so far, by step, the last
+// publication of each step winning.
+func (r *modelJobs) of(turn string) map[int]events.ModelJob {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[int]events.ModelJob{}
+	for _, j := range r.jobs[turn] {
+		if j.Kind == events.ModelStep {
+			out[j.Step] = j
+		}
+	}
+	return out
+}
+
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	natstest.WaitFor(e.t, what, cond)
+}
