@@ -161,16 +161,12 @@ func replay(ctx context.Context, c *command, args []string) int {
 }
 
 func printRows(w io.Writer, log []events.Envelope) error {
-	st := fsm.New("")
-	plain := NewTrace(io.Discard, false)
+	rows, err := foldRows(log)
+	if err != nil {
+		return err
+	}
 	enc := json.NewEncoder(w)
-	for _, e := range log {
-		before := st.Phase
-		if err := fsm.Evolve(st, e); err != nil {
-			return fmt.Errorf("seq %d (%s): %w", e.Seq, e.Type, err)
-		}
-		row := Row{Seq: e.Seq, Step: e.Step, Before: before, After: st.Phase, Type: e.Type, Time: e.Time,
-			SinceMs: e.Time.Sub(log[0].Time).Milliseconds(), Detail: plain.detail(e)}
+	for _, row := range rows {
 		if err := enc.Encode(row); err != nil {
 			return err
 		}

@@ -191,7 +191,7 @@ func BuildTimeline(log []events.Envelope) (*Timeline, error) {
 		return nil
 	}
 	var err error
-	if tl.Rows, err = rows(log); err != nil {
+	if tl.Rows, err = foldRows(log); err != nil {
 		return nil, err
 	}
 	for _, e := range log {
@@ -326,15 +326,16 @@ func BuildTimeline(log []events.Envelope) (*Timeline, error) {
 	return tl, nil
 }
 
-// rows folds the log as replay --json does, for the page's event table.
-func rows(log []events.Envelope) ([]Row, error) {
+// foldRows folds the log into one Row per event: replay --json prints them,
+// the page's event table shows them.
+func foldRows(log []events.Envelope) ([]Row, error) {
 	st := fsm.New("")
 	plain := NewTrace(io.Discard, false)
 	out := make([]Row, 0, len(log))
 	for _, e := range log {
 		before := st.Phase
 		if err := fsm.Evolve(st, e); err != nil {
-			return nil, fmt.Errorf("timeline: seq %d (%s): %w", e.Seq, e.Type, err)
+			return nil, fmt.Errorf("seq %d (%s): %w", e.Seq, e.Type, err)
 		}
 		out = append(out, Row{Seq: e.Seq, Step: e.Step, Before: before, After: st.Phase, Type: e.Type, Time: e.Time,
 			SinceMs: e.Time.Sub(log[0].Time).Milliseconds(), Detail: plain.detail(e)})
