@@ -40,6 +40,7 @@ usage: jetloop COMMAND [flags] [args]
   replay [--json] [--at STEP] [--file FILE] TURN
                            print a recorded turn through today's machine
   replay --verify TURN     re-derive every decision of the log with today's machine
+  replay --html PAGE TURN  write the turn's timeline as one self-contained HTML page
   export TURN              print a turn's events as JSON lines
   fork --from-step N [--agent A] [--model M] TURN [TEXT]
                            run a new turn on TURN's conversation up to step N
