@@ -106,17 +106,7 @@ func (s *stack) submit(turn, agent, script string) {
 // log reads a turn's events as they are now.
 func (s *stack) log(turn string) []events.Envelope {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	store, err := runtime.NewStore(ctx, s.js)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	log, _, err := store.Read(ctx, turn)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return log
+	return turnLog(s.t, s.js, turn)
 }
 
 // finished waits for a turn to finish and returns its log and outcome.

@@ -1,7 +1,6 @@
 package proctest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // mcpBin is an MCP server installed by make test from the lock file in
@@ -157,28 +155,6 @@ func TestMCPFlagErrors(t *testing.T) {
 			t.Errorf("--mcp %q: exit %d (%v), want %d saying %q:\n%s", tc.flag, code, err, tc.code, tc.says, p.out.String())
 		}
 	}
-}
-
-func turnLog(t *testing.T, js jetstream.JetStream, turn string) []events.Envelope {
-	t.Helper()
-	ctx := context.Background()
-	stream, err := js.Stream(ctx, events.StreamEvents)
-	noErr(t, err)
-	info, err := stream.Info(ctx)
-	noErr(t, err)
-	var log []events.Envelope
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		m, err := stream.GetMsg(ctx, seq)
-		if err != nil {
-			continue
-		}
-		var e events.Envelope
-		noErr(t, json.Unmarshal(m.Data, &e))
-		if e.TurnID == turn {
-			log = append(log, e)
-		}
-	}
-	return log
 }
 
 // children lists a process's child processes (Linux /proc; none elsewhere).

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -299,4 +300,20 @@ func checkReplay(t *testing.T, root, url string, js jetstream.JetStream, turn st
 	if out, code := run(t, root, "replay", "--file", file); code != 1 || !strings.Contains(out, "does not replay") {
 		t.Fatalf("a log with a gap replayed: exit %d\n%s", code, out)
 	}
+}
+
+// turnLog reads a turn's events as they are now.
+func turnLog(t *testing.T, js jetstream.JetStream, turn string) []events.Envelope {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	store, err := runtime.NewStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _, err := store.Read(ctx, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log
 }

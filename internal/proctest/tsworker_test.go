@@ -548,32 +548,3 @@ func kvGet(t *testing.T, js jetstream.JetStream, bucket, key string) ([]byte, er
 	}
 	return e.Value(), nil
 }
-
-// turnLog reads a turn's events from its subject.
-func turnLog(t *testing.T, js jetstream.JetStream, turn string) []events.Envelope {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.EventsSubject(turn, turn)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log []events.Envelope
-	for range info.NumPending {
-		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var e events.Envelope
-		if err := json.Unmarshal(m.Data(), &e); err != nil {
-			t.Fatal(err)
-		}
-		log = append(log, e)
-	}
-	return log
-}
