@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -49,6 +50,10 @@ func (p *Anthropic) Call(ctx context.Context, req Request, emit func(string)) (R
 	var (
 		msg     anthropic.Message
 		stopped bool
+		// inputs are the tool_use inputs as streamed, by block index: the
+		// SDK's accumulator turns an input that is not JSON into {}, and a
+		// call must never run with arguments its model did not write.
+		inputs = map[int64]*strings.Builder{}
 	)
 	for stream.Next() {
 		ev := stream.Current()
@@ -56,9 +61,16 @@ func (p *Anthropic) Call(ctx context.Context, req Request, emit func(string)) (R
 			return Response{}, &Error{Kind: Unavailable, Message: "anthropic: a malformed stream: " + err.Error()}
 		}
 		switch ev.Type {
+		case "content_block_start":
+			if ev.ContentBlock.Type == "tool_use" {
+				inputs[ev.Index] = new(strings.Builder)
+			}
 		case "content_block_delta":
-			if ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
+			switch {
+			case ev.Delta.Type == "text_delta" && ev.Delta.Text != "":
 				emit(ev.Delta.Text)
+			case ev.Delta.Type == "input_json_delta" && inputs[ev.Index] != nil:
+				inputs[ev.Index].WriteString(ev.Delta.PartialJSON)
 			}
 		case "message_stop":
 			stopped = true
@@ -74,18 +86,25 @@ func (p *Anthropic) Call(ctx context.Context, req Request, emit func(string)) (R
 	}
 
 	var resp Response
-	var calls []anthropic.ContentBlockUnion
-	for _, b := range msg.Content {
+	var calls []int
+	for i, b := range msg.Content {
 		switch b.Type {
 		case "text":
 			resp.Text += b.Text
 		case "tool_use":
-			calls = append(calls, b)
+			calls = append(calls, i)
 		}
 	}
 	resp.FinishReason = finishReason(string(msg.StopReason), len(calls))
-	for _, b := range calls {
-		args, err := arguments(string(b.Input), b.Name, resp.FinishReason)
+	for _, i := range calls {
+		b := msg.Content[i]
+		input := ""
+		if in := inputs[int64(i)]; in != nil && in.Len() > 0 {
+			input = in.String()
+		} else if len(b.Input) > 0 {
+			input = string(b.Input) // given whole at the block's start
+		}
+		args, err := arguments(input, b.Name, resp.FinishReason)
 		if err != nil {
 			return Response{}, err
 		}
