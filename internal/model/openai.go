@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sort"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/openai/openai-go/v3"
@@ -50,7 +49,10 @@ func (p *OpenAI) Call(ctx context.Context, req Request, emit func(string)) (Resp
 	var (
 		resp   Response
 		finish string
-		calls  = map[int64]*openaiCall{}
+		// calls are in the order they began; open holds the call each
+		// index is assembling.
+		calls []*openaiCall
+		open  = map[int64]*openaiCall{}
 	)
 	for stream.Next() {
 		chunk := stream.Current()
@@ -66,10 +68,13 @@ func (p *OpenAI) Call(ctx context.Context, req Request, emit func(string)) (Resp
 				emit(d)
 			}
 			for _, tc := range ch.Delta.ToolCalls {
-				c := calls[tc.Index]
-				if c == nil {
-					c = &openaiCall{index: tc.Index}
-					calls[tc.Index] = c
+				c := open[tc.Index]
+				// A new id at an index already in use is a new call: some
+				// servers send whole calls without an index, all as 0.
+				if c == nil || (tc.ID != "" && c.id != "" && tc.ID != c.id) {
+					c = &openaiCall{}
+					open[tc.Index] = c
+					calls = append(calls, c)
 				}
 				if tc.ID != "" {
 					c.id = tc.ID
@@ -97,13 +102,8 @@ func (p *OpenAI) Call(ctx context.Context, req Request, emit func(string)) (Resp
 		// a truncated answer for a whole one.
 		return Response{}, &Error{Kind: Unavailable, Message: "openai: the stream ended before the answer was finished"}
 	}
-	ordered := make([]*openaiCall, 0, len(calls))
+	resp.FinishReason = finishReason(finish, len(calls))
 	for _, c := range calls {
-		ordered = append(ordered, c)
-	}
-	sort.Slice(ordered, func(i, j int) bool { return ordered[i].index < ordered[j].index })
-	resp.FinishReason = finishReason(finish, len(ordered))
-	for _, c := range ordered {
 		args, err := arguments(c.args, c.name, resp.FinishReason)
 		if err != nil {
 			return Response{}, err
@@ -116,7 +116,6 @@ func (p *OpenAI) Call(ctx context.Context, req Request, emit func(string)) (Resp
 
 // openaiCall is a tool call being assembled from its fragments.
 type openaiCall struct {
-	index    int64
 	id, name string
 	args     string
 }

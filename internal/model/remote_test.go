@@ -245,3 +245,28 @@ func natWait(cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestOpenAIWholeCallsWithoutIndex: servers that send each call whole in one
+// chunk without an index (all 0) still give separate calls, and a finish
+// reason of stop with calls is reported as tool_calls.
+func TestOpenAIWholeCallsWithoutIndex(t *testing.T) {
+	sse := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"qwen3","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_aaaaaaaaaaaaaaaaaaaa","type":"function","function":{"name":"echo","arguments":"{\"text\":\"a\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"qwen3","choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_bbbbbbbbbbbbbbbbbbbb","type":"function","function":{"name":"echo","arguments":"{\"text\":\"b\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"qwen3","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
+
+data: [DONE]
+
+`
+	resp, err := answer(t, "openai", model.Request{}, func(modeltest.Request, int) modeltest.Reply {
+		return modeltest.Stream([]byte(sse))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ToolCalls) != 2 || string(resp.ToolCalls[0].Arguments) != `{"text":"a"}` ||
+		string(resp.ToolCalls[1].Arguments) != `{"text":"b"}` || resp.FinishReason != "tool_calls" {
+		t.Errorf("%+v", resp)
+	}
+}
