@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/openai/openai-go/v3"
@@ -48,6 +49,7 @@ func (p *OpenAI) Call(ctx context.Context, req Request, emit func(string)) (Resp
 
 	var (
 		resp   Response
+		text   strings.Builder
 		finish string
 		// calls are in the order they began; open holds the call each
 		// index is assembling.
@@ -63,9 +65,12 @@ func (p *OpenAI) Call(ctx context.Context, req Request, emit func(string)) (Resp
 			if ch.Index != 0 {
 				continue // jetloop asks for one choice
 			}
-			if d := ch.Delta.Content; d != "" {
-				resp.Text += d
-				emit(d)
+			// A refusal is the model's answer too: the user should read it.
+			for _, d := range []string{ch.Delta.Content, ch.Delta.Refusal} {
+				if d != "" {
+					text.WriteString(d)
+					emit(d)
+				}
 			}
 			for _, tc := range ch.Delta.ToolCalls {
 				c := open[tc.Index]
@@ -102,6 +107,7 @@ func (p *OpenAI) Call(ctx context.Context, req Request, emit func(string)) (Resp
 		// a truncated answer for a whole one.
 		return Response{}, &Error{Kind: Unavailable, Message: "openai: the stream ended before the answer was finished"}
 	}
+	resp.Text = text.String()
 	resp.FinishReason = finishReason(finish, len(calls))
 	for _, c := range calls {
 		args, err := arguments(c.args, c.name, resp.FinishReason)
