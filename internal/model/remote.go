@@ -110,10 +110,11 @@ func newConfig(opts []Option) (config, error) {
 // env (os.Getenv in the binaries): "script" always; "openai" from
 // OPENAI_BASE_URL (including /v1) and OPENAI_API_KEY or OPENAI_API_KEY_FILE;
 // "anthropic" from ANTHROPIC_BASE_URL (without /v1) and ANTHROPIC_API_KEY or
-// ANTHROPIC_API_KEY_FILE, with ANTHROPIC_MAX_TOKENS. A provider with neither
-// a key nor a base URL is not configured: it is there, and every call to it
-// fails at once saying which variable to set. A base URL without a key is a
-// local server that needs none. opts apply to both remote providers.
+// ANTHROPIC_API_KEY_FILE; OPENAI_MAX_TOKENS and ANTHROPIC_MAX_TOKENS cap an
+// answer's tokens. A provider with neither a key nor a base URL is not
+// configured: it is there, and every call to it fails at once saying which
+// variable to set. A base URL without a key is a local server that needs
+// none. opts apply to both remote providers.
 func Providers(env func(string) string, opts ...Option) (map[string]Provider, error) {
 	ps := map[string]Provider{"script": Scripted{}}
 	for _, r := range []struct {
@@ -290,6 +291,11 @@ func failure(ctx context.Context, provider string, timeout time.Duration, res *h
 // the server names one); every other status is final.
 func statusError(provider string, res *http.Response) *Error {
 	msg := fmt.Sprintf("%s: %d %s: %s", provider, res.StatusCode, http.StatusText(res.StatusCode), errorMessage(res))
+	if res.StatusCode == http.StatusNotFound && res.Request != nil {
+		// Most often a base URL with /v1 where it does not belong, or
+		// without it where it does; the model's name is the other cause.
+		msg += fmt.Sprintf(" (POST %s: OPENAI_BASE_URL includes /v1, ANTHROPIC_BASE_URL does not; is the model name right?)", res.Request.URL.Redacted())
+	}
 	e := &Error{Kind: BadRequest, Message: msg}
 	switch code := res.StatusCode; {
 	case code == http.StatusTooManyRequests:

@@ -270,3 +270,25 @@ data: [DONE]
 		t.Errorf("%+v", resp)
 	}
 }
+
+// TestWrongBaseURLSaysSo: a base URL with /v1 where it does not belong gets
+// a 404 whose error says where the request went and what to check.
+func TestWrongBaseURLSaysSo(t *testing.T) {
+	srv := modeltest.New(t, func(r modeltest.Request, _ int) modeltest.Reply {
+		if r.Path != "/v1/messages" {
+			return modeltest.Fail(http.StatusNotFound, []byte(`{"type":"error","error":{"type":"not_found_error","message":"Not found"}}`))
+		}
+		return modeltest.Stream(modeltest.AnthropicStream(modeltest.Answer{Text: "ok"}))
+	})
+	p, err := model.NewAnthropic(model.WithBaseURL(srv.URL + "/v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Call(context.Background(), model.Request{TurnID: "t", Model: "m",
+		Messages: []events.Message{{Role: events.RoleUser, Content: "x"}}}, func(string) {})
+	var me *model.Error
+	if !errors.As(err, &me) || me.Kind != model.BadRequest || !strings.Contains(me.Message, "/v1/v1/messages") ||
+		!strings.Contains(me.Message, "ANTHROPIC_BASE_URL does not") {
+		t.Errorf("%v", err)
+	}
+}
