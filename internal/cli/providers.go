@@ -2,6 +2,7 @@ package cli
 
 import (
 	"log/slog"
+	"net/url"
 	"sort"
 
 	"github.com/jetloop/jetloop/internal/agents"
@@ -55,7 +56,10 @@ func ProviderOptions(getenv func(string) string, set *agents.Set, log *slog.Logg
 func baseURL(getenv func(string) string, provider string) string {
 	v := map[string]string{"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}[provider]
 	if u := getenv(v); u != "" {
-		return u
+		if parsed, err := url.Parse(u); err == nil {
+			return parsed.Redacted() // a password in the URL is a key too
+		}
+		return "(unparsable)"
 	}
 	return "default"
 }
