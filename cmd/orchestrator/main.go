@@ -82,7 +82,13 @@ func run() int {
 		log.Error("jetstream", "err", err)
 		return 1
 	}
-	o, err := runtime.New(nc, js, log.With("url", *url), set, runtime.WithShards(*shards), runtime.WithModelRunners(*runners), runtime.WithAckWait(*ackWait))
+	providers, err := cli.ProviderOptions(os.Getenv, set, log)
+	if err != nil {
+		log.Error("bad model provider configuration", "err", err)
+		return 2
+	}
+	o, err := runtime.New(nc, js, log.With("url", *url), set,
+		append(providers, runtime.WithShards(*shards), runtime.WithModelRunners(*runners), runtime.WithAckWait(*ackWait))...)
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		return 2

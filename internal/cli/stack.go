@@ -60,7 +60,11 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 	if err := runtime.EnsureStreams(ctx, js); err != nil {
 		return fail(err)
 	}
-	orch, err := runtime.New(nc, js, log.With("process", "orchestrator"), set)
+	providers, err := ProviderOptions(os.Getenv, set, log.With("process", "orchestrator"))
+	if err != nil {
+		return fail(err)
+	}
+	orch, err := runtime.New(nc, js, log.With("process", "orchestrator"), set, providers...)
 	if err != nil {
 		return fail(err)
 	}

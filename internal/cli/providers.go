@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"log/slog"
+	"net/url"
+	"sort"
+
+	"github.com/jetloop/jetloop/internal/agents"
+	"github.com/jetloop/jetloop/internal/model"
+	"github.com/jetloop/jetloop/internal/runtime"
+)
+
+// ProviderOptions registers the model providers the environment configures
+// (model.Providers: OPENAI_BASE_URL, OPENAI_API_KEY, ANTHROPIC_BASE_URL,
+// ANTHROPIC_API_KEY, …) with an orchestrator. It says which are configured,
+// never with their keys, and warns about agents whose model names a provider
+// that is not: their turns would fail at the first model call.
+func ProviderOptions(getenv func(string) string, set *agents.Set, log *slog.Logger) ([]runtime.Option, error) {
+	ps, err := model.Providers(getenv)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(ps))
+	for name := range ps {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var opts []runtime.Option
+	for _, name := range names {
+		p := ps[name]
+		opts = append(opts, runtime.WithProvider(name, p))
+		if name == "script" {
+			continue
+		}
+		if model.Configured(p) {
+			log.Info("model provider configured", "provider", name, "base_url", baseURL(getenv, name))
+		}
+	}
+	if set != nil {
+		var idle []string
+		for _, name := range set.Names() {
+			a, _ := set.Get(name)
+			provider, _, err := model.Spec(a.Model)
+			if err == nil && !model.Configured(ps[provider]) {
+				idle = append(idle, name+" ("+a.Model+")")
+			}
+		}
+		if len(idle) > 0 {
+			log.Warn("these agents name a model provider that is not configured: their turns fail unless a submission names another model",
+				"agents", idle)
+		}
+	}
+	return opts, nil
+}
+
+func baseURL(getenv func(string) string, provider string) string {
+	v := map[string]string{"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}[provider]
+	if u := getenv(v); u != "" {
+		if parsed, err := url.Parse(u); err == nil {
+			return parsed.Redacted() // a password in the URL is a key too
+		}
+		return "(unparsable)"
+	}
+	return "default"
+}
