@@ -142,6 +142,19 @@ func TestTurnsShowAndControl(t *testing.T) {
 		t.Errorf("show nope: %d %s", code, errOut)
 	}
 
+	// Control that cannot apply is refused before it is sent.
+	for _, tc := range []struct{ args, want string }{
+		{"abort nope", `no turn "nope"`},
+		{"abort capped", `turn "capped" has finished (step_cap): nothing to abort`},
+		{"reply ask1 call_other x", "waits for a reply to call " + callID},
+		{"approve ask1 " + callID, "waits for a reply to call " + callID},
+		{"reply gate1 " + all["gate1"].Waiting.CallID + " x", "waits for an approval of call " + all["gate1"].Waiting.CallID},
+	} {
+		if code, _, errOut := e.jetloop(strings.Fields(tc.args)...); code != ExitFailed || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d, %q; want exit %d and %q", tc.args, code, errOut, ExitFailed, tc.want)
+		}
+	}
+
 	// Control: each paused turn moved on, and watch's exit status.
 	e.mustRun(ExitOK, "reply", "ask1", callID, "blue")
 	e.mustRun(ExitOK, "approve", "gate1", all["gate1"].Waiting.CallID)
