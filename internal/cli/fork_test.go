@@ -155,3 +155,37 @@ func TestForkResumesOnAnotherOrchestrator(t *testing.T) {
 		t.Fatalf("step 2 messages after the restart: %+v", second)
 	}
 }
+
+// A fork that keeps the original's script goes on with the responses the
+// original would have had after the fork's step, so trying a step again
+// does not replay the whole script from its start.
+func TestForkGoesOnWithTheOriginalsScript(t *testing.T) {
+	e := newEnv(t)
+	script := e.script("four.yaml", `responses:
+  - {text: "one", tool_calls: [{name: echo, arguments: {text: a}}]}
+  - {text: "two", tool_calls: [{name: echo, arguments: {text: b}}]}
+  - {text: "three", tool_calls: [{name: echo, arguments: {text: c}}]}
+  - {text: "done"}
+`)
+	// The 4-response script is capped at 3 steps: the last answer is never asked for.
+	e.mustRun(ExitStopped, "submit", "--watch", "--agent", "Capped", "--script", script, "--turn", "orig", "go")
+	e.mustRun(ExitOK, "fork", "--from-step", "2", "--turn", "fork1", "--watch", "orig")
+	log := e.log("fork1")
+	var texts []string
+	for _, ev := range log {
+		if ev.Type == events.ModelCompleted {
+			var d events.ModelCompletedData
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			texts = append(texts, d.Text)
+		}
+	}
+	if !reflect.DeepEqual(texts, []string{"three", "done"}) {
+		t.Fatalf("the fork's model answered %q, want the original's script from its step 3 on", texts)
+	}
+	var started events.TurnStartedData
+	if err := json.Unmarshal(log[0].Data, &started); err != nil || started.ScriptIndex != 2 {
+		t.Fatalf("turn.started script_index %d (%v), want 2", started.ScriptIndex, err)
+	}
+}

@@ -165,6 +165,10 @@ type TurnStartedData struct {
 	// Compaction is the agent's context compaction, absent when the turn
 	// sends its whole conversation to the model.
 	Compaction *Compaction `json:"compaction,omitempty"`
+	// ScriptIndex is the number of scripted responses consumed before the
+	// turn's first model call: a fork that keeps the original's script goes
+	// on from where the original was at the fork's step.
+	ScriptIndex int `json:"script_index,omitempty"`
 }
 
 // Compaction bounds the conversation a turn sends to its model: the first

@@ -59,6 +59,9 @@ type Start struct {
 	// user message and the last KeepSteps steps (see Compact); 0 sends the
 	// whole conversation.
 	KeepSteps int
+	// ScriptIndex is where the scripted model starts answering: a fork that
+	// keeps the original's script goes on from the fork's step.
+	ScriptIndex int
 }
 
 // Reject records a submission that cannot start a turn.
@@ -201,7 +204,7 @@ func (d *decider) apply(in Input) error {
 				TimeoutMs: in.Limits.Timeout.Milliseconds(), DoomLoop: in.Limits.DoomLoop},
 			Metadata: in.Metadata, ForkedFrom: in.ForkedFrom, HistoryTurns: in.HistoryTurns,
 			Script: in.Script, System: in.System, Approval: in.Approval, FinalTools: in.FinalTools,
-			ToolSpecs: tools, SubmitDigest: in.Digest, Compaction: compaction,
+			ToolSpecs: tools, SubmitDigest: in.Digest, Compaction: compaction, ScriptIndex: in.ScriptIndex,
 		})
 		d.s.History = in.History
 

@@ -247,6 +247,7 @@ func evolve(s *State, e events.Envelope) error {
 		if d.Compaction != nil {
 			s.KeepSteps = d.Compaction.KeepSteps
 		}
+		s.ScriptIndex = d.ScriptIndex
 		s.Messages = append(s.Messages, d.Input...)
 
 	case events.StepStarted:

@@ -203,6 +203,13 @@ func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm
 	if err != nil {
 		return fsm.Start{}, err
 	}
+	// A fork that keeps everything of the original's, its script included,
+	// goes on with the responses the original would have had after the
+	// fork's step; a new agent, model or script starts its script afresh.
+	scriptIndex := 0
+	if sub.Agent == "" && sub.Model == "" && len(sub.Script) == 0 {
+		scriptIndex = point.ScriptIndex
+	}
 	input := sub.Input
 	if input == nil {
 		input = []events.Message{}
@@ -211,7 +218,7 @@ func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm
 		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
 		Input: input, Limits: fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits),
 		Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
-		History: history, Script: script, Metadata: sub.Metadata, KeepSteps: a.KeepSteps,
+		History: history, Script: script, Metadata: sub.Metadata, KeepSteps: a.KeepSteps, ScriptIndex: scriptIndex,
 		ForkedFrom: &events.ForkedFrom{TurnID: sub.ForkedFrom.TurnID, Step: sub.ForkedFrom.Step},
 	}, nil
 }
