@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
 )
@@ -265,5 +267,46 @@ func TestRunningTurnAborted(t *testing.T) {
 	}
 	if got := rows(t, e.mustRun(ExitOK, "turns", "--status", "aborted", "--json")); len(got) != 1 {
 		t.Fatalf("aborted turns: %+v", got)
+	}
+}
+
+// signalWriter keeps what is written and closes wrote on the first write.
+type signalWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	once  sync.Once
+	wrote chan struct{}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	defer w.once.Do(func() { close(w.wrote) })
+	return w.buf.Write(p)
+}
+
+// watch of a turn with no events says what it waits for, then follows the
+// turn once it is submitted.
+func TestWatchWaitsForATurnToStart(t *testing.T) {
+	e := newEnv(t)
+	stderr := &signalWriter{wrote: make(chan struct{})}
+	var stdout bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- Main(t.Context(), []string{"watch", "--nats", e.srv.ClientURL(), "later"}, &stdout, stderr)
+	}()
+	select {
+	case <-stderr.wrote:
+	case c := <-code:
+		t.Fatalf("watch exited %d before the turn started", c)
+	case <-time.After(time.Minute):
+		t.Fatal("watch said nothing about a turn without events")
+	}
+	if got := stderr.buf.String(); !strings.Contains(got, `turn "later" has no events yet; waiting for it to start`) {
+		t.Fatalf("watch said %q", got)
+	}
+	e.mustRun(ExitOK, "submit", "--agent", "Wide", "--script", e.script("hi.yaml", "responses:\n  - {text: \"hi\"}\n"), "--turn", "later", "go")
+	if c := <-code; c != ExitOK || !strings.Contains(stdout.String(), "finished: completed") {
+		t.Fatalf("watch exited %d:\n%s", c, stdout.String())
 	}
 }

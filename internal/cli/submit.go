@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/model"
+	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -144,7 +145,15 @@ func watch(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
-	return c.follow(ctx, nc, js, c.flags.Arg(0))
+	turn := c.flags.Arg(0)
+	// A mistyped turn id would otherwise wait in silence: say what it waits
+	// for (the turn may well be submitted later).
+	if store, err := runtime.NewStore(ctx, js); err == nil {
+		if _, _, ok, err := store.Last(ctx, turn); err == nil && !ok {
+			fmt.Fprintf(c.stderr, "jetloop watch: turn %q has no events yet; waiting for it to start\n", turn)
+		}
+	}
+	return c.follow(ctx, nc, js, turn)
 }
 
 // follow prints a turn's trace until it finishes; the exit status says how it
