@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
-	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -21,16 +19,8 @@ import (
 func fork(ctx context.Context, c *command, args []string) int {
 	f := c.flags
 	from := f.Int("from-step", -1, "the last step of the original the fork keeps (0: only its input)")
-	turn := f.String("turn", "", "the new turn's id (default: a new UUIDv7)")
-	session := f.String("session", "", "the new turn's session (default: the original's)")
-	agent := f.String("agent", "", "agent (default: the original's)")
-	modelName := f.String("model", "", "model (default: the original's when the agent stays, else the agent's)")
-	scriptFile := f.String("script", "", "file with an inline scripted model (YAML or JSON); implies --model script")
-	watchIt := f.Bool("watch", false, "print the live trace and return when the turn finishes")
-	var steps, budget optionalInt
-	f.Var(&steps, "steps", "tighten the step cap")
-	f.Var(&budget, "budget", "tighten the tool budget")
-	timeout := f.Duration("timeout", 0, "tighten the turn's timeout (e.g. 90s)")
+	tf := defineTurnFlags(f, "the new turn's session (default: the original's)", "agent (default: the original's)",
+		"model (default: the original's when the agent stays, else the agent's)")
 	if !c.parse(args) {
 		return ExitUsage
 	}
@@ -41,34 +31,15 @@ func fork(ctx context.Context, c *command, args []string) int {
 	if !events.ValidID(orig) {
 		return c.usageErr("invalid turn id %q", orig)
 	}
-	sub := events.Submit{TurnID: *turn, SessionID: *session, Agent: *agent, Model: *modelName,
-		ForkedFrom: &events.ForkedFrom{TurnID: orig, Step: *from}}
-	if sub.TurnID == "" {
-		sub.TurnID = NewID()
+	sub := events.Submit{ForkedFrom: &events.ForkedFrom{TurnID: orig, Step: *from}}
+	if err := tf.fill(&sub); err != nil {
+		return c.fail("%v", err)
 	}
 	if !events.ValidID(sub.TurnID) {
 		return c.usageErr("invalid turn id %q", sub.TurnID)
 	}
 	if text := strings.Join(f.Args()[1:], " "); text != "" {
 		sub.Input = []events.Message{{Role: events.RoleUser, Content: text}}
-	}
-	if *scriptFile != "" {
-		sc, err := model.LoadScript(*scriptFile)
-		if err != nil {
-			return c.fail("%v", err)
-		}
-		if sub.Script, err = json.Marshal(sc); err != nil {
-			return c.fail("%v", err)
-		}
-		if sub.Model == "" {
-			sub.Model = "script"
-		}
-	}
-	if steps.v != nil || budget.v != nil || *timeout > 0 {
-		sub.Limits = &events.Limits{Steps: steps.v, TimeoutMs: timeout.Milliseconds()}
-		if budget.v != nil {
-			sub.Limits.Budget = *budget.v
-		}
 	}
 	nc, js, err := c.connect()
 	if err != nil {
@@ -85,7 +56,7 @@ func fork(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	fmt.Fprintln(c.stdout, sub.TurnID)
-	if !*watchIt {
+	if !*tf.watch {
 		return ExitOK
 	}
 	return c.follow(ctx, nc, js, sub.TurnID)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -51,19 +52,64 @@ func (m metadata) Set(s string) error {
 	return nil
 }
 
+// turnFlags are the flags submit and fork share: how the new turn runs.
+type turnFlags struct {
+	turn, session, agent, model, script *string
+	watch                               *bool
+	steps, budget                       optionalInt
+	timeout                             *time.Duration
+}
+
+// defineTurnFlags defines the shared flags on f; the help of --session,
+// --agent and --model differs between the commands, as their defaults do.
+func defineTurnFlags(f *flag.FlagSet, sessionHelp, agentHelp, modelHelp string) *turnFlags {
+	tf := &turnFlags{
+		turn:    f.String("turn", "", "the new turn's id (default: a new UUIDv7)"),
+		session: f.String("session", "", sessionHelp),
+		agent:   f.String("agent", "", agentHelp),
+		model:   f.String("model", "", modelHelp),
+		script:  f.String("script", "", "file with an inline scripted model (YAML or JSON); implies --model script"),
+		watch:   f.Bool("watch", false, "print the live trace and return when the turn finishes"),
+		timeout: f.Duration("timeout", 0, "tighten the turn's timeout (e.g. 90s)"),
+	}
+	f.Var(&tf.steps, "steps", "tighten the step cap")
+	f.Var(&tf.budget, "budget", "tighten the tool budget")
+	return tf
+}
+
+// fill sets the submission's turn, session, agent, model, script and limits
+// from the flags.
+func (tf *turnFlags) fill(sub *events.Submit) error {
+	sub.TurnID, sub.SessionID, sub.Agent, sub.Model = *tf.turn, *tf.session, *tf.agent, *tf.model
+	if sub.TurnID == "" {
+		sub.TurnID = NewID()
+	}
+	if *tf.script != "" {
+		sc, err := model.LoadScript(*tf.script)
+		if err != nil {
+			return err
+		}
+		if sub.Script, err = json.Marshal(sc); err != nil {
+			return err
+		}
+		if sub.Model == "" {
+			sub.Model = "script"
+		}
+	}
+	if tf.steps.v != nil || tf.budget.v != nil || *tf.timeout > 0 {
+		sub.Limits = &events.Limits{Steps: tf.steps.v, TimeoutMs: tf.timeout.Milliseconds()}
+		if tf.budget.v != nil {
+			sub.Limits.Budget = *tf.budget.v
+		}
+	}
+	return nil
+}
+
 func submit(ctx context.Context, c *command, args []string) int {
 	f := c.flags
-	turn := f.String("turn", "", "turn id (default: a new UUIDv7)")
-	session := f.String("session", "", "session id: earlier finished turns of the session are the history (default: the turn id)")
-	agent := f.String("agent", "", "agent name")
-	modelName := f.String("model", "", "model override, e.g. openai/gpt-4.1-mini or script")
-	scriptFile := f.String("script", "", "file with an inline scripted model (YAML or JSON); implies --model script")
+	tf := defineTurnFlags(f, "session id: earlier finished turns of the session are the history (default: the turn id)",
+		"agent name", "model override, e.g. openai/gpt-4.1-mini or script")
 	file := f.String("file", "", "a complete submit message (JSON) to publish as it is")
-	watchIt := f.Bool("watch", false, "print the live trace and return when the turn finishes")
-	var steps, budget optionalInt
-	f.Var(&steps, "steps", "tighten the step cap")
-	f.Var(&budget, "budget", "tighten the tool budget")
-	timeout := f.Duration("timeout", 0, "tighten the turn's timeout (e.g. 90s)")
 	meta := metadata{}
 	f.Var(meta, "metadata", "key=value copied to turn.started (repeatable)")
 	if !c.parse(args) {
@@ -86,28 +132,9 @@ func submit(ctx context.Context, c *command, args []string) int {
 		if text == "" {
 			return c.usageErr("usage: jetloop submit [flags] TEXT (or --file submit.json)")
 		}
-		sub = events.Submit{TurnID: *turn, SessionID: *session, Agent: *agent, Model: *modelName,
-			Input: []events.Message{{Role: events.RoleUser, Content: text}}}
-		if sub.TurnID == "" {
-			sub.TurnID = NewID()
-		}
-		if *scriptFile != "" {
-			sc, err := model.LoadScript(*scriptFile)
-			if err != nil {
-				return c.fail("%v", err)
-			}
-			if sub.Script, err = json.Marshal(sc); err != nil {
-				return c.fail("%v", err)
-			}
-			if sub.Model == "" {
-				sub.Model = "script"
-			}
-		}
-		if steps.v != nil || budget.v != nil || *timeout > 0 {
-			sub.Limits = &events.Limits{Steps: steps.v, TimeoutMs: timeout.Milliseconds()}
-			if budget.v != nil {
-				sub.Limits.Budget = *budget.v
-			}
+		sub.Input = []events.Message{{Role: events.RoleUser, Content: text}}
+		if err := tf.fill(&sub); err != nil {
+			return c.fail("%v", err)
 		}
 		if len(meta) > 0 {
 			sub.Metadata = meta
@@ -127,7 +154,7 @@ func submit(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	fmt.Fprintln(c.stdout, sub.TurnID)
-	if !*watchIt {
+	if !*tf.watch {
 		return ExitOK
 	}
 	return c.follow(ctx, nc, js, sub.TurnID)
