@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A submission naming an unknown agent is a dead letter and a rejected turn;
@@ -25,8 +26,12 @@ func TestDeadListShowRetry(t *testing.T) {
 	if fin := e.finished("bad1"); fin.StopReason != events.StopRejected {
 		t.Fatalf("bad1: %+v", fin)
 	}
-	// A reply to a turn that does not exist is a dead letter too.
-	e.mustRun(ExitOK, "reply", "ghost", "call-x", "yes")
+	// A reply to a turn that does not exist is a dead letter too (jetloop
+	// reply refuses to send it; another client may not).
+	if _, err := e.js.Publish(t.Context(), events.ControlSubject("ghost"),
+		[]byte(`{"action":"reply","call_id":"call-x","answer":"yes"}`), jetstream.WithMsgID("control:ghost:1")); err != nil {
+		t.Fatal(err)
+	}
 
 	var list string
 	e.waitFor("two dead letters", func() bool {
