@@ -89,6 +89,18 @@ func readLogFile(path string) ([]events.Envelope, error) {
 // replay prints a recorded turn through today's machine: a trace like watch
 // prints, one JSON row per event, or the machine's state at a step. A log the
 // machine cannot fold, or that breaks the contract's invariants, exits 1.
+// turnOrFile takes the one argument of a command that reads a turn's log
+// from the server, or none when the log comes from file.
+func (c *command) turnOrFile(file string) (turn string, ok bool) {
+	switch {
+	case c.flags.NArg() == 1 && events.ValidID(c.flags.Arg(0)):
+		return c.flags.Arg(0), true
+	case c.flags.NArg() == 0 && file != "":
+		return "", true
+	}
+	return "", false
+}
+
 func replay(ctx context.Context, c *command, args []string) int {
 	file := c.flags.String("file", "", "read the log from a JSON-lines file (as export writes it)")
 	asJSON := c.flags.Bool("json", false, "print one JSON object per event")
@@ -98,12 +110,8 @@ func replay(ctx context.Context, c *command, args []string) int {
 	if !c.parse(args) {
 		return ExitUsage
 	}
-	turn := ""
-	switch {
-	case c.flags.NArg() == 1 && events.ValidID(c.flags.Arg(0)):
-		turn = c.flags.Arg(0)
-	case c.flags.NArg() == 0 && *file != "":
-	default:
+	turn, ok := c.turnOrFile(*file)
+	if !ok {
 		return c.usageErr("usage: jetloop replay [--json | --at STEP | --verify | --html FILE] [--file FILE] TURN")
 	}
 	log, err := c.readLog(ctx, turn, *file)

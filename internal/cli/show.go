@@ -20,12 +20,8 @@ func show(ctx context.Context, c *command, args []string) int {
 	if !c.parse(args) {
 		return ExitUsage
 	}
-	turn := ""
-	switch {
-	case c.flags.NArg() == 1 && events.ValidID(c.flags.Arg(0)):
-		turn = c.flags.Arg(0)
-	case c.flags.NArg() == 0 && *file != "":
-	default:
+	turn, ok := c.turnOrFile(*file)
+	if !ok {
 		return c.usageErr("usage: jetloop show [--json] [--file FILE] TURN")
 	}
 	log, err := c.readLog(ctx, turn, *file)
