@@ -52,14 +52,7 @@ func fork(ctx context.Context, c *command, args []string) int {
 	if err := checkFork(pctx, js, orig, *from); err != nil {
 		return c.fail("%v", err)
 	}
-	if err := Submit(pctx, js, sub); err != nil {
-		return c.fail("%v", err)
-	}
-	fmt.Fprintln(c.stdout, sub.TurnID)
-	if !*tf.watch {
-		return ExitOK
-	}
-	return c.follow(ctx, nc, js, sub.TurnID)
+	return c.start(ctx, nc, js, sub, *tf.watch)
 }
 
 // checkFork fails when the orchestrator would refuse to fork turn from step.

@@ -148,13 +148,19 @@ func submit(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
+	return c.start(ctx, nc, js, sub, *tf.watch)
+}
+
+// start publishes a submission, prints its turn id and, with watch, follows
+// the turn until it finishes.
+func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, sub events.Submit, watch bool) int {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := Submit(pctx, js, sub); err != nil {
 		return c.fail("%v", err)
 	}
 	fmt.Fprintln(c.stdout, sub.TurnID)
-	if !*tf.watch {
+	if !watch {
 		return ExitOK
 	}
 	return c.follow(ctx, nc, js, sub.TurnID)
