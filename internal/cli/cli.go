@@ -44,6 +44,7 @@ usage: jetloop COMMAND [flags] [args]
   reply TURN CALL_ID TEXT  answer a turn's ask_user question
   approve|deny TURN CALL_ID  decide a call that waits for approval
   agents check PATH        validate an AGENTS.md file or directory
+  bench [--quick] [--json] measure the cost of a durable step (see BENCHMARKS.md)
 
 Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222)
 and --creds FILE / --user / --password. Run jetloop COMMAND -h for its flags.
@@ -96,6 +97,7 @@ func init() {
 		"approve": approve,
 		"deny":    approve,
 		"agents":  agentsCmd,
+		"bench":   benchCmd,
 	}
 }
 
