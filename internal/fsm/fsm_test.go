@@ -593,6 +593,40 @@ func TestDecideRepairsAPartialAppend(t *testing.T) {
 	}
 }
 
+// TestDecideRepairsAModelAnswerCutShort: a crash after model.completed, or
+// after some of its tool.requested, leaves a step in tool_phase without all
+// its calls; the answer, redelivered, gets the rest written.
+func TestDecideRepairsAModelAnswerCutShort(t *testing.T) {
+	for kept := 1; kept <= 3; kept++ {
+		c := &clock{now: t0}
+		s, log := feed(t, c, start())
+		in := answer(1, "", echo("a", "1"), call("b", "nope", `{}`), echo("c", "2"))
+		d, err := Decide(s, in, c.env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := shows(d.Events[kept:])
+		partial, err := Fold(append(log, d.Events[:kept]...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Decide(partial, in, c.env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := shows(again.Events); !reflect.DeepEqual(got, want) {
+			t.Fatalf("kept %d: repair wrote %q, want %q", kept, got, want)
+		}
+		if jobs := Jobs(again.State); len(jobs) != 2 {
+			t.Fatalf("kept %d: %d jobs after the repair, want 2", kept, len(jobs))
+		}
+		full := append(append(log, d.Events[:kept]...), again.Events...)
+		if _, err := Verify(full); err != nil {
+			t.Fatalf("kept %d: %v", kept, err)
+		}
+	}
+}
+
 func TestEvolveRejectsIllegalTransitions(t *testing.T) {
 	c := &clock{now: t0}
 	_, log := feed(t, c, start(), answer(1, "done"))

@@ -121,7 +121,8 @@ type State struct {
 	Checked    *events.StepCheckedData
 
 	ScriptIndex int
-	Used        int // calls that got a tool.completed, the budget's count
+	Used        int               // calls that got a tool.completed, the budget's count
+	planned     []events.ToolCall // the calls the step's model answer runs
 	runSig      string
 	runLen      int
 
@@ -249,6 +250,7 @@ func evolve(s *State, e events.Envelope) error {
 		}
 		s.Step = e.Step
 		s.Calls, s.Asked, s.Doomed, s.ModelError, s.Answer, s.Checked = nil, 0, "", "", "", nil
+		s.planned = nil
 
 	case events.ModelCompleted:
 		d, err := decode[events.ModelCompletedData](e)
@@ -276,6 +278,7 @@ func evolve(s *State, e events.Envelope) error {
 			s.Asked = 0 // a text-only turn ignores the calls it gets back
 		}
 		s.Doomed = p.doomed
+		s.planned = p.run
 		s.runSig, s.runLen = p.runSig, p.runLen
 		s.Messages = append(s.Messages, events.Message{Role: events.RoleAssistant, Content: d.Text, ToolCalls: p.run})
 
