@@ -280,7 +280,7 @@ func (b *run) recovery(ctx context.Context, sz sizes) error {
 		}
 	}
 	b.res.RecoveryTurns = len(waiting)
-	if err := l.w.until(ctx, 2*time.Minute, "every turn to progress after the restart", func() bool {
+	if err := l.w.until(ctx, time.Minute, "every turn to progress after the restart", func() bool {
 		for _, turn := range waiting {
 			if l.w.turns[turn].after.IsZero() {
 				return false
@@ -298,7 +298,7 @@ func (b *run) recovery(ctx context.Context, sz sizes) error {
 		}
 		b.res.RecoveryS = max(b.res.RecoveryS, s.after.Sub(killed).Seconds())
 	}
-	_ = l.w.until(ctx, 3*time.Minute, "every turn to finish", func() bool { return l.w.finished >= sz.recoveryTurns })
+	_ = l.w.until(ctx, time.Minute, "every turn to finish", func() bool { return l.w.finished >= sz.recoveryTurns })
 	store, err := runtime.NewStore(ctx, l.js)
 	if err != nil {
 		return err
@@ -311,6 +311,10 @@ func (b *run) recovery(ctx context.Context, sz sizes) error {
 			return err
 		case len(log) == 0 || log[len(log)-1].Type != events.TurnFinished:
 			b.res.TurnsLost++
+			if len(log) > 0 {
+				last := log[len(log)-1]
+				b.log.Warn("turn lost", "turn", turn, "last", last.Type, "step", last.Step, "seq", last.Seq)
+			}
 		default:
 			if err := checkLog(log); err != nil {
 				b.log.Warn("broken log", "turn", turn, "err", err)

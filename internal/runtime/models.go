@@ -41,6 +41,9 @@ func newModelRunners(ctx context.Context, o *Orchestrator) (*modelRunners, error
 	if err != nil {
 		return nil, fmt.Errorf("runtime: model consumer: %w", err)
 	}
+	if err := o.reclaim(ctx, events.StreamJobs, cons); err != nil {
+		return nil, err
+	}
 	return &modelRunners{o: o, cons: cons}, nil
 }
 
