@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 )
 
@@ -70,4 +72,35 @@ func TestTargetsJudgeTheFigures(t *testing.T) {
 	if tg := r.targets()[6]; tg.met {
 		t.Errorf("recovery met with a turn lost")
 	}
+}
+
+// BenchmarkReplay decodes and folds a 200-step turn's log, as the replay
+// figure does; go test -bench Replay -cpuprofile shows where a fold goes.
+func BenchmarkReplay(b *testing.B) {
+	l, err := newLocal()
+	if err != nil {
+		b.Fatal(err)
+	}
+	log, err := l.turn("replay", 200, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := make([][]byte, len(log))
+	for i, e := range log {
+		lines[i], _ = json.Marshal(e)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		st := fsm.New("")
+		for _, line := range lines {
+			var e events.Envelope
+			if err := json.Unmarshal(line, &e); err != nil {
+				b.Fatal(err)
+			}
+			if err := fsm.Evolve(st, e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(len(lines)*b.N)/b.Elapsed().Seconds(), "events/s")
 }
