@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	lfsm "github.com/looplab/fsm"
 )
 
 // MaxSteps is the hard ceiling on a turn's steps, whatever its agent says.
@@ -131,8 +130,6 @@ type State struct {
 	OutputTokens int
 
 	Finished *events.TurnFinishedData
-
-	machine *lfsm.FSM
 }
 
 // New returns the state of a turn that has no events yet.
@@ -192,7 +189,6 @@ func (s *State) clone() *State {
 	c := *s
 	c.Messages = slices.Clip(s.Messages)
 	c.Calls = slices.Clone(s.Calls)
-	c.machine = nil
 	return &c
 }
 
