@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/schemas"
 )
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -542,6 +543,41 @@ func TestJobs(t *testing.T) {
 	}
 	if jobs = Jobs(d.State); len(jobs) != 2 || jobs[0].ID != "tool:w" || jobs[1].ID != "tool:e" {
 		t.Fatalf("an approved call runs: %+v", jobs)
+	}
+}
+
+// TestJobsMatchTheirSchemas: model runners trust the jobs orchestrators
+// write without validating them again, so every kind of job Jobs makes must
+// be valid.
+func TestJobsMatchTheirSchemas(t *testing.T) {
+	c := &clock{now: t0}
+	s, _ := feed(t, c, start(func(s *Start) {
+		s.Script = json.RawMessage(`{"responses":[{"text":"hi"}]}`)
+		s.History = []events.Message{{Role: events.RoleUser, Content: "earlier"}}
+	}), answer(1, "", echo("e", "x")), result("e", "x"), answer(2, "", echo("f", "y")))
+	states := []*State{s}
+	d, _ := Decide(s, result("f", "y"), c.env())
+	states = append(states, d.State)
+	capped, _ := feed(t, c, start(func(s *Start) { s.Limits.Steps = 1 }), answer(1, "", echo("e", "x")), result("e", "x"))
+	states = append(states, capped)
+	kinds := map[string]bool{}
+	for _, st := range states {
+		for _, j := range Jobs(st) {
+			var v any = j.Tool
+			name := "tool_job"
+			if j.Model != nil {
+				v, name = j.Model, "model_job"
+				kinds[string(j.Model.Kind)] = true
+			}
+			data, _ := json.Marshal(v)
+			if err := schemas.Validate(name, data); err != nil {
+				t.Errorf("%s %s: %v\n%s", name, j.ID, err, data)
+			}
+			kinds[name] = true
+		}
+	}
+	if len(kinds) != 4 {
+		t.Fatalf("checked %v, want tool and model jobs of both kinds", kinds)
 	}
 }
 
