@@ -46,7 +46,10 @@ type Throughput struct {
 	StepsPerS   float64 `json:"steps_per_s"`
 	TurnsPerS   float64 `json:"turns_per_s"`
 	CPUSPerStep float64 `json:"cpu_s_per_step"`
-	Unfinished  int     `json:"unfinished"`
+	// OtherCPUSPerStep is the benchmark process's CPU per step: the
+	// server, the tool worker and the driver.
+	OtherCPUSPerStep float64 `json:"other_cpu_s_per_step"`
+	Unfinished       int     `json:"unfinished"`
 }
 
 // Result is every figure of a run. The keys of issue 6 come first; runs can
@@ -240,7 +243,8 @@ func (r *Result) Table(w io.Writer) {
 	for _, t := range r.Throughput {
 		row(fmt.Sprintf("throughput %d×%d at %d", t.Turns, t.Steps/max(t.Turns, 1), t.Concurrency),
 			fmt.Sprintf("%.0f steps/s, %.1f turns/s", t.StepsPerS, t.TurnsPerS),
-			fmt.Sprintf("%.1f ms orchestrator CPU per step, %.1f s, %d unfinished", t.CPUSPerStep*1000, t.Seconds, t.Unfinished))
+			fmt.Sprintf("CPU per step: orchestrator %.2f ms, server+worker+driver %.2f ms; %.1f s, %d unfinished",
+				t.CPUSPerStep*1000, t.OtherCPUSPerStep*1000, t.Seconds, t.Unfinished))
 	}
 	row("memory per paused turn", fmt.Sprintf("%.0f B", r.BytesPerPausedTurn),
 		fmt.Sprintf("orchestrator process RSS %.1f → %.1f MiB with %d turns paused on ask_user", mib(r.RSSBeforeBytes), mib(r.RSSPausedBytes), r.PausedTurns))

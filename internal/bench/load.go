@@ -149,6 +149,7 @@ func (b *run) throughputAt(ctx context.Context, sz sizes, c int) (Throughput, er
 	if err != nil {
 		return Throughput{}, err
 	}
+	self0 := selfCPU()
 	began := time.Now()
 	for i := range sz.throughputTurns {
 		select {
@@ -167,6 +168,7 @@ func (b *run) throughputAt(ctx context.Context, sz sizes, c int) (Throughput, er
 	if err != nil {
 		return Throughput{}, err
 	}
+	self1 := selfCPU()
 	t := Throughput{Turns: sz.throughputTurns, Concurrency: c, Seconds: elapsed.Seconds()}
 	for _, s := range l.w.snapshot() {
 		steps += s.steps
@@ -181,6 +183,7 @@ func (b *run) throughputAt(ctx context.Context, sz sizes, c int) (Throughput, er
 	t.StepsPerS = float64(steps) / elapsed.Seconds()
 	t.TurnsPerS = float64(sz.throughputTurns-t.Unfinished) / elapsed.Seconds()
 	t.CPUSPerStep = (cpu1 - cpu0).Seconds() / float64(max(steps, 1))
+	t.OtherCPUSPerStep = (self1 - self0).Seconds() / float64(max(steps, 1))
 	return t, nil
 }
 

@@ -289,6 +289,16 @@ func cpu(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * time.Second / ticksPerSecond, nil
 }
 
+// selfCPU returns the CPU time this process used so far: the server, the tool
+// worker and the driver of the benchmark.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // rss returns the resident set size of a process, from /proc/PID/status.
 func rss(pid int) (int64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
