@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -148,6 +149,17 @@ func (b *run) throughputAt(ctx context.Context, sz sizes, c int) (Throughput, er
 	cpu0, err := cpu(l.orch.pid())
 	if err != nil {
 		return Throughput{}, err
+	}
+	if b.cfg.ProfileDir != "" {
+		// This process's profile: the server and the tool worker.
+		f, err := os.Create(filepath.Join(b.cfg.ProfileDir, fmt.Sprintf("server-worker-c%d.cpu.pprof", c)))
+		if err != nil {
+			return Throughput{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err == nil {
+			defer pprof.StopCPUProfile()
+		}
 	}
 	self0 := selfCPU()
 	began := time.Now()
