@@ -119,7 +119,7 @@ func (c Config) sizes() sizes {
 			paused: 2_000, recoveryTurns: 200, replaySteps: 200, replayFor: 300 * time.Millisecond, localTurns: 100}
 	}
 	return sizes{overheadTurns: 50, overheadSteps: 11, floorSamples: 2_000,
-		throughputTurns: 200, steps: 10, concurrency: []int{50, 200},
+		throughputTurns: 1_000, steps: 10, concurrency: []int{50, 200},
 		paused: 10_000, recoveryTurns: 200, replaySteps: 200, replayFor: 2 * time.Second, localTurns: 500}
 }
 
