@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,7 +231,7 @@ type child struct {
 }
 
 func (b *run) spawn(s *site, extra ...string) (*child, error) {
-	args := append(append(b.cfg.Child[1:len(b.cfg.Child):len(b.cfg.Child)], "--orchestrator", s.srv.ClientURL(), "--agents", s.agentsPath()), extra...)
+	args := slices.Concat(b.cfg.Child[1:], []string{"--orchestrator", s.srv.ClientURL(), "--agents", s.agentsPath()}, extra)
 	cmd := exec.Command(b.cfg.Child[0], args...)
 	cmd.Stdout = io.Discard
 	cmd.Stderr = b.cfg.ChildLog

@@ -62,9 +62,7 @@ func submit(ctx context.Context, js jetstream.JetStream, turn string, sc *model.
 
 // seen is what the watcher knows of one turn.
 type seen struct {
-	events   int
 	steps    int
-	last     time.Time // when its last event arrived here
 	after    time.Time // when its first event after the mark arrived
 	paused   bool
 	finished bool
@@ -127,8 +125,6 @@ func (w *watcher) event(m *nats.Msg) {
 		s = &seen{}
 		w.turns[turn] = s
 	}
-	s.events++
-	s.last = now
 	if !w.mark.IsZero() && s.after.IsZero() {
 		s.after = now
 	}
