@@ -92,6 +92,12 @@ type Result struct {
 	Seconds   float64   `json:"seconds"`
 }
 
+// phase is one part of a run.
+type phase struct {
+	name string
+	do   func(context.Context, sizes) error
+}
+
 // run is one benchmark run in progress.
 type run struct {
 	cfg Config
@@ -146,10 +152,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	b.res.Quick, b.res.GoVersion, b.res.CPUs, b.res.Started = cfg.Quick, goruntime.Version(), goruntime.NumCPU(), time.Now().UTC()
 	b.res.NATS = natsVersion()
 	sz := cfg.sizes()
-	phases := []struct {
-		name string
-		do   func(context.Context, sizes) error
-	}{
+	phases := []phase{
 		{"floor", b.floor},
 		{"overhead", b.overhead},
 		{"local", b.local},
@@ -157,6 +160,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{"throughput", b.throughput},
 		{"memory", b.memory},
 		{"recovery", b.recovery},
+	}
+	for _, name := range cfg.Only {
+		if !slices.ContainsFunc(phases, func(p phase) bool { return p.name == name }) {
+			return nil, fmt.Errorf("bench: no phase %q", name)
+		}
 	}
 	for _, p := range phases {
 		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, p.name) {

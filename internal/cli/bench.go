@@ -20,11 +20,11 @@ func benchCmd(ctx context.Context, c *command, args []string) int {
 	profiles := c.flags.String("profile", "", "write CPU and allocation profiles of the orchestrator process of each throughput run to this directory")
 	verbose := c.flags.Bool("v", false, "log what the processes do")
 	only := c.flags.String("only", "", "run only these phases, comma-separated: floor,overhead,local,replay,throughput,memory,recovery")
-	// The orchestrator process the benchmark runs (hidden from the usage).
-	orchestrator := c.flags.String("orchestrator", "", "")
-	agentsPath := c.flags.String("agents", "", "")
-	cpuProfile := c.flags.String("cpuprofile", "", "")
-	allocProfile := c.flags.String("allocprofile", "", "")
+	// The orchestrator process the benchmark starts runs this command too.
+	orchestrator := c.flags.String("orchestrator", "", "internal: be the benchmark's orchestrator process on this server URL")
+	agentsPath := c.flags.String("agents", "", "internal: the orchestrator process's agents file")
+	cpuProfile := c.flags.String("cpuprofile", "", "internal: the orchestrator process's CPU profile file")
+	allocProfile := c.flags.String("allocprofile", "", "internal: the orchestrator process's allocation profile file")
 	if !c.parse(args) {
 		return ExitUsage
 	}
