@@ -20,8 +20,9 @@ test: npm-deps
 demo:
 	$(GO) run ./cmd/jetloop demo
 
+# One line per benchmark; each prints its own table (BENCHMARKS.md).
 bench:
-	@echo "make bench: the benchmark suite is not built yet (issue: Benchmarks); nothing measured."
+	$(GO) run ./cmd/jetloop bench
 	$(GO) test -run '^$$' -bench BenchmarkToolScaling -benchtime 640x ./internal/proctest/
 
 # A standalone server with the production configuration; the version is pinned

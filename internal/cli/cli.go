@@ -54,6 +54,7 @@ usage: jetloop COMMAND [flags] [args]
   dead [show SEQ | retry [--file FIXED.json] SEQ]
                            list, show and re-send dead letters
   agents check PATH        validate an AGENTS.md file or directory
+  bench [--quick] [--json] measure the cost of a durable step (see BENCHMARKS.md)
 
 Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222),
 --creds FILE / --user / --password, and --no-color (as does NO_COLOR).
@@ -117,6 +118,7 @@ func init() {
 		"dead":    dead,
 		"turns":   turns,
 		"show":    show,
+		"bench":   benchCmd,
 	}
 }
 

@@ -298,14 +298,39 @@ func (d *decider) answered(in ModelAnswer) {
 	for _, c := range p.run {
 		d.emit(events.ToolRequested, events.ToolRequestedData{CallID: c.CallID, Name: c.Name, Arguments: c.Arguments})
 	}
-	// Calls that cannot run are answered at once, so the model can correct
-	// itself in its next step.
-	for _, c := range p.run {
-		if reason := d.s.refuse(c); reason != "" {
-			d.emit(events.ToolCompleted, events.ToolCompletedData{CallID: c.CallID, Name: c.Name,
+	d.refusals()
+}
+
+// refusals answers at once the planned calls that cannot run, so the model
+// can correct itself in its next step.
+func (d *decider) refusals() {
+	for _, p := range d.s.planned {
+		c := d.s.call(p.CallID)
+		if c == nil || c.Status != CallRequested {
+			continue
+		}
+		if reason := d.s.refuse(p); reason != "" {
+			d.emit(events.ToolCompleted, events.ToolCompletedData{CallID: p.CallID, Name: p.Name,
 				Output: reason, IsError: true, Worker: Orchestrator, Attempts: 1})
 		}
 	}
+}
+
+// repair writes the rest of a model answer's decision when a crash cut its
+// appends short after model.completed: the requests of the planned calls
+// not in the log yet, then the refusals. The answer, when it comes again,
+// finds its step past the stream phase and decides nothing itself. It
+// reports whether it wrote anything.
+func (d *decider) repair() bool {
+	s := d.s
+	if len(s.Calls) >= len(s.planned) {
+		return false
+	}
+	for _, c := range s.planned[len(s.Calls):] {
+		d.emit(events.ToolRequested, events.ToolRequestedData{CallID: c.CallID, Name: c.Name, Arguments: c.Arguments})
+	}
+	d.refusals()
+	return true
 }
 
 // Orchestrator is the worker name of results the orchestrator writes itself.
@@ -387,6 +412,9 @@ func (d *decider) advance() {
 		case PhaseStepStart:
 			d.emit(events.StepStarted, struct{}{})
 		case PhaseToolPhase:
+			if d.repair() {
+				continue
+			}
 			c := s.gated()
 			if c == nil {
 				return

@@ -1,10 +1,14 @@
 package fsm
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"os"
 	"strings"
 	"testing"
+
+	lfsm "github.com/looplab/fsm"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -34,5 +38,34 @@ func TestDiagram(t *testing.T) {
 	}
 	if string(got) != doc {
 		t.Fatalf("docs/fsm.md is out of date: go test ./internal/fsm -run Diagram -update")
+	}
+}
+
+// TestMovesAreLooplabsTable: the index Evolve uses allows exactly the
+// transitions looplab/fsm's machine allows, to the same phases.
+func TestMovesAreLooplabsTable(t *testing.T) {
+	names := map[string]bool{}
+	for _, e := range table {
+		names[e.Name] = true
+	}
+	phases := append([]string{string(PhaseDone)}, live...)
+	for _, p := range phases {
+		for name := range names {
+			m := newMachine(Phase(p))
+			err := m.Event(context.Background(), name)
+			var same lfsm.NoTransitionError
+			if errors.As(err, &same) {
+				err = nil // a transition to the phase it leaves
+			}
+			dst, ok := moves[move{Phase(p), name}]
+			switch {
+			case err != nil && ok:
+				t.Errorf("%s from %s: looplab refuses (%v), the index goes to %s", name, p, err, dst)
+			case err == nil && !ok:
+				t.Errorf("%s from %s: looplab goes to %s, the index refuses", name, p, m.Current())
+			case err == nil && string(dst) != m.Current():
+				t.Errorf("%s from %s: looplab goes to %s, the index to %s", name, p, m.Current(), dst)
+			}
+		}
 	}
 }

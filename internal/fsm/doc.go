@@ -17,7 +17,8 @@
 //   - no goroutines and no global mutable state beyond caches of pure
 //     results.
 //
-// The transition table lives in a looplab/fsm machine, which rejects illegal
-// transitions; docs/fsm.md holds its Mermaid diagram, generated from the table
-// (go test ./internal/fsm -run Diagram -update).
+// The transition table is a looplab/fsm table; Evolve rejects every
+// transition it does not hold (through an index of it that a test proves
+// equal to looplab's machine); docs/fsm.md holds its Mermaid diagram,
+// generated from the table (go test ./internal/fsm -run Diagram -update).
 package fsm

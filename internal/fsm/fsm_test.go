@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/schemas"
 )
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -407,9 +408,8 @@ func checkFold(t *testing.T, log []events.Envelope, want *State) {
 	if err != nil {
 		t.Fatalf("fold: %v", err)
 	}
-	got.History, got.machine = want.History, nil
+	got.History = want.History
 	w := *want
-	w.machine = nil
 	if !reflect.DeepEqual(*got, w) {
 		t.Fatalf("folded state differs from decided state\n fold   %+v\n decide %+v", *got, w)
 	}
@@ -546,6 +546,41 @@ func TestJobs(t *testing.T) {
 	}
 }
 
+// TestJobsMatchTheirSchemas: model runners trust the jobs orchestrators
+// write without validating them again, so every kind of job Jobs makes must
+// be valid.
+func TestJobsMatchTheirSchemas(t *testing.T) {
+	c := &clock{now: t0}
+	s, _ := feed(t, c, start(func(s *Start) {
+		s.Script = json.RawMessage(`{"responses":[{"text":"hi"}]}`)
+		s.History = []events.Message{{Role: events.RoleUser, Content: "earlier"}}
+	}), answer(1, "", echo("e", "x")), result("e", "x"), answer(2, "", echo("f", "y")))
+	states := []*State{s}
+	d, _ := Decide(s, result("f", "y"), c.env())
+	states = append(states, d.State)
+	capped, _ := feed(t, c, start(func(s *Start) { s.Limits.Steps = 1 }), answer(1, "", echo("e", "x")), result("e", "x"))
+	states = append(states, capped)
+	kinds := map[string]bool{}
+	for _, st := range states {
+		for _, j := range Jobs(st) {
+			var v any = j.Tool
+			name := "tool_job"
+			if j.Model != nil {
+				v, name = j.Model, "model_job"
+				kinds[string(j.Model.Kind)] = true
+			}
+			data, _ := json.Marshal(v)
+			if err := schemas.Validate(name, data); err != nil {
+				t.Errorf("%s %s: %v\n%s", name, j.ID, err, data)
+			}
+			kinds[name] = true
+		}
+	}
+	if len(kinds) != 4 {
+		t.Fatalf("checked %v, want tool and model jobs of both kinds", kinds)
+	}
+}
+
 func TestTextOnlyTurnOffersNoTools(t *testing.T) {
 	s, log := feed(t, &clock{now: t0}, start(func(s *Start) { s.Limits.Steps = 0 }))
 	var d events.TurnStartedData
@@ -590,6 +625,40 @@ func TestDecideRepairsAPartialAppend(t *testing.T) {
 	}
 	if got := shows(again.Events); !reflect.DeepEqual(got, []string{"step.checked:continue", "step.started"}) {
 		t.Fatalf("repair wrote %q", got)
+	}
+}
+
+// TestDecideRepairsAModelAnswerCutShort: a crash after model.completed, or
+// after some of its tool.requested, leaves a step in tool_phase without all
+// its calls; the answer, redelivered, gets the rest written.
+func TestDecideRepairsAModelAnswerCutShort(t *testing.T) {
+	for kept := 1; kept <= 3; kept++ {
+		c := &clock{now: t0}
+		s, log := feed(t, c, start())
+		in := answer(1, "", echo("a", "1"), call("b", "nope", `{}`), echo("c", "2"))
+		d, err := Decide(s, in, c.env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := shows(d.Events[kept:])
+		partial, err := Fold(append(log, d.Events[:kept]...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Decide(partial, in, c.env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := shows(again.Events); !reflect.DeepEqual(got, want) {
+			t.Fatalf("kept %d: repair wrote %q, want %q", kept, got, want)
+		}
+		if jobs := Jobs(again.State); len(jobs) != 2 {
+			t.Fatalf("kept %d: %d jobs after the repair, want 2", kept, len(jobs))
+		}
+		full := append(append(log, d.Events[:kept]...), again.Events...)
+		if _, err := Verify(full); err != nil {
+			t.Fatalf("kept %d: %v", kept, err)
+		}
 	}
 }
 

@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"context"
-	"errors"
 	"fmt"
 
 	lfsm "github.com/looplab/fsm"
@@ -82,18 +80,33 @@ func (e *TransitionError) Error() string {
 	return fmt.Sprintf("fsm: illegal transition %s (event %s, seq %d) from %s", e.Transition, e.Event, e.Seq, e.From)
 }
 
-// step moves the machine along one transition, through looplab/fsm so that
-// the table is the single authority on what is legal.
-func (s *State) step(name string, ev string) error {
-	if s.machine == nil {
-		s.machine = newMachine(s.Phase)
+// move is a transition taken from a phase.
+type move struct {
+	from Phase
+	name string
+}
+
+// moves is the transition table indexed once: looplab/fsm's machine is built
+// from the same table for the diagram and, in the tests, to prove the two
+// agree on every phase and transition. A machine per state would cost every
+// fold and every cached turn its maps.
+var moves = func() map[move]Phase {
+	m := map[move]Phase{}
+	for _, e := range table {
+		for _, src := range e.Src {
+			m[move{Phase(src), e.Name}] = Phase(e.Dst)
+		}
 	}
-	err := s.machine.Event(context.Background(), name)
-	var none lfsm.NoTransitionError
-	if err != nil && !errors.As(err, &none) {
+	return m
+}()
+
+// step moves the machine along one transition of the table, or refuses it.
+func (s *State) step(name string, ev string) error {
+	dst, ok := moves[move{s.Phase, name}]
+	if !ok {
 		return &TransitionError{From: s.Phase, Event: ev, Transition: name, Seq: s.Seq + 1}
 	}
-	s.Phase = Phase(s.machine.Current())
+	s.Phase = dst
 	return nil
 }
 

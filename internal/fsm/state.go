@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	lfsm "github.com/looplab/fsm"
 )
 
 // MaxSteps is the hard ceiling on a turn's steps, whatever its agent says.
@@ -124,7 +123,8 @@ type State struct {
 	Checked    *events.StepCheckedData
 
 	ScriptIndex int
-	Used        int // calls that got a tool.completed, the budget's count
+	Used        int               // calls that got a tool.completed, the budget's count
+	planned     []events.ToolCall // the calls the step's model answer runs
 	runSig      string
 	runLen      int
 
@@ -133,8 +133,6 @@ type State struct {
 	OutputTokens int
 
 	Finished *events.TurnFinishedData
-
-	machine *lfsm.FSM
 }
 
 // New returns the state of a turn that has no events yet.
@@ -194,7 +192,6 @@ func (s *State) clone() *State {
 	c := *s
 	c.Messages = slices.Clip(s.Messages)
 	c.Calls = slices.Clone(s.Calls)
-	c.machine = nil
 	return &c
 }
 
@@ -256,6 +253,7 @@ func evolve(s *State, e events.Envelope) error {
 		}
 		s.Step = e.Step
 		s.Calls, s.Asked, s.Doomed, s.ModelError, s.Answer, s.Checked = nil, 0, "", "", "", nil
+		s.planned = nil
 
 	case events.ModelCompleted:
 		d, err := decode[events.ModelCompletedData](e)
@@ -283,6 +281,7 @@ func evolve(s *State, e events.Envelope) error {
 			s.Asked = 0 // a text-only turn ignores the calls it gets back
 		}
 		s.Doomed = p.doomed
+		s.planned = p.run
 		s.runSig, s.runLen = p.runSig, p.runLen
 		s.Messages = append(s.Messages, events.Message{Role: events.RoleAssistant, Content: d.Text, ToolCalls: p.run})
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/runtime"
@@ -71,5 +72,37 @@ func TestTwoOrchestratorsNeverCorruptATurn(t *testing.T) {
 		if fin.StopReason != events.StopCompleted {
 			t.Fatalf("turn %d: %+v", i, fin)
 		}
+	}
+}
+
+// TestRestartTakesBackAtOnce kills an orchestrator whose inputs wait ten
+// minutes before JetStream hands them to anyone else; the one started next
+// takes them back at once and finishes the turn.
+func TestRestartTakesBackAtOnce(t *testing.T) {
+	for _, stage := range []string{runtime.StageAppended, runtime.StagePublished} {
+		t.Run(stage, func(t *testing.T) {
+			h := newHarness(t)
+			h.worker()
+			var seen atomic.Int32
+			crashed := make(chan struct{})
+			_, kill := h.orchestratorKill(runtime.WithAckWait(10*time.Minute), runtime.WithCrashHook(func(s string) error {
+				if s != stage || seen.Add(1) != 3 {
+					return nil
+				}
+				close(crashed)
+				return errors.New("crash")
+			}))
+			turn := "t-restart-" + stage
+			h.submit(script(turn, "General", threeSteps))
+			<-crashed
+			kill()
+			h.orchestrator(runtime.WithAckWait(10 * time.Minute))
+			if _, fin := h.finished(turn); fin.StopReason != events.StopCompleted {
+				t.Fatalf("finished %+v", fin)
+			}
+			if got := h.calls.max(); got != 1 {
+				t.Fatalf("a tool call ran %d times", got)
+			}
+		})
 	}
 }

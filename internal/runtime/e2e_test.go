@@ -226,6 +226,32 @@ func TestRejectedSubmissionsAreDeadLettersAndServingGoesOn(t *testing.T) {
 	}
 }
 
+// TestBrokenModelResultsAreDeadLetters: model results are checked without
+// the generic schema validator, for what the schema guards.
+func TestBrokenModelResultsAreDeadLetters(t *testing.T) {
+	h := newHarness(t).start()
+	h.submit(script("t-model", "General", `{"responses": [{"text": "fine"}]}`))
+	h.finished("t-model")
+	broken := map[string]string{
+		`{"turn_id":"t-model","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1,"tool_calls":[{"call_id":"bad id!","name":"echo","arguments":{}}]}`: "invalid call id",
+		`{"turn_id":"t-model","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1,"tool_calls":[{"call_id":"c1","name":"echo","arguments":"x"}]}`:     "not an object",
+		`{"turn_id":"t-model","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1,"extra":true}`:                                                      "unknown field",
+		`{"turn_id":"t-model","step":1,"kind":"later","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1}`:                                                                  "unknown kind",
+		`{"turn_id":"t-other","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1}`:                                                                   "sent to turn",
+		`{"turn_id":"t-model","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":0}`:                                                                   "no attempt",
+	}
+	for data := range broken {
+		h.publish(events.ModelResultSubject("t-model"), []byte(data), "")
+	}
+	dead := h.deadLetters(len(broken))
+	for _, d := range dead {
+		want := broken[string(d.Data)]
+		if d.Subject != events.DeadSubject("model") || !strings.Contains(d.Header.Get(events.HeaderError), want) {
+			t.Errorf("dead letter on %s says %q, want %q", d.Subject, d.Header.Get(events.HeaderError), want)
+		}
+	}
+}
+
 // deadLetters waits for n dead letters and returns them in order.
 func (h *harness) deadLetters(n int) []*jetstream.RawStreamMsg {
 	h.t.Helper()

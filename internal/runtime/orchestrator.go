@@ -194,6 +194,9 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runtime: inbox consumer: %w", err)
 	}
+	if err := o.reclaim(setup, events.StreamInbox, inbox); err != nil {
+		return err
+	}
 	cancelSub, err := o.nc.Subscribe(events.CancelSubject("*"), func(m *nats.Msg) {
 		o.cancels.Cancel(TurnOf(m.Subject))
 	})
@@ -268,6 +271,29 @@ func (o *Orchestrator) shardOf(msg jetstream.Msg, n int) int {
 	h := fnv.New32a()
 	h.Write([]byte(turn))
 	return int(h.Sum32() % uint32(n))
+}
+
+// reclaim hands back at once what a process that died held: inputs it took
+// and never acknowledged would otherwise wait for their ack wait (30 s by
+// default) before anyone takes them again. It resets the consumer to its ack
+// floor only when nobody pulls from it now, so a lone orchestrator restarted
+// after a crash goes on at once. Whatever comes again is handled as a
+// redelivery: appends are fenced, jobs deduplicated, decisions idempotent. A
+// replica that was busy with all its pulls at that moment may see one of its
+// inputs or model calls done twice, never lost.
+func (o *Orchestrator) reclaim(ctx context.Context, stream string, c jetstream.Consumer) error {
+	info, err := c.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("runtime: consumer %s: %w", c.CachedInfo().Name, err)
+	}
+	if info.NumAckPending == 0 || info.NumWaiting > 0 {
+		return nil
+	}
+	if _, err := o.js.ResetConsumer(ctx, stream, info.Name); err != nil {
+		return fmt.Errorf("runtime: hand back the pending messages of %s: %w", info.Name, err)
+	}
+	o.log.Info("took back what a stopped process held", "consumer", info.Name, "pending", info.NumAckPending)
+	return nil
 }
 
 // env is the outside world the pure machine may not reach itself.
