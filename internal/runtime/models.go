@@ -27,7 +27,7 @@ type modelRunners struct {
 	cons jetstream.Consumer
 }
 
-func newModelRunners(ctx context.Context, o *Orchestrator) (*modelRunners, error) {
+func newModelRunners(ctx context.Context, o *Orchestrator, alone bool) (*modelRunners, error) {
 	cons, err := o.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, jetstream.ConsumerConfig{
 		Durable:       ModelConsumer,
 		FilterSubject: events.SubjectModel,
@@ -41,8 +41,10 @@ func newModelRunners(ctx context.Context, o *Orchestrator) (*modelRunners, error
 	if err != nil {
 		return nil, fmt.Errorf("runtime: model consumer: %w", err)
 	}
-	if err := o.reclaim(ctx, events.StreamJobs, cons); err != nil {
-		return nil, err
+	if alone {
+		if err := o.reclaim(ctx, events.StreamJobs, cons); err != nil {
+			return nil, err
+		}
 	}
 	return &modelRunners{o: o, cons: cons}, nil
 }

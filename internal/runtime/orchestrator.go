@@ -194,8 +194,17 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runtime: inbox consumer: %w", err)
 	}
-	if err := o.reclaim(setup, events.StreamInbox, inbox); err != nil {
+	// Whether another orchestrator is alive is judged once, by its pull on
+	// the inbox: its model runners may all be busy in long calls, with no
+	// pull waiting on the model jobs, and those calls must not run twice.
+	alone, err := alone(setup, inbox)
+	if err != nil {
 		return err
+	}
+	if alone {
+		if err := o.reclaim(setup, events.StreamInbox, inbox); err != nil {
+			return err
+		}
 	}
 	cancelSub, err := o.nc.Subscribe(events.CancelSubject("*"), func(m *nats.Msg) {
 		o.cancels.Cancel(TurnOf(m.Subject))
@@ -211,7 +220,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	if o.runners > 0 {
-		r, err := newModelRunners(setup, o)
+		r, err := newModelRunners(setup, o, alone)
 		if err != nil {
 			return err
 		}
@@ -273,20 +282,30 @@ func (o *Orchestrator) shardOf(msg jetstream.Msg, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// reclaim hands back at once what a process that died held: inputs it took
-// and never acknowledged would otherwise wait for their ack wait (30 s by
-// default) before anyone takes them again. It resets the consumer to its ack
-// floor only when nobody pulls from it now, so a lone orchestrator restarted
-// after a crash goes on at once. Whatever comes again is handled as a
-// redelivery: appends are fenced, jobs deduplicated, decisions idempotent. A
-// replica that was busy with all its pulls at that moment may see one of its
-// inputs or model calls done twice, never lost.
+// alone reports whether no other orchestrator serves the inbox: a live one
+// keeps a pull waiting on it while it has room for inputs.
+func alone(ctx context.Context, inbox jetstream.Consumer) (bool, error) {
+	info, err := inbox.Info(ctx)
+	if err != nil {
+		return false, fmt.Errorf("runtime: consumer %s: %w", InboxConsumer, err)
+	}
+	return info.NumWaiting == 0, nil
+}
+
+// reclaim hands back at once what a process that died held: inputs and model
+// jobs it took and never acknowledged would otherwise wait for their ack
+// wait (30 s by default) before anyone takes them again. It is called only
+// when no other orchestrator is alive (see alone), so a lone orchestrator
+// restarted after a crash goes on at once. Whatever comes again is handled
+// as a redelivery: appends are fenced, jobs deduplicated, decisions
+// idempotent. A replica so loaded that it had no pull waiting on the inbox
+// at that moment may see some inputs or model calls done twice, never lost.
 func (o *Orchestrator) reclaim(ctx context.Context, stream string, c jetstream.Consumer) error {
 	info, err := c.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("runtime: consumer %s: %w", c.CachedInfo().Name, err)
 	}
-	if info.NumAckPending == 0 || info.NumWaiting > 0 {
+	if info.NumAckPending == 0 {
 		return nil
 	}
 	if _, err := o.js.ResetConsumer(ctx, stream, info.Name); err != nil {
