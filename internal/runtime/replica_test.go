@@ -75,4 +75,3 @@ func TestStartingReplicaLeavesRunningCallsAlone(t *testing.T) {
 		t.Fatalf("the model call ran %d times", n)
 	}
 }
-
