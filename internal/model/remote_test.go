@@ -347,3 +347,26 @@ func TestAnthropicSendsNoBlankText(t *testing.T) {
 		t.Errorf("roles %q in %s", roles, srv.Requests()[0].Body)
 	}
 }
+
+// TestOpenAIFailedFinishIsAFailedAttempt: OpenAI-compatible servers end an
+// answer they could not finish with finish_reason "error" (OpenRouter,
+// vLLM) or "abort" (vLLM, when the engine drops the request): the text so
+// far is cut short and must not pass for the whole answer.
+func TestOpenAIFailedFinishIsAFailedAttempt(t *testing.T) {
+	for _, reason := range []string{"error", "abort"} {
+		sse := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"The answer is"},"finish_reason":null}]}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"` + reason + `"}]}
+
+data: [DONE]
+
+`
+		resp, err := answer(t, "openai", model.Request{}, func(modeltest.Request, int) modeltest.Reply {
+			return modeltest.Stream([]byte(sse))
+		})
+		var me *model.Error
+		if !errors.As(err, &me) || !me.Retryable() || !strings.Contains(me.Message, reason) {
+			t.Errorf("finish_reason %s: %+v, %v", reason, resp, err)
+		}
+	}
+}
