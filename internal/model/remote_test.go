@@ -370,3 +370,22 @@ data: [DONE]
 		}
 	}
 }
+
+// TestConfigurationErrorsShowNoKey: a key put where a file name or a URL
+// belongs (ANTHROPIC_API_KEY_FILE=sk-…, a scheme-less base URL with a
+// password) makes a configuration error, which the binaries log: the error
+// must not repeat the key.
+func TestConfigurationErrorsShowNoKey(t *testing.T) {
+	for _, vars := range []map[string]string{
+		{"ANTHROPIC_API_KEY_FILE": "sk-ant-api03-secret"},
+		{"OPENAI_BASE_URL": "user:sk-secret@proxy.example.com/v1"},
+	} {
+		_, err := model.Providers(env(vars))
+		if err == nil {
+			t.Fatalf("%v accepted", vars)
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("the error shows the key: %v", err)
+		}
+	}
+}
