@@ -87,7 +87,7 @@ func run() int {
 		log.Error("bad model provider configuration", "err", err)
 		return 2
 	}
-	o, err := runtime.New(nc, js, log.With("url", *url), set,
+	o, err := runtime.New(nc, js, log.With("url", runtime.RedactURL(*url)), set,
 		append(providers, runtime.WithShards(*shards), runtime.WithModelRunners(*runners), runtime.WithAckWait(*ackWait))...)
 	if err != nil {
 		log.Error("bad configuration", "err", err)

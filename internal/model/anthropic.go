@@ -170,8 +170,8 @@ func anthropicParams(req Request, maxTokens int64) anthropic.MessageNewParams {
 			add(anthropic.MessageParamRoleAssistant, blocks...)
 		case events.RoleTool:
 			r := anthropic.ToolResultBlockParam{ToolUseID: m.CallID, IsError: anthropic.Bool(m.IsError)}
-			if m.Content != "" {
-				// The API refuses an empty text block; a result without
+			if strings.TrimSpace(m.Content) != "" {
+				// The API refuses a blank text block; a result without
 				// content is allowed.
 				r.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Content}}}
 			}
@@ -179,7 +179,7 @@ func anthropicParams(req Request, maxTokens int64) anthropic.MessageNewParams {
 		}
 	}
 	params := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: maxTokens}
-	if req.System != "" {
+	if strings.TrimSpace(req.System) != "" {
 		params.System = []anthropic.TextBlockParam{{Text: req.System}}
 	}
 	if req.Kind == events.ModelSummary {
@@ -211,10 +211,12 @@ func anthropicParams(req Request, maxTokens int64) anthropic.MessageNewParams {
 	return params
 }
 
-// textBlocks is a text as content blocks: none for an empty text, which the
-// API refuses.
+// textBlocks is a text as content blocks: none for a text that is empty or
+// only whitespace, which the API refuses ("text content blocks must contain
+// non-whitespace text") with a final 400. Such texts occur: a model's "\n\n"
+// before its tool calls, a blank tool output.
 func textBlocks(text string) []anthropic.ContentBlockParamUnion {
-	if text == "" {
+	if strings.TrimSpace(text) == "" {
 		return nil
 	}
 	return []anthropic.ContentBlockParamUnion{anthropic.NewTextBlock(text)}

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -106,6 +107,11 @@ func (p *OpenAI) Call(ctx context.Context, req Request, emit func(string)) (Resp
 		// Without a finish reason the answer may be cut short: never take
 		// a truncated answer for a whole one.
 		return Response{}, &Error{Kind: Unavailable, Message: "openai: the stream ended before the answer was finished"}
+	}
+	if finish == "error" || finish == "abort" {
+		// The server gave up on the answer (OpenRouter, vLLM): what came
+		// before is cut short.
+		return Response{}, &Error{Kind: ServerError, Message: fmt.Sprintf("openai: the server ended the answer with finish_reason %q", finish)}
 	}
 	resp.Text = text.String()
 	resp.FinishReason = finishReason(finish, len(calls))

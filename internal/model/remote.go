@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"regexp"
@@ -45,7 +46,11 @@ type Option func(*config) error
 func WithBaseURL(url string) Option {
 	return func(c *config) error {
 		if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
-			return fmt.Errorf("model: base URL %q: want http:// or https://", url)
+			shown := url
+			if at := strings.LastIndex(shown, "@"); at >= 0 {
+				shown = "…" + shown[at:] // what precedes @ may be a password
+			}
+			return fmt.Errorf("model: base URL %q: want http:// or https://", shown)
 		}
 		c.baseURL = url
 		return nil
@@ -170,7 +175,13 @@ func Configured(p Provider) bool {
 func readKeyFile(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", err
+		// Not the path: a key set where its file's name belongs would be
+		// logged with the error.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", fmt.Errorf("cannot read the file it names: %w", err)
 	}
 	key := strings.TrimSpace(string(data))
 	if key == "" {

@@ -3,6 +3,7 @@ package model_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -290,5 +291,101 @@ func TestWrongBaseURLSaysSo(t *testing.T) {
 	if !errors.As(err, &me) || me.Kind != model.BadRequest || !strings.Contains(me.Message, "/v1/v1/messages") ||
 		!strings.Contains(me.Message, "ANTHROPIC_BASE_URL does not") {
 		t.Errorf("%v", err)
+	}
+}
+
+// TestAnthropicSendsNoBlankText: the Messages API refuses a text block that
+// holds only whitespace ("text content blocks must contain non-whitespace
+// text"), a final 400 that would fail every later call of the session. A
+// model's "\n\n" before its tool calls, a blank tool output or a blank
+// system prompt must therefore not become such a block.
+func TestAnthropicSendsNoBlankText(t *testing.T) {
+	srv := modeltest.New(t, stream("anthropic", modeltest.Answer{Text: "ok"}))
+	req := model.Request{TurnID: "turn-9", Step: 3, Kind: events.ModelStep, Model: "m", Attempt: 1, System: " \n",
+		Messages: []events.Message{
+			{Role: events.RoleUser, Content: "Echo"},
+			{Role: events.RoleAssistant, Content: "\n\n", ToolCalls: []events.ToolCall{
+				{CallID: "call_0123456789abcdef", Name: "echo", Arguments: []byte(`{"text":" "}`)}}},
+			{Role: events.RoleTool, CallID: "call_0123456789abcdef", Name: "echo", Content: " \n"},
+			{Role: events.RoleAssistant, Content: " "},
+			{Role: events.RoleUser, Content: "\t"},
+			{Role: events.RoleUser, Content: "Again"},
+		}}
+	if _, err := newProvider(t, "anthropic", srv).Call(context.Background(), req, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	body := srv.Requests()[0].JSON()
+	var blank []string
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if text, ok := v["text"].(string); ok && v["type"] == "text" && strings.TrimSpace(text) == "" {
+				blank = append(blank, path)
+			}
+			for k, x := range v {
+				walk(path+"."+k, x)
+			}
+		case []any:
+			for i, x := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), x)
+			}
+		}
+	}
+	walk("", body)
+	if len(blank) > 0 {
+		t.Errorf("blank text blocks at %v in %s", blank, srv.Requests()[0].Body)
+	}
+	msgs, _ := body["messages"].([]any)
+	roles := ""
+	for _, m := range msgs {
+		roles += fmt.Sprint(m.(map[string]any)["role"]) + " "
+	}
+	// The tool call and its result stay; the blank answer and question go,
+	// and the user messages around them join.
+	if roles != "user assistant user " {
+		t.Errorf("roles %q in %s", roles, srv.Requests()[0].Body)
+	}
+}
+
+// TestOpenAIFailedFinishIsAFailedAttempt: OpenAI-compatible servers end an
+// answer they could not finish with finish_reason "error" (OpenRouter,
+// vLLM) or "abort" (vLLM, when the engine drops the request): the text so
+// far is cut short and must not pass for the whole answer.
+func TestOpenAIFailedFinishIsAFailedAttempt(t *testing.T) {
+	for _, reason := range []string{"error", "abort"} {
+		sse := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"The answer is"},"finish_reason":null}]}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"` + reason + `"}]}
+
+data: [DONE]
+
+`
+		resp, err := answer(t, "openai", model.Request{}, func(modeltest.Request, int) modeltest.Reply {
+			return modeltest.Stream([]byte(sse))
+		})
+		var me *model.Error
+		if !errors.As(err, &me) || !me.Retryable() || !strings.Contains(me.Message, reason) {
+			t.Errorf("finish_reason %s: %+v, %v", reason, resp, err)
+		}
+	}
+}
+
+// TestConfigurationErrorsShowNoKey: a key put where a file name or a URL
+// belongs (ANTHROPIC_API_KEY_FILE=sk-…, a scheme-less base URL with a
+// password) makes a configuration error, which the binaries log: the error
+// must not repeat the key.
+func TestConfigurationErrorsShowNoKey(t *testing.T) {
+	for _, vars := range []map[string]string{
+		{"ANTHROPIC_API_KEY_FILE": "sk-ant-api03-secret"},
+		{"OPENAI_BASE_URL": "user:sk-secret@proxy.example.com/v1"},
+	} {
+		_, err := model.Providers(env(vars))
+		if err == nil {
+			t.Fatalf("%v accepted", vars)
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("the error shows the key: %v", err)
+		}
 	}
 }

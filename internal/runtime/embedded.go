@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -95,7 +96,7 @@ func Connect(rawURL, name string, onErr func(error), opts ...nats.Option) (*nats
 	}, opts...)
 	nc, err := nats.Connect(rawURL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: connect %s: %w", rawURL, err)
+		return nil, fmt.Errorf("runtime: connect %s: %w", RedactURL(rawURL), err)
 	}
 	return nc, nil
 }
@@ -111,4 +112,18 @@ func AuthOptions(creds, user, password string) []nats.Option {
 		opts = append(opts, nats.UserInfo(user, password))
 	}
 	return opts
+}
+
+// RedactURL is a server URL, or a comma-separated list of them, as it may be
+// logged: a password in it is replaced by xxxxx.
+func RedactURL(rawURL string) string {
+	parts := strings.Split(rawURL, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil {
+			parts[i] = u.Redacted()
+		} else if at := strings.LastIndex(p, "@"); at >= 0 {
+			parts[i] = "…" + p[at:] // unparsable: what precedes @ may be a password
+		}
+	}
+	return strings.Join(parts, ",")
 }

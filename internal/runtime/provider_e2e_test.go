@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,6 +238,44 @@ func TestProviderSummaryEndToEnd(t *testing.T) {
 				!strings.Contains(last, "call_step_0000000000000002") {
 				t.Errorf("summary request %s", last)
 			}
+		})
+	}
+}
+
+// TestProviderAbortStopsTheStream: aborting a turn while its model answer
+// streams closes the HTTP stream at once (the server sees its client go),
+// rather than letting the call run to its end or its timeout.
+func TestProviderAbortStopsTheStream(t *testing.T) {
+	for _, p := range remoteProviders {
+		t.Run(p.name, func(t *testing.T) {
+			full := p.stream(modeltest.Answer{Text: "a long answer that never ends because the model keeps talking"})
+			var received, gone atomic.Bool
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(http.StatusOK)
+				_, _ = w.Write(full[:len(full)/2])
+				w.(http.Flusher).Flush()
+				received.Store(true)
+				<-r.Context().Done() // the rest never comes: only the client can end this
+				gone.Store(true)
+			}))
+			t.Cleanup(srv.Close)
+			prov, err := p.make(&modeltest.Server{Server: srv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := newHarness(t)
+			h.worker()
+			h.orchestrator(runtime.WithProvider(p.name, prov))
+			turn := "t-abort-stream-" + p.name
+			h.submit(events.Submit{TurnID: turn, Agent: "General", Model: p.name + "/test-model",
+				Input: []events.Message{{Role: events.RoleUser, Content: "Talk."}}})
+			h.waitFor("the answer to stream", received.Load)
+			h.control(turn, events.Control{Action: events.ActionAbort, Reason: "user pressed stop"})
+			if _, fin := h.finished(turn); fin.StopReason != events.StopAborted {
+				t.Fatalf("finished %+v", fin)
+			}
+			h.waitFor("the provider's stream to be closed", gone.Load)
 		})
 	}
 }
