@@ -115,7 +115,7 @@ func run() int {
 	opts := runtime.AuthOptions(*creds, *user, *password)
 	nc, err := connect(ctx, log, *url, opts)
 	if err != nil {
-		log.Error("cannot connect", "url", *url, "err", err)
+		log.Error("cannot connect", "url", runtime.RedactURL(*url), "err", err)
 		return 1
 	}
 	defer nc.Close()
