@@ -341,9 +341,11 @@ func TestKilledWorkersToolsExpire(t *testing.T) {
 // while its worker lives.
 func TestLongCallsAreNotRedelivered(t *testing.T) {
 	e := newEnv(t)
-	e.worker(nil, tools.WithAckWait(200*time.Millisecond), tools.WithName("a"))
-	e.worker(nil, tools.WithAckWait(200*time.Millisecond), tools.WithName("b"))
-	e.job(job("t1", "sleep", `{"ms":1200}`)) // six ack waits
+	// Heartbeats come every third of the ack wait: only a stall of more
+	// than 600 ms on a loaded machine could make this redeliver.
+	e.worker(nil, tools.WithAckWait(600*time.Millisecond), tools.WithName("a"))
+	e.worker(nil, tools.WithAckWait(600*time.Millisecond), tools.WithName("b"))
+	e.job(job("t1", "sleep", `{"ms":2400}`)) // four ack waits
 	if r := e.result("t1"); r.IsError || r.Output != "slept" || r.Attempt != 1 {
 		t.Errorf("a long call answered with %+v", r)
 	}
