@@ -123,20 +123,37 @@ func clean(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
+// open opens a path under the root without blocking, and only when it is a
+// regular file or a directory. A FIFO would otherwise block its open until
+// some other process opened the other end: the call would hang past its
+// deadline and any abort, holding a slot and the worker's drain forever.
+func (f files) open(p string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
+	file, err := f.root.OpenFile(p, flag|openNonblock, perm)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := file.Stat()
+	if err != nil {
+		_ = file.Close()
+		return nil, nil, err
+	}
+	if !info.Mode().IsRegular() && !info.IsDir() {
+		_ = file.Close()
+		return nil, nil, fmt.Errorf("%s is not a regular file or a directory (%s)", filepath.ToSlash(p), info.Mode().Type())
+	}
+	return file, info, nil
+}
+
 func (f files) read(_ context.Context, a readArgs) (Result, error) {
 	p, err := clean(a.Path)
 	if err != nil {
 		return Result{}, err
 	}
-	file, err := f.root.Open(p)
+	file, info, err := f.open(p, os.O_RDONLY, 0)
 	if err != nil {
 		return Result{}, err
 	}
 	defer file.Close()
-	info, err := file.Stat()
-	if err != nil {
-		return Result{}, err
-	}
 	if info.IsDir() {
 		return Result{}, fmt.Errorf("%s is a directory: use list_dir", filepath.ToSlash(p))
 	}
@@ -203,7 +220,15 @@ func (f files) list(_ context.Context, a pathArgs) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	entries, err := fs.ReadDir(f.root.FS(), filepath.ToSlash(p))
+	dir, info, err := f.open(p, os.O_RDONLY, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	defer dir.Close()
+	if !info.IsDir() {
+		return Result{}, fmt.Errorf("%s is a file, not a directory: use read_file", filepath.ToSlash(p))
+	}
+	entries, err := dir.ReadDir(-1)
 	if err != nil {
 		return Result{}, err
 	}
@@ -261,7 +286,7 @@ func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
 				return nil
 			}
 		}
-		return grepFile(fsys, name, re, func(n int, line []byte) error {
+		return f.grepFile(name, re, func(n int, line []byte) error {
 			if matches == maxGrepMatches {
 				fmt.Fprintf(&out, "… [stopped at %d matches: narrow the pattern or path]\n", maxGrepMatches)
 				return errFull
@@ -290,12 +315,15 @@ func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
 // grepFile calls match for each line of a text file that re matches,
 // reading a buffer at a time: a binary file is skipped, and so is the rest of
 // a file after a line longer than maxScanLine.
-func grepFile(fsys fs.FS, name string, re *regexp.Regexp, match func(n int, line []byte) error) error {
-	file, err := fsys.Open(name)
+func (f files) grepFile(name string, re *regexp.Regexp, match func(n int, line []byte) error) error {
+	file, info, err := f.open(filepath.FromSlash(name), os.O_RDONLY, 0)
 	if err != nil {
 		return nil // unreadable: not text to search
 	}
 	defer file.Close()
+	if !info.Mode().IsRegular() {
+		return nil // replaced by a directory since the walk saw it
+	}
 	rd := bufio.NewReaderSize(file, 64<<10)
 	if head, _ := rd.Peek(binarySniff); bytes.IndexByte(head, 0) >= 0 {
 		return nil
@@ -322,7 +350,19 @@ func (f files) write(_ context.Context, a writeArgs) (Result, error) {
 			return Result{}, err
 		}
 	}
-	if err := f.root.WriteFile(p, []byte(a.Content), 0o644); err != nil {
+	file, info, err := f.open(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return Result{}, err
+	}
+	if info.IsDir() {
+		_ = file.Close()
+		return Result{}, fmt.Errorf("%s is a directory", filepath.ToSlash(p))
+	}
+	_, err = file.WriteString(a.Content)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return Result{}, err
 	}
 	return Result{Output: fmt.Sprintf("wrote %d bytes to %s", len(a.Content), filepath.ToSlash(p))}, nil
