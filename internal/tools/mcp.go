@@ -281,11 +281,16 @@ func (s *mcpServer) start(ctx context.Context) (*mcp.ClientSession, error) {
 	cmd.WaitDelay = mcpTerminate
 	sess, err := s.client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: mcpTerminate}, nil)
 	if err != nil {
+		// The SDK stops the process it started, not what that process
+		// started in turn (the node behind an npx, a sh -c's children):
+		// without this, every start that hangs leaves them running.
+		killGroup(cmd)
 		return nil, fmt.Errorf("tools: start MCP server %s (%q): %w%s", s.spec.Name, s.spec.Command, err, stderr.suffix())
 	}
 	remote, err := listTools(ctx, sess)
 	if err != nil {
 		_ = sess.Close()
+		killGroup(cmd)
 		return nil, fmt.Errorf("tools: list the tools of MCP server %s: %w%s", s.spec.Name, err, stderr.suffix())
 	}
 	s.mu.Lock()
