@@ -35,7 +35,8 @@ const (
 
 // Builtins returns the contract's built-in tools, with every file tool
 // confined to root: an os.Root refuses "..", absolute paths and symlinks
-// that lead outside it. shell is included only when allowShell is set.
+// that lead outside it. shell is included only when allowShell is set; then
+// the process is also made non-dumpable (see hideEnviron), for good.
 func Builtins(root string, allowShell bool) ([]Tool, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -67,6 +68,9 @@ func Builtins(root string, allowShell bool) ([]Tool, error) {
 			call: sleep},
 	}
 	if allowShell {
+		if err := hideEnviron(); err != nil {
+			return nil, err
+		}
 		ts = append(ts, fn[shellArgs]{spec: spec("shell", "Runs a command with sh -c in the worker's root and returns its output and exit status.",
 			`{"type":"object","properties":{"command":{"type":"string","minLength":1},"timeout_ms":{"type":"integer","minimum":1}},"required":["command"],"additionalProperties":false}`, 10*time.Minute),
 			call: shell(abs)})
