@@ -447,3 +447,28 @@ func TestAFailedPublishIsRetriedWithoutRunningTheCallAgain(t *testing.T) {
 	}
 	e.waitFor("the job acknowledged", func() bool { return e.pending() == 0 })
 }
+
+// binary is a tool whose output is text a JSON encoder writes six bytes
+// per byte: control characters and bytes that are not UTF-8.
+type binary struct{}
+
+func (binary) Spec() events.ToolSpec {
+	return events.ToolSpec{Name: "binary", Description: "Dumps bytes."}
+}
+
+func (binary) Call(context.Context, json.RawMessage) (tools.Result, error) {
+	return tools.Result{Output: strings.Repeat("\x00\x1b\xff", tools.MaxOutput/3)}, nil
+}
+
+// An output the size of the cap still fits in one message once encoded as
+// JSON (a shell command's `cat` of a binary file, a dump full of escape
+// sequences), and says it was cut.
+func TestResultsOfBinaryOutputFitInAMessage(t *testing.T) {
+	e := newEnv(t)
+	e.worker([]tools.Tool{binary{}})
+	e.job(job("t1", "binary", `{}`))
+	r := e.result("t1")
+	if r.Attempt != 1 || !strings.HasPrefix(r.Output, "\x00\x1b\ufffd") || !strings.Contains(r.Output, "[output truncated: ") {
+		t.Errorf("result of %d bytes, attempt %d, ending %q", len(r.Output), r.Attempt, r.Output[max(len(r.Output)-80, 0):])
+	}
+}
