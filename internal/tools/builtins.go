@@ -269,9 +269,15 @@ func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
 	var out strings.Builder
 	matches := 0
 	errFull := errors.New("full")
-	err = fs.WalkDir(fsys, filepath.ToSlash(p), func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
+	start := filepath.ToSlash(p)
+	err = fs.WalkDir(fsys, start, func(name string, d fs.DirEntry, err error) error {
+		if err != nil && name == start {
 			return err
+		}
+		if err != nil {
+			// One unreadable directory (another user's, mode 700) does
+			// not end the search of the others.
+			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

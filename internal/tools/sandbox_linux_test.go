@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -49,5 +50,23 @@ func TestFileToolsDoNotBlockOnAFIFO(t *testing.T) {
 			t.Fatalf("%s %s is still blocked on the FIFO", c.tool, c.args)
 		}
 		cancel()
+	}
+}
+
+// A directory the worker cannot read is left out of a search, which goes on
+// with the others. Root reads every directory, so the test needs another
+// user to show anything.
+func TestGrepSkipsADirectoryItCannotRead(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads every directory")
+	}
+	ts, root := builtins(t, false)
+	must(t, os.MkdirAll(filepath.Join(root, "locked"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "locked", "x.go"), []byte("func Foo\n"), 0o644))
+	must(t, os.Chmod(filepath.Join(root, "locked"), 0))
+	t.Cleanup(func() { _ = os.Chmod(filepath.Join(root, "locked"), 0o755) })
+	res, err := call(t, ts["grep"], `{"pattern":"func Foo"}`)
+	if err != nil || !strings.Contains(res.Output, "pkg/b.go:3: func Foo") {
+		t.Errorf("grep = %q, %v", res.Output, err)
 	}
 }
