@@ -479,6 +479,12 @@ func (w *stderrLog) Write(p []byte) (int, error) {
 		w.log.Debug("MCP server stderr", "line", string(w.line[:i]))
 		w.line = w.line[i+1:]
 	}
+	// A server that writes without newlines (progress bars redrawn with
+	// \r, binary) must not grow the pending line for ever.
+	if len(w.line) > mcpStderrTail {
+		w.log.Debug("MCP server stderr", "line", string(w.line))
+		w.line = w.line[:0]
+	}
 	return len(p), nil
 }
 
