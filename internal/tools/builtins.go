@@ -35,7 +35,8 @@ const (
 
 // Builtins returns the contract's built-in tools, with every file tool
 // confined to root: an os.Root refuses "..", absolute paths and symlinks
-// that lead outside it. shell is included only when allowShell is set.
+// that lead outside it. shell is included only when allowShell is set; then
+// the process is also made non-dumpable (see hideEnviron), for good.
 func Builtins(root string, allowShell bool) ([]Tool, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -67,6 +68,9 @@ func Builtins(root string, allowShell bool) ([]Tool, error) {
 			call: sleep},
 	}
 	if allowShell {
+		if err := hideEnviron(); err != nil {
+			return nil, err
+		}
 		ts = append(ts, fn[shellArgs]{spec: spec("shell", "Runs a command with sh -c in the worker's root and returns its output and exit status.",
 			`{"type":"object","properties":{"command":{"type":"string","minLength":1},"timeout_ms":{"type":"integer","minimum":1}},"required":["command"],"additionalProperties":false}`, 10*time.Minute),
 			call: shell(abs)})
@@ -123,20 +127,37 @@ func clean(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
+// open opens a path under the root without blocking, and only when it is a
+// regular file or a directory. A FIFO would otherwise block its open until
+// some other process opened the other end: the call would hang past its
+// deadline and any abort, holding a slot and the worker's drain forever.
+func (f files) open(p string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
+	file, err := f.root.OpenFile(p, flag|openNonblock, perm)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := file.Stat()
+	if err != nil {
+		_ = file.Close()
+		return nil, nil, err
+	}
+	if !info.Mode().IsRegular() && !info.IsDir() {
+		_ = file.Close()
+		return nil, nil, fmt.Errorf("%s is not a regular file or a directory (%s)", filepath.ToSlash(p), info.Mode().Type())
+	}
+	return file, info, nil
+}
+
 func (f files) read(_ context.Context, a readArgs) (Result, error) {
 	p, err := clean(a.Path)
 	if err != nil {
 		return Result{}, err
 	}
-	file, err := f.root.Open(p)
+	file, info, err := f.open(p, os.O_RDONLY, 0)
 	if err != nil {
 		return Result{}, err
 	}
 	defer file.Close()
-	info, err := file.Stat()
-	if err != nil {
-		return Result{}, err
-	}
 	if info.IsDir() {
 		return Result{}, fmt.Errorf("%s is a directory: use list_dir", filepath.ToSlash(p))
 	}
@@ -203,7 +224,15 @@ func (f files) list(_ context.Context, a pathArgs) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	entries, err := fs.ReadDir(f.root.FS(), filepath.ToSlash(p))
+	dir, info, err := f.open(p, os.O_RDONLY, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	defer dir.Close()
+	if !info.IsDir() {
+		return Result{}, fmt.Errorf("%s is a file, not a directory: use read_file", filepath.ToSlash(p))
+	}
+	entries, err := dir.ReadDir(-1)
 	if err != nil {
 		return Result{}, err
 	}
@@ -240,9 +269,15 @@ func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
 	var out strings.Builder
 	matches := 0
 	errFull := errors.New("full")
-	err = fs.WalkDir(fsys, filepath.ToSlash(p), func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
+	start := filepath.ToSlash(p)
+	err = fs.WalkDir(fsys, start, func(name string, d fs.DirEntry, err error) error {
+		if err != nil && name == start {
 			return err
+		}
+		if err != nil {
+			// One unreadable directory (another user's, mode 700) does
+			// not end the search of the others.
+			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -261,7 +296,7 @@ func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
 				return nil
 			}
 		}
-		return grepFile(fsys, name, re, func(n int, line []byte) error {
+		return f.grepFile(name, re, func(n int, line []byte) error {
 			if matches == maxGrepMatches {
 				fmt.Fprintf(&out, "… [stopped at %d matches: narrow the pattern or path]\n", maxGrepMatches)
 				return errFull
@@ -290,12 +325,15 @@ func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
 // grepFile calls match for each line of a text file that re matches,
 // reading a buffer at a time: a binary file is skipped, and so is the rest of
 // a file after a line longer than maxScanLine.
-func grepFile(fsys fs.FS, name string, re *regexp.Regexp, match func(n int, line []byte) error) error {
-	file, err := fsys.Open(name)
+func (f files) grepFile(name string, re *regexp.Regexp, match func(n int, line []byte) error) error {
+	file, info, err := f.open(filepath.FromSlash(name), os.O_RDONLY, 0)
 	if err != nil {
 		return nil // unreadable: not text to search
 	}
 	defer file.Close()
+	if !info.Mode().IsRegular() {
+		return nil // replaced by a directory since the walk saw it
+	}
 	rd := bufio.NewReaderSize(file, 64<<10)
 	if head, _ := rd.Peek(binarySniff); bytes.IndexByte(head, 0) >= 0 {
 		return nil
@@ -322,7 +360,19 @@ func (f files) write(_ context.Context, a writeArgs) (Result, error) {
 			return Result{}, err
 		}
 	}
-	if err := f.root.WriteFile(p, []byte(a.Content), 0o644); err != nil {
+	file, info, err := f.open(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return Result{}, err
+	}
+	if info.IsDir() {
+		_ = file.Close()
+		return Result{}, fmt.Errorf("%s is a directory", filepath.ToSlash(p))
+	}
+	_, err = file.WriteString(a.Content)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return Result{}, err
 	}
 	return Result{Output: fmt.Sprintf("wrote %d bytes to %s", len(a.Content), filepath.ToSlash(p))}, nil

@@ -281,11 +281,16 @@ func (s *mcpServer) start(ctx context.Context) (*mcp.ClientSession, error) {
 	cmd.WaitDelay = mcpTerminate
 	sess, err := s.client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: mcpTerminate}, nil)
 	if err != nil {
+		// The SDK stops the process it started, not what that process
+		// started in turn (the node behind an npx, a sh -c's children):
+		// without this, every start that hangs leaves them running.
+		killGroup(cmd)
 		return nil, fmt.Errorf("tools: start MCP server %s (%q): %w%s", s.spec.Name, s.spec.Command, err, stderr.suffix())
 	}
 	remote, err := listTools(ctx, sess)
 	if err != nil {
 		_ = sess.Close()
+		killGroup(cmd)
 		return nil, fmt.Errorf("tools: list the tools of MCP server %s: %w%s", s.spec.Name, err, stderr.suffix())
 	}
 	s.mu.Lock()
@@ -473,6 +478,12 @@ func (w *stderrLog) Write(p []byte) (int, error) {
 		}
 		w.log.Debug("MCP server stderr", "line", string(w.line[:i]))
 		w.line = w.line[i+1:]
+	}
+	// A server that writes without newlines (progress bars redrawn with
+	// \r, binary) must not grow the pending line for ever.
+	if len(w.line) > mcpStderrTail {
+		w.log.Debug("MCP server stderr", "line", string(w.line))
+		w.line = w.line[:0]
 	}
 	return len(p), nil
 }

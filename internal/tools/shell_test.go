@@ -173,3 +173,21 @@ func TestShellIsServedOnlyWhenAllowed(t *testing.T) {
 		}
 	}
 }
+
+// The worker's own environment is not a file away: a shell command cannot
+// read it from /proc/$PPID/environ (the environment the worker was started
+// with), since serving shell makes the worker non-dumpable. Root reads it
+// anyway, so there the test checks only the flag.
+func TestShellCannotReadTheWorkersEnvironment(t *testing.T) {
+	ts, _ := builtins(t, true)
+	if dumpable, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_GET_DUMPABLE, 0, 0); errno != 0 || dumpable != 0 {
+		t.Errorf("the worker is dumpable (%d, %v): its environment is readable by its user", dumpable, errno)
+	}
+	if os.Geteuid() == 0 {
+		return
+	}
+	res, err := call(t, ts["shell"], `{"command":"cat /proc/$PPID/environ"}`)
+	if err != nil || !res.IsError {
+		t.Errorf("the worker's environment was read: %q, %v", res.Output, err)
+	}
+}

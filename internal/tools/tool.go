@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/jetloop/jetloop/internal/events"
 )
@@ -30,15 +31,49 @@ type Result struct {
 // must fit in one NATS message.
 const MaxOutput = 256 << 10
 
-// truncate cuts output to at most MaxOutput bytes, the note included, and
-// says how much it dropped. Keeping the note inside the cap makes truncate
+// maxEncodedOutput bounds an output once written as a JSON string. Text
+// takes about its own size, but a control character or a byte that is not
+// UTF-8 takes six (\u001b, \ufffd): MaxOutput bytes of a binary file would
+// make a result larger than a NATS message (1 MiB by default), which no
+// retry could ever publish.
+const maxEncodedOutput = 2 * MaxOutput
+
+// truncate cuts output to at most MaxOutput bytes, and to at most
+// maxEncodedOutput bytes once encoded as JSON, the note included, and says
+// how much it dropped. Keeping the note inside the caps makes truncate
 // idempotent: the worker applies it again to every result a tool returns.
 func truncate(s string) string {
-	if len(s) <= MaxOutput {
+	cut := encodedCut(s, maxEncodedOutput-noteRoom)
+	if len(s) <= MaxOutput && cut == len(s) {
 		return s
 	}
-	cut := cutAt(s, MaxOutput-noteRoom)
+	cut = min(cut, cutAt(s, MaxOutput-noteRoom))
 	return s[:cut] + truncated(int64(len(s)-cut))
+}
+
+// encodedCut returns the length of the longest prefix of s, cut between
+// characters, that encoding/json writes in at most limit bytes (HTML
+// escaping off).
+func encodedCut(s string, limit int) int {
+	size := 0
+	for i := 0; i < len(s); {
+		r, width := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && width == 1, r == '\u2028', r == '\u2029':
+			size += 6
+		case r == '"', r == '\\', r == '\n', r == '\r', r == '\t', r == '\b', r == '\f':
+			size += 2
+		case r < 0x20:
+			size += 6
+		default:
+			size += width
+		}
+		if size > limit {
+			return i
+		}
+		i += width
+	}
+	return len(s)
 }
 
 // noteRoom is kept free under MaxOutput for the truncation note and a

@@ -302,7 +302,7 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	}
 	r := events.ToolResult{TurnID: job.TurnID, CallID: job.CallID, Tool: tool, Output: truncate(res.Output),
 		IsError: res.IsError, Final: res.Final, DurationMs: duration.Milliseconds(), Worker: w.name, Attempt: attempt}
-	if err := w.publish(r); err != nil {
+	if err := w.answer(msg, r, log); err != nil {
 		log.Warn("cannot publish a result; the job will be redelivered", "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
@@ -325,6 +325,31 @@ func (w *Worker) call(ctx context.Context, tool string, args json.RawMessage) (r
 		}
 	}()
 	return w.tools[tool].Call(ctx, args)
+}
+
+// How often, and how far apart, answer tries to publish a result.
+const (
+	publishTries = 5
+	publishPause = time.Second
+)
+
+// answer publishes a call's result, trying again when a publish fails. A
+// publish whose acknowledgement was lost may well have stored the result,
+// and a job handed back would run its call a second time (a shell command,
+// a write); the same result published again under its message id is
+// dropped as a duplicate. The job is heartbeated meanwhile, so it stays
+// with this worker.
+func (w *Worker) answer(msg jetstream.Msg, r events.ToolResult, log *slog.Logger) error {
+	beat := runtime.Heartbeat(context.Background(), msg, w.ackWait/3)
+	defer beat()
+	for try := 1; ; try++ {
+		err := w.publish(r)
+		if err == nil || try == publishTries {
+			return err
+		}
+		log.Warn("cannot publish a result; trying again", "err", err, "try", try)
+		time.Sleep(publishPause)
+	}
 }
 
 func deadlinePassed(d time.Time) bool { return !d.IsZero() && !time.Now().Before(d) }

@@ -15,6 +15,7 @@ import (
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -391,5 +392,85 @@ func TestWorkersPullOnlyForFreeSlots(t *testing.T) {
 	})
 	if info.NumPending != 1 || info.Delivered.Consumer != 4 || h.entered.Load() != 4 {
 		t.Errorf("%d waiting, %d delivered, %d entered", info.NumPending, info.Delivered.Consumer, h.entered.Load())
+	}
+}
+
+// gate is a tool whose calls wait until open is closed, counting them.
+type gate struct {
+	open    chan struct{}
+	entered atomic.Int32
+}
+
+func (g *gate) Spec() events.ToolSpec { return events.ToolSpec{Name: "gate", Description: "Waits."} }
+
+func (g *gate) Call(ctx context.Context, _ json.RawMessage) (tools.Result, error) {
+	g.entered.Add(1)
+	select {
+	case <-g.open:
+		return tools.Result{Output: "opened"}, nil
+	case <-ctx.Done():
+		return tools.Result{}, ctx.Err()
+	}
+}
+
+// A result whose publish fails is published again, not computed again: the
+// failed publish may have stored it (its acknowledgement lost), and running
+// the call a second time repeats whatever it did.
+func TestAFailedPublishIsRetriedWithoutRunningTheCallAgain(t *testing.T) {
+	e := newEnv(t)
+	g := &gate{open: make(chan struct{})}
+	e.worker([]tools.Tool{g}, tools.WithName("w1"))
+	e.job(job("t1", "gate", `{}`))
+	e.waitFor("the call to start", func() bool { return g.entered.Load() == 1 })
+	// Without the inbox stream, the result's publish reaches this
+	// subscription, which answers it as JetStream does when it cannot store.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	must(t, e.js.DeleteStream(ctx, events.StreamInbox))
+	nc, _ := e.srv.Connect(t)
+	refused := make(chan struct{})
+	sub, err := nc.Subscribe(events.ResultSubject("t1"), func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"error":{"code":503,"err_code":10039,"description":"unavailable"}}`))
+		close(refused)
+	})
+	must(t, err)
+	must(t, nc.Flush())
+	close(g.open)
+	select {
+	case <-refused:
+	case <-ctx.Done():
+		t.Fatal("the result was never published")
+	}
+	must(t, sub.Unsubscribe())
+	must(t, runtime.EnsureStreams(ctx, e.js))
+	r := e.result("t1")
+	if r.Output != "opened" || r.Attempt != 1 || g.entered.Load() != 1 {
+		t.Errorf("result %+v after %d calls", r, g.entered.Load())
+	}
+	e.waitFor("the job acknowledged", func() bool { return e.pending() == 0 })
+}
+
+// binary is a tool whose output is text a JSON encoder writes six bytes
+// per byte: control characters and bytes that are not UTF-8.
+type binary struct{}
+
+func (binary) Spec() events.ToolSpec {
+	return events.ToolSpec{Name: "binary", Description: "Dumps bytes."}
+}
+
+func (binary) Call(context.Context, json.RawMessage) (tools.Result, error) {
+	return tools.Result{Output: strings.Repeat("\x00\x1b\xff", tools.MaxOutput/3)}, nil
+}
+
+// An output the size of the cap still fits in one message once encoded as
+// JSON (a shell command's `cat` of a binary file, a dump full of escape
+// sequences), and says it was cut.
+func TestResultsOfBinaryOutputFitInAMessage(t *testing.T) {
+	e := newEnv(t)
+	e.worker([]tools.Tool{binary{}})
+	e.job(job("t1", "binary", `{}`))
+	r := e.result("t1")
+	if r.Attempt != 1 || !strings.HasPrefix(r.Output, "\x00\x1b\ufffd") || !strings.Contains(r.Output, "[output truncated: ") {
+		t.Errorf("result of %d bytes, attempt %d, ending %q", len(r.Output), r.Attempt, r.Output[max(len(r.Output)-80, 0):])
 	}
 }
