@@ -95,7 +95,7 @@ func BenchmarkReplay(b *testing.B) {
 		st := fsm.New("")
 		for _, line := range lines {
 			var e events.Envelope
-			if err := json.Unmarshal(line, &e); err != nil {
+			if err := events.DecodeEnvelope(line, &e); err != nil {
 				b.Fatal(err)
 			}
 			if err := fsm.Evolve(st, e); err != nil {
