@@ -23,8 +23,42 @@ const ModelConsumer = "model_runner"
 // so no job waits in a buffer while its ack timer runs, and a provider's
 // rate limit becomes a delayed redelivery instead of a sleeping goroutine.
 type modelRunners struct {
-	o    *Orchestrator
-	cons jetstream.Consumer
+	o       *Orchestrator
+	cons    jetstream.Consumer
+	scripts scripts
+}
+
+// scripts keeps the decoded scripts of scripted turns. Every model job of a
+// turn carries its whole script, and decoding it for each call cost more
+// than the call; a script is looked up by its bytes, so a cached one is the
+// one the job carries.
+type scripts struct {
+	mu sync.Mutex
+	m  map[string]*model.Script
+}
+
+// maxScripts bounds the scripts kept: past it, the cache starts over.
+const maxScripts = 4096
+
+// get returns the decoded script of raw. Callers only read it.
+func (c *scripts) get(raw []byte) (*model.Script, error) {
+	c.mu.Lock()
+	s, ok := c.m[string(raw)]
+	c.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s = new(model.Script)
+	if err := json.Unmarshal(raw, s); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxScripts {
+		c.m = make(map[string]*model.Script)
+	}
+	c.m[string(raw)] = s
+	c.mu.Unlock()
+	return s, nil
 }
 
 func newModelRunners(ctx context.Context, o *Orchestrator, alone bool) (*modelRunners, error) {
@@ -243,8 +277,7 @@ func (r *modelRunners) call(ctx context.Context, job events.ModelJob, attempt in
 	if provider == "script" {
 		req.Model = ""
 		// The script passed its schema when the turn started: decode only.
-		req.Script = new(model.Script)
-		if err := json.Unmarshal(job.Script, req.Script); err != nil {
+		if req.Script, err = r.scripts.get(job.Script); err != nil {
 			return model.Response{}, &model.Error{Kind: model.BadRequest, Message: "script: " + err.Error()}
 		}
 	}

@@ -25,6 +25,7 @@ type entry struct {
 	state     *fsm.State
 	seq       uint64
 	published map[string]bool
+	conv      *conversation // the encoded messages of its model jobs
 }
 
 // shard advances the turns that hash to it, one input at a time, and owns
@@ -296,12 +297,16 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	// before publishing its own.
 	jobs := fsm.Jobs(d.State)
 	published := make(map[string]bool, len(jobs))
+	conv := e.conv
+	if conv == nil {
+		conv = &conversation{}
+	}
 	for _, j := range jobs {
 		published[j.ID] = true
 		if e.published[j.ID] && !redelivered {
 			continue
 		}
-		if err := o.publishJob(ctx, j); err != nil {
+		if err := o.publishJob(ctx, conv, d.State, j); err != nil {
 			delete(s.cache, turn)
 			return &retry{err}
 		}
@@ -322,7 +327,7 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 		}
 		return nil
 	}
-	s.put(turn, &entry{state: d.State, seq: seq, published: published})
+	s.put(turn, &entry{state: d.State, seq: seq, published: published, conv: conv})
 	return nil
 }
 
@@ -348,12 +353,10 @@ func (s *shard) put(turn string, e *entry) {
 	s.cache[turn] = e
 }
 
-func (o *Orchestrator) publishJob(ctx context.Context, j fsm.Job) error {
-	var payload any = j.Tool
-	if j.Model != nil {
-		payload = j.Model
-	}
-	data, err := json.Marshal(payload)
+// publishJob publishes one job of st; conv keeps the encoded conversation of
+// st's turn (nil: none kept).
+func (o *Orchestrator) publishJob(ctx context.Context, conv *conversation, st *fsm.State, j fsm.Job) error {
+	data, err := encodeJob(conv, st, j)
 	if err != nil {
 		return fmt.Errorf("runtime: encode job %s: %w", j.ID, err)
 	}

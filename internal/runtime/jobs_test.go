@@ -1,0 +1,65 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+)
+
+// TestEncodeJobMatchesMarshal: a model job spliced from a turn's cached
+// message encodings is byte for byte the job json.Marshal gives, step after
+// step, when the history changes under the cache, and when compaction
+// rewrites the conversation.
+func TestEncodeJobMatchesMarshal(t *testing.T) {
+	hist := []events.Message{{Role: events.RoleUser, Content: "earlier <turn> & \"quotes\""}, {Role: events.RoleAssistant, Content: "ok"}}
+	st := &fsm.State{TurnID: "t1", SessionID: "s1", Phase: fsm.PhaseStream, Model: "script", System: `say "messages":null`,
+		Limits: fsm.Limits{Steps: 10}, Script: json.RawMessage(`{"responses":[]}`), History: hist,
+		Messages: []events.Message{{Role: events.RoleUser, Content: "hi\n"}}}
+	conv := &conversation{}
+	check := func(st *fsm.State) {
+		t.Helper()
+		jobs := fsm.Jobs(st)
+		if len(jobs) != 1 || jobs[0].Model == nil {
+			t.Fatalf("jobs %+v, want one model job", jobs)
+		}
+		want, err := json.Marshal(jobs[0].Model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := encodeJob(conv, st, jobs[0])
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("step %d:\n got %s (%v)\nwant %s", st.Step, got, err, want)
+		}
+	}
+	for step := range 5 {
+		st.Step = step
+		check(st)
+		st.Messages = append(st.Messages,
+			events.Message{Role: events.RoleAssistant, ToolCalls: []events.ToolCall{{CallID: fmt.Sprint("c", step), Name: "echo", Arguments: json.RawMessage(`{"text":"x"}`)}}},
+			events.Message{Role: events.RoleTool, CallID: fmt.Sprint("c", step), Name: "echo", Content: `{"text":"x"}`, IsError: step%2 == 0})
+	}
+	if len(conv.msgs) != len(hist)+1+2*4 {
+		t.Fatalf("%d messages kept, want %d: each encoded once", len(conv.msgs), len(hist)+9)
+	}
+	// Another history (the turn loaded again): the cache starts over.
+	st.History = []events.Message{{Role: events.RoleUser, Content: "other"}}
+	check(st)
+	st.History = nil
+	check(st)
+	// Compaction: the conversation sent is not the messages kept.
+	st.KeepSteps = 1
+	check(st)
+	// No cache at all, and tool jobs.
+	conv = nil
+	st.KeepSteps = 0
+	check(st)
+	tool := fsm.Job{ID: "tool:c1", Tool: &events.ToolJob{TurnID: "t1", CallID: "c1", Tool: "echo", Arguments: json.RawMessage(`{}`)}}
+	want, _ := json.Marshal(tool.Tool)
+	if got, err := encodeJob(&conversation{}, st, tool); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("tool job %s (%v), want %s", got, err, want)
+	}
+}
