@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -104,4 +106,18 @@ func FuzzEnvelopeCodec(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { sameAsJSON(t, data) })
+}
+
+// TestValidIDMatchesPattern holds ValidID to the schemas' id pattern.
+func TestValidIDMatchesPattern(t *testing.T) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	ids := []string{"", "a", "A-z_09", "a.b", "a b", "é", "a\n", strings.Repeat("x", 64), strings.Repeat("x", 65), "call_0123abcd", "a/b", "*", ">"}
+	for c := 0; c < 256; c++ {
+		ids = append(ids, "x"+string(rune(c)), string([]byte{byte(c)}))
+	}
+	for _, id := range ids {
+		if got, want := ValidID(id), pattern.MatchString(id); got != want {
+			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
+		}
+	}
 }

@@ -63,3 +63,32 @@ func TestEncodeJobMatchesMarshal(t *testing.T) {
 		t.Fatalf("tool job %s (%v), want %s", got, err, want)
 	}
 }
+
+// TestDecodeToolResultMatchesSchema: the Go check of a worker's result
+// accepts and rejects what the tool_result schema does, and reads the same
+// result.
+func TestDecodeToolResultMatchesSchema(t *testing.T) {
+	for _, in := range []string{
+		`{"turn_id":"t1","call_id":"c1","tool":"echo","output":"hi","attempt":1}`,
+		` {"turn_id":"t1","call_id":"c1","tool":"echo","output":"","is_error":true,"final":true,"duration_ms":3,"worker":"w-1","attempt":2} `,
+		`{"turn_id":"t1","call_id":"c1","tool":"echo","output":"null and \"quotes\"","attempt":1}`,
+		`{"turn_id":"t1","call_id":"c1","tool":"echo","attempt":1}`,
+		`{"turn_id":"t1","call_id":"c1","tool":"echo","output":"x","attempt":1,"extra":1}`,
+		`{"turn_id":"t1","call_id":"c1","tool":"echo","output":"x","attempt":1,"is_error":null}`,
+		`{"turn_id":"t1","call_id":"c1","tool":"echo","output":"x","attempt":0}`,
+		`{"turn_id":"t1","call_id":"c1","tool":"echo","output":"x","attempt":1.0}`,
+		`{"turn_id":"t1","call_id":"c1","tool":"echo","output":"x","attempt":1,"duration_ms":-1}`,
+		`{"turn_id":"t.1","call_id":"c1","tool":"echo","output":"x","attempt":1}`,
+		`{"turn_id":"t1","call_id":"c1","tool":"a b","output":"x","attempt":1}`,
+		`{"turn_id":"t1","call_id":"c1","tool":"echo","output":7,"attempt":1}`,
+		`{"turn_id":"t1","call_id":"c1","tool":"echo","output":"x","attempt":1} {}`,
+		`[]`, `null`, ``,
+	} {
+		var want events.ToolResult
+		werr := decode("tool_result", []byte(in), &want)
+		got, gerr := decodeToolResult([]byte(in))
+		if (werr == nil) != (gerr == nil) || (werr == nil && got != want) {
+			t.Errorf("%s:\n schema %+v %v\n     go %+v %v", in, want, werr, got, gerr)
+		}
+	}
+}
