@@ -18,6 +18,7 @@ func TestEncodeJobMatchesMarshal(t *testing.T) {
 	hist := []events.Message{{Role: events.RoleUser, Content: "earlier <turn> & \"quotes\""}, {Role: events.RoleAssistant, Content: "ok"}}
 	st := &fsm.State{TurnID: "t1", SessionID: "s1", Phase: fsm.PhaseStream, Model: "script", System: `say "messages":null`,
 		Limits: fsm.Limits{Steps: 10}, Script: json.RawMessage(`{"responses":[]}`), History: hist,
+		Tools: []events.ToolSpec{{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`)}},
 		Messages: []events.Message{{Role: events.RoleUser, Content: "hi\n"}}}
 	conv := &conversation{}
 	check := func(st *fsm.State) {
@@ -45,6 +46,13 @@ func TestEncodeJobMatchesMarshal(t *testing.T) {
 	if len(conv.msgs) != len(hist)+1+2*4 {
 		t.Fatalf("%d messages kept, want %d: each encoded once", len(conv.msgs), len(hist)+9)
 	}
+	// Other tools and script (another state): encoded afresh.
+	st.Tools = []events.ToolSpec{{Name: "other", Description: "<b>"}}
+	st.Script = json.RawMessage(`{"responses":[{"text":"x"}]}`)
+	check(st)
+	st.Limits.Steps, st.Script = 0, nil // no tools offered, no script
+	check(st)
+	st.Limits.Steps = 10
 	// Another history (the turn loaded again): the cache starts over.
 	st.History = []events.Message{{Role: events.RoleUser, Content: "other"}}
 	check(st)
