@@ -300,3 +300,43 @@ func (d *reader) skip() bool {
 	}
 	return depth == 0
 }
+
+// EachField calls fn with each key of the JSON object in data and its value's
+// bytes, which share data. Keys must be plain (no escapes), and values are
+// delimited, not checked: a caller decodes the values it uses, which checks
+// them. It returns false, having called fn for some fields or none, when data
+// is not such an object or fn returns false.
+func EachField(data []byte, fn func(key string, value []byte) bool) bool {
+	d := reader{b: data}
+	if !d.byte('{') {
+		return false
+	}
+	if d.peek() == '}' {
+		d.i++
+	} else {
+		for {
+			key, ok := d.strBytes()
+			if !ok || !d.byte(':') {
+				return false
+			}
+			d.space()
+			start := d.i
+			if !d.skip() {
+				return false
+			}
+			if !fn(string(key), bytes.TrimRight(d.b[start:d.i], " \t\r\n")) {
+				return false
+			}
+			d.space()
+			if d.peek() == '}' {
+				d.i++
+				break
+			}
+			if !d.byte(',') {
+				return false
+			}
+		}
+	}
+	d.space()
+	return d.i == len(d.b)
+}

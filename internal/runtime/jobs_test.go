@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/jetloop/jetloop/internal/events"
@@ -18,7 +19,7 @@ func TestEncodeJobMatchesMarshal(t *testing.T) {
 	hist := []events.Message{{Role: events.RoleUser, Content: "earlier <turn> & \"quotes\""}, {Role: events.RoleAssistant, Content: "ok"}}
 	st := &fsm.State{TurnID: "t1", SessionID: "s1", Phase: fsm.PhaseStream, Model: "script", System: `say "messages":null`,
 		Limits: fsm.Limits{Steps: 10}, Script: json.RawMessage(`{"responses":[]}`), History: hist,
-		Tools: []events.ToolSpec{{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`)}},
+		Tools:    []events.ToolSpec{{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`)}},
 		Messages: []events.Message{{Role: events.RoleUser, Content: "hi\n"}}}
 	conv := &conversation{}
 	check := func(st *fsm.State) {
@@ -97,6 +98,46 @@ func TestDecodeToolResultMatchesSchema(t *testing.T) {
 		got, gerr := decodeToolResult([]byte(in))
 		if (werr == nil) != (gerr == nil) || (werr == nil && got != want) {
 			t.Errorf("%s:\n schema %+v %v\n     go %+v %v", in, want, werr, got, gerr)
+		}
+	}
+}
+
+// TestDecodeJobMatchesUnmarshal: a model runner reads a job field by field
+// into what json.Unmarshal gives, and leaves anything unusual to it.
+func TestDecodeJobMatchesUnmarshal(t *testing.T) {
+	st := &fsm.State{TurnID: "t1", SessionID: "s1", Phase: fsm.PhaseStream, Model: "script", System: "be brief",
+		Limits: fsm.Limits{Steps: 10}, Script: json.RawMessage(`{"responses":[{"text":"hi"}]}`), ScriptIndex: 2, Step: 3,
+		Tools:    []events.ToolSpec{{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`), TimeoutMs: 5}},
+		Messages: []events.Message{{Role: events.RoleUser, Content: "hi \"there\"\n"}, {Role: events.RoleAssistant, ToolCalls: []events.ToolCall{{CallID: "c1", Name: "echo", Arguments: json.RawMessage(`{"a":1}`)}}}}}
+	job, err := encodeJob(&conversation{}, st, fsm.Jobs(st)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &modelRunners{}
+	for _, in := range []string{
+		string(job), string(job), // the second time from the kept tools and script
+		`{"turn_id":"t1","session_id":"s1","step":1,"kind":"summary","model":"m","messages":null,"tools":null,"script":null,"script_index":0,"instruction":"sum up","attempt":2,"not_before":"2026-01-02T03:04:05Z"}`,
+		`{"Turn_ID":"t1","session_id":"s1","kind":"step","model":"m","messages":[]}`,
+		`{"turn_id":"t1","session_id":"s1","kind":"step","model":"m","messages":[],"extra":{"x":[1]}}`,
+		`{"turn_id":"t1","session_id":"s1","kind":"step","model":"m","step":"1"}`,
+		`{"turn_id":"t1","session_id":"s1","kind":"step","model":"m","messages":[{"role":}]}`,
+		`{"turn_id":"t1","session_id":"s1","kind":"nope","model":"m"}`,
+		`[]`, `{}`, ``,
+	} {
+		var want events.ModelJob
+		werr := json.Unmarshal([]byte(in), &want)
+		got, gerr := r.decodeJob([]byte(in))
+		if werr != nil {
+			if gerr == nil {
+				t.Errorf("%s: decoded, but json.Unmarshal fails: %v", in, werr)
+			}
+			continue
+		}
+		if verr := checkModelJob(want); (verr == nil) != (gerr == nil) {
+			t.Errorf("%s: error %v, want %v", in, gerr, verr)
+		}
+		if gerr == nil && !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", in, got, want)
 		}
 	}
 }
