@@ -160,7 +160,11 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(wait)
 		return
 	}
-	log := o.log.With("turn", job.TurnID, "step", job.Step, "kind", job.Kind, "attempt", attempt)
+	// Built only when something is logged: a logger With attributes is a
+	// copy of the handler, and most calls log nothing.
+	log := func() *slog.Logger {
+		return o.log.With("turn", job.TurnID, "step", job.Step, "kind", job.Kind, "attempt", attempt)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -194,29 +198,29 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		var me *model.Error
 		if errors.As(err, &me) && me.Retryable() && attempt < model.MaxAttempts {
 			delay := retryDelay(attempt, me.RetryAfter)
-			log.Warn("model call failed; retrying", "err", err, "in", delay)
+			log().Warn("model call failed; retrying", "err", err, "in", delay)
 			r.retry(msg, job, attempt+1, delay)
 			return
 		}
-		log.Warn("model call failed for good", "err", err)
+		log().Warn("model call failed for good", "err", err)
 		res = events.ModelResult{TurnID: job.TurnID, Step: job.Step, Kind: job.Kind, Usage: events.Usage{},
 			DurationMs: res.DurationMs, Attempts: attempt, Error: err.Error()}
 	}
 	data, err := json.Marshal(res)
 	if err != nil {
-		log.Error("cannot encode a model result", "err", err)
+		log().Error("cannot encode a model result", "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
 	pctx, pcancel := context.WithTimeout(context.Background(), defaultIOTimeout)
 	defer pcancel()
 	if _, err := o.js.Publish(pctx, events.ModelResultSubject(job.TurnID), data, jetstream.WithMsgID(modelJobID(job))); err != nil {
-		log.Warn("cannot publish a model result; the call runs again", "err", err)
+		log().Warn("cannot publish a model result; the call runs again", "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
 	if err := msg.Ack(); err != nil {
-		log.Debug("ack of a model job failed; its result is deduplicated", "err", err)
+		log().Debug("ack of a model job failed; its result is deduplicated", "err", err)
 	}
 }
 
