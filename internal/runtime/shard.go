@@ -360,6 +360,11 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 		}
 		return nil
 	}
+	if d.State.Phase == fsm.PhasePaused {
+		// A turn waiting for a person may wait long: it keeps no encoded
+		// conversation, which its next model job encodes again.
+		conv = nil
+	}
 	s.put(turn, &entry{state: d.State, seq: seq, published: published, conv: conv})
 	return nil
 }
