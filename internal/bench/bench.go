@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	goruntime "runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -90,6 +92,46 @@ type Result struct {
 	CPUs      int       `json:"cpus"`
 	Started   time.Time `json:"started"`
 	Seconds   float64   `json:"seconds"`
+	// Phases names the phases that ran. The figures of the others are not
+	// measured: the table says so and JSON gives them as null, never 0.
+	Phases []string `json:"phases"`
+}
+
+// phaseKeys names, for each phase, the JSON keys of the figures it
+// measures. A key listed under two phases needs both.
+var phaseKeys = map[string][]string{
+	"floor": {"hop_floor_p50_ms", "publish_floor_p50_ms", "hop_floor_p99_ms", "publish_floor_p99_ms",
+		"step_overhead_per_hop_floor"},
+	"overhead": {"step_overhead_p50_ms", "step_overhead_p99_ms", "step_overhead_samples", "step_total_p50_ms",
+		"step_overhead_per_hop_floor", "durability_ratio"},
+	"local":      {"inprocess_step_p50_ms", "inprocess_step_p99_ms", "durability_ratio"},
+	"throughput": {"steps_per_s", "cpu_s_per_step", "turns_per_s", "throughput"},
+	"memory":     {"bytes_per_paused_turn", "paused_turns", "rss_before_bytes", "rss_paused_bytes"},
+	"replay":     {"replay_events_per_s", "replay_log_events", "fold_events_per_s"},
+	"recovery":   {"recovery_s", "turns_lost", "recovery_turns", "logs_broken"},
+}
+
+// ran reports whether every phase named ran.
+func (r *Result) ran(phases ...string) bool {
+	for _, p := range phases {
+		if !slices.Contains(r.Phases, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// unmeasured lists the JSON keys whose figures no phase of the run measured.
+func (r *Result) unmeasured() map[string]bool {
+	out := map[string]bool{}
+	for p, keys := range phaseKeys {
+		if !r.ran(p) {
+			for _, k := range keys {
+				out[k] = true
+			}
+		}
+	}
+	return out
 }
 
 // phase is one part of a run.
@@ -176,6 +218,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return &b.res, fmt.Errorf("bench: %s: %w", p.name, err)
 		}
 		fmt.Fprintf(cfg.Progress, "bench: %s done in %.1fs\n", p.name, time.Since(began).Seconds())
+		b.res.Phases = append(b.res.Phases, p.name)
 	}
 	r := &b.res
 	if r.HopFloorP50Ms > 0 {
@@ -216,59 +259,78 @@ func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
 // target is one of issue 6's targets, judged on the figures.
 type target struct {
-	what string
-	met  bool
-	got  string
+	what   string
+	met    bool
+	got    string
+	phases []string // the phases whose figures judge it
 }
 
 func (r *Result) targets() []target {
 	return []target{
-		{"step overhead p50 ≤ 1 ms", r.StepOverheadP50Ms <= 1, fmt.Sprintf("%.3f ms", r.StepOverheadP50Ms)},
-		{"step overhead p50 ≤ 3× hop floor", r.OverheadPerHop <= 3, fmt.Sprintf("%.1f×", r.OverheadPerHop)},
-		{"step overhead p99 ≤ 5 ms", r.StepOverheadP99Ms <= 5, fmt.Sprintf("%.3f ms", r.StepOverheadP99Ms)},
-		{"≥ 2,000 steps/s at concurrency 200", r.StepsPerS >= 2000, fmt.Sprintf("%.0f steps/s", r.StepsPerS)},
-		{"≤ 10 KB per paused turn", r.BytesPerPausedTurn <= 10*1024, fmt.Sprintf("%.0f B", r.BytesPerPausedTurn)},
-		{"replay ≥ 200,000 events/s", r.ReplayEventsPerS >= 200_000, fmt.Sprintf("%.0f events/s", r.ReplayEventsPerS)},
+		{"step overhead p50 ≤ 1 ms", r.StepOverheadP50Ms <= 1, fmt.Sprintf("%.3f ms", r.StepOverheadP50Ms), []string{"overhead"}},
+		{"step overhead p50 ≤ 3× hop floor", r.OverheadPerHop <= 3, fmt.Sprintf("%.1f×", r.OverheadPerHop), []string{"overhead", "floor"}},
+		{"step overhead p99 ≤ 5 ms", r.StepOverheadP99Ms <= 5, fmt.Sprintf("%.3f ms", r.StepOverheadP99Ms), []string{"overhead"}},
+		{"≥ 2,000 steps/s at concurrency 200", r.StepsPerS >= 2000, fmt.Sprintf("%.0f steps/s", r.StepsPerS), []string{"throughput"}},
+		{"≤ 10 KB per paused turn", r.BytesPerPausedTurn <= 10*1024, fmt.Sprintf("%.0f B", r.BytesPerPausedTurn), []string{"memory"}},
+		{"replay ≥ 200,000 events/s", r.ReplayEventsPerS >= 200_000, fmt.Sprintf("%.0f events/s", r.ReplayEventsPerS), []string{"replay"}},
 		{"recovery ≤ 2 s, nothing lost", r.RecoveryS <= 2 && r.TurnsLost == 0 && r.LogsBroken == 0,
-			fmt.Sprintf("%.2f s, %d lost, %d broken logs", r.RecoveryS, r.TurnsLost, r.LogsBroken)},
+			fmt.Sprintf("%.2f s, %d lost, %d broken logs", r.RecoveryS, r.TurnsLost, r.LogsBroken), []string{"recovery"}},
 	}
 }
 
-// Table prints the figures for a reader.
+// notMeasured stands for the figures of a phase that did not run.
+const notMeasured = "not measured"
+
+// Table prints the figures for a reader; those of phases that did not run
+// read "not measured".
 func (r *Result) Table(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
+	// fig formats a figure when its phases ran.
+	fig := func(phases []string, format string, args ...any) string {
+		if !r.ran(phases...) {
+			return notMeasured
+		}
+		return fmt.Sprintf(format, args...)
+	}
+	overhead, floor, local := []string{"overhead"}, []string{"floor"}, []string{"local"}
 	row("measure", "value", "how")
 	row("-------", "-----", "---")
-	row("step overhead p50", fmt.Sprintf("%.3f ms", r.StepOverheadP50Ms), fmt.Sprintf("%d tool steps run alone, step time minus model and tool time", r.StepOverheadSamples))
-	row("step overhead p99", fmt.Sprintf("%.3f ms", r.StepOverheadP99Ms), "")
-	row("step time p50", fmt.Sprintf("%.3f ms", r.StepTotalP50Ms), "step.started to step.started, model and tool included")
-	row("publish floor p50 / p99", fmt.Sprintf("%.3f / %.3f ms", r.PublishFloorP50Ms, r.PublishFloorP99Ms), "one JetStream publish + ack, file storage")
-	row("hop floor p50 / p99", fmt.Sprintf("%.3f / %.3f ms", r.HopFloorP50Ms, r.HopFloorP99Ms), "work queue → worker → inbox → consumer")
-	row("step overhead / hop floor", fmt.Sprintf("%.1f×", r.OverheadPerHop), "a step is two hops (model, tool) and five appends")
-	row("in-process step p50 / p99", fmt.Sprintf("%.4f / %.4f ms", r.InprocessStepP50Ms, r.InprocessStepP99Ms), "same turns through internal/fsm, no NATS")
-	row("price of durability", fmt.Sprintf("%.0f×", r.DurabilityRatio), "step overhead p50 / in-process step p50")
+	row("step overhead p50", fig(overhead, "%.3f ms", r.StepOverheadP50Ms), fmt.Sprintf("%d tool steps run alone, step time minus model and tool time", r.StepOverheadSamples))
+	row("step overhead p99", fig(overhead, "%.3f ms", r.StepOverheadP99Ms), "")
+	row("step time p50", fig(overhead, "%.3f ms", r.StepTotalP50Ms), "step.started to step.started, model and tool included")
+	row("publish floor p50 / p99", fig(floor, "%.3f / %.3f ms", r.PublishFloorP50Ms, r.PublishFloorP99Ms), "one JetStream publish + ack, file storage")
+	row("hop floor p50 / p99", fig(floor, "%.3f / %.3f ms", r.HopFloorP50Ms, r.HopFloorP99Ms), "work queue → worker → inbox → consumer")
+	row("step overhead / hop floor", fig([]string{"overhead", "floor"}, "%.1f×", r.OverheadPerHop), "a step is two hops (model, tool) and five appends")
+	row("in-process step p50 / p99", fig(local, "%.4f / %.4f ms", r.InprocessStepP50Ms, r.InprocessStepP99Ms), "same turns through internal/fsm, no NATS")
+	row("price of durability", fig([]string{"overhead", "local"}, "%.0f×", r.DurabilityRatio), "step overhead p50 / in-process step p50")
+	if !r.ran("throughput") {
+		row("throughput", notMeasured, "")
+	}
 	for _, t := range r.Throughput {
 		row(fmt.Sprintf("throughput %d×%d at %d", t.Turns, t.Steps/max(t.Turns, 1), t.Concurrency),
 			fmt.Sprintf("%.0f steps/s, %.1f turns/s", t.StepsPerS, t.TurnsPerS),
 			fmt.Sprintf("CPU per step: orchestrator %.2f ms, server+worker+driver %.2f ms; %.1f s, %d unfinished",
 				t.CPUSPerStep*1000, t.OtherCPUSPerStep*1000, t.Seconds, t.Unfinished))
 	}
-	row("memory per paused turn", fmt.Sprintf("%.0f B", r.BytesPerPausedTurn),
+	row("memory per paused turn", fig([]string{"memory"}, "%.0f B", r.BytesPerPausedTurn),
 		fmt.Sprintf("orchestrator process RSS %.1f → %.1f MiB with %d turns paused on ask_user", mib(r.RSSBeforeBytes), mib(r.RSSPausedBytes), r.PausedTurns))
-	row("replay", fmt.Sprintf("%.0f events/s", r.ReplayEventsPerS), fmt.Sprintf("decode + fold of a %d-event turn (fold alone: %.0f events/s)", r.ReplayEvents, r.FoldEventsPerS))
-	row("recovery", fmt.Sprintf("%.2f s", r.RecoveryS), fmt.Sprintf("%d turns in flight, orchestrator killed (SIGKILL) and restarted", r.RecoveryTurns))
-	row("turns lost / broken logs", fmt.Sprintf("%d / %d", r.TurnsLost, r.LogsBroken), "every turn must finish completed with a log that verifies")
+	row("replay", fig([]string{"replay"}, "%.0f events/s", r.ReplayEventsPerS), fmt.Sprintf("decode + fold of a %d-event turn (fold alone: %.0f events/s)", r.ReplayEvents, r.FoldEventsPerS))
+	row("recovery", fig([]string{"recovery"}, "%.2f s", r.RecoveryS), fmt.Sprintf("%d turns in flight, orchestrator killed (SIGKILL) and restarted", r.RecoveryTurns))
+	row("turns lost / broken logs", fig([]string{"recovery"}, "%d / %d", r.TurnsLost, r.LogsBroken), "every turn must finish completed with a log that verifies")
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row("target", "met", "measured")
 	for _, t := range r.targets() {
-		met := "no"
-		if t.met {
+		met, got := "no", t.got
+		switch {
+		case !r.ran(t.phases...):
+			met, got = notMeasured, ""
+		case t.met:
 			met = "yes"
 		}
-		row(t.what, met, t.got)
+		row(t.what, met, got)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\n%s, nats-server %s, %d CPUs, quick=%v, %.0f s\n", r.GoVersion, r.NATS, r.CPUs, r.Quick, r.Seconds)
@@ -276,10 +338,42 @@ func (r *Result) Table(w io.Writer) {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// JSON prints the figures as one JSON object.
+// JSON prints the figures as one JSON object, keys in the order of Result.
+// The figures of phases that did not run are null: a 0 would read as
+// measured.
 func (r *Result) JSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	return enc.Encode(r)
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	skip := r.unmeasured()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // {
+		return err
+	}
+	out := []byte{'{'}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		key, _ := k.(string)
+		if skip[key] {
+			v = json.RawMessage("null")
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = strconv.AppendQuote(out, key) // keys are plain ASCII
+		out = append(append(out, ':'), v...)
+	}
+	out = append(out, "}\n"...)
+	_, err = w.Write(out)
+	return err
 }
 
 // profilePath names a profile file of the throughput run at concurrency c.

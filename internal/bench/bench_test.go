@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,7 +95,7 @@ func BenchmarkReplay(b *testing.B) {
 		st := fsm.New("")
 		for _, line := range lines {
 			var e events.Envelope
-			if err := json.Unmarshal(line, &e); err != nil {
+			if err := events.DecodeEnvelope(line, &e); err != nil {
 				b.Fatal(err)
 			}
 			if err := fsm.Evolve(st, e); err != nil {
@@ -103,4 +104,46 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(lines)*b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// TestOnlyLeavesOtherFiguresUnmeasured: a run of some phases prints the
+// figures of the others as "not measured" and gives them as null in JSON,
+// never as a 0 that would pass or fail a target.
+func TestOnlyLeavesOtherFiguresUnmeasured(t *testing.T) {
+	r := &Result{Phases: []string{"replay"}, ReplayEventsPerS: 250_000, ReplayEvents: 1000}
+	var table strings.Builder
+	r.Table(&table)
+	for _, line := range strings.Split(table.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "replay ≥"):
+			if !strings.Contains(line, "yes") {
+				t.Errorf("replay target not judged: %q", line)
+			}
+		case strings.HasPrefix(line, "step overhead p50 ≤ 1 ms"), strings.HasPrefix(line, "≥ 2,000 steps/s"),
+			strings.HasPrefix(line, "recovery ≤"), strings.HasPrefix(line, "step overhead p50  "),
+			strings.HasPrefix(line, "memory per paused turn"):
+			if !strings.Contains(line, notMeasured) || strings.Contains(line, "yes") {
+				t.Errorf("a figure of a phase not run reads as measured: %q", line)
+			}
+		}
+	}
+	var out strings.Builder
+	if err := r.JSON(&out); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out.String()), &got); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	for _, k := range []string{"step_overhead_p50_ms", "steps_per_s", "recovery_s", "turns_lost", "bytes_per_paused_turn", "hop_floor_p50_ms"} {
+		if v, ok := got[k]; !ok || v != nil {
+			t.Errorf("%s = %v (present %v), want null", k, v, ok)
+		}
+	}
+	if got["replay_events_per_s"] != 250_000.0 || got["cpus"] == nil {
+		t.Errorf("measured figures lost: replay %v, cpus %v", got["replay_events_per_s"], got["cpus"])
+	}
+	if !strings.HasPrefix(out.String(), `{"step_overhead_p50_ms":null,`) {
+		t.Errorf("keys out of order: %.60s", out.String())
+	}
 }

@@ -165,7 +165,7 @@ func (b *run) replay(ctx context.Context, sz sizes) error {
 		st := fsm.New("")
 		for _, line := range lines {
 			var e events.Envelope
-			if err := json.Unmarshal(line, &e); err != nil {
+			if err := events.DecodeEnvelope(line, &e); err != nil {
 				return err
 			}
 			if err := fsm.Evolve(st, e); err != nil {

@@ -25,6 +25,53 @@ const ModelConsumer = "model_runner"
 type modelRunners struct {
 	o    *Orchestrator
 	cons jetstream.Consumer
+	// Every model job of a turn carries the turn's whole script and tool
+	// specs; decoding them for each call cost more than a scripted call.
+	// They are kept decoded by their bytes, so a kept one is the one the
+	// job carries.
+	scripts byBytes[*model.Script]
+	tools   byBytes[[]events.ToolSpec]
+}
+
+// byBytes keeps values decoded from JSON, looked up by that JSON. Callers
+// only read the values.
+type byBytes[T any] struct {
+	mu sync.Mutex
+	m  map[string]T
+}
+
+// maxKept bounds the values a byBytes keeps: past it, it starts over.
+const maxKept = 1024
+
+// get returns the value decoded from raw.
+func (c *byBytes[T]) get(raw []byte, decode func([]byte) (T, error)) (T, error) {
+	c.mu.Lock()
+	v, ok := c.m[string(raw)]
+	c.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := decode(raw)
+	if err != nil {
+		return v, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxKept {
+		c.m = make(map[string]T)
+	}
+	c.m[string(raw)] = v
+	c.mu.Unlock()
+	return v, nil
+}
+
+func decodeScript(raw []byte) (*model.Script, error) {
+	s := new(model.Script)
+	return s, json.Unmarshal(raw, s)
+}
+
+func decodeTools(raw []byte) ([]events.ToolSpec, error) {
+	var t []events.ToolSpec
+	return t, json.Unmarshal(raw, &t)
 }
 
 func newModelRunners(ctx context.Context, o *Orchestrator, alone bool) (*modelRunners, error) {
@@ -95,7 +142,7 @@ func PullEach(ctx context.Context, cons jetstream.Consumer, log *slog.Logger, ha
 // to finish; a call cut short is handed back, never answered half-done.
 func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 	o := r.o
-	job, err := decodeModelJob(msg.Data())
+	job, err := r.decodeJob(msg.Data())
 	if err != nil {
 		reason := err.Error()
 		o.log.Warn("dead letter", "input", "model_job", "reason", reason)
@@ -113,7 +160,11 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(wait)
 		return
 	}
-	log := o.log.With("turn", job.TurnID, "step", job.Step, "kind", job.Kind, "attempt", attempt)
+	// Built only when something is logged: a logger With attributes is a
+	// copy of the handler, and most calls log nothing.
+	log := func() *slog.Logger {
+		return o.log.With("turn", job.TurnID, "step", job.Step, "kind", job.Kind, "attempt", attempt)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -147,29 +198,29 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		var me *model.Error
 		if errors.As(err, &me) && me.Retryable() && attempt < model.MaxAttempts {
 			delay := retryDelay(attempt, me.RetryAfter)
-			log.Warn("model call failed; retrying", "err", err, "in", delay)
+			log().Warn("model call failed; retrying", "err", err, "in", delay)
 			r.retry(msg, job, attempt+1, delay)
 			return
 		}
-		log.Warn("model call failed for good", "err", err)
+		log().Warn("model call failed for good", "err", err)
 		res = events.ModelResult{TurnID: job.TurnID, Step: job.Step, Kind: job.Kind, Usage: events.Usage{},
 			DurationMs: res.DurationMs, Attempts: attempt, Error: err.Error()}
 	}
 	data, err := json.Marshal(res)
 	if err != nil {
-		log.Error("cannot encode a model result", "err", err)
+		log().Error("cannot encode a model result", "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
 	pctx, pcancel := context.WithTimeout(context.Background(), defaultIOTimeout)
 	defer pcancel()
 	if _, err := o.js.Publish(pctx, events.ModelResultSubject(job.TurnID), data, jetstream.WithMsgID(modelJobID(job))); err != nil {
-		log.Warn("cannot publish a model result; the call runs again", "err", err)
+		log().Warn("cannot publish a model result; the call runs again", "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
 	if err := msg.Ack(); err != nil {
-		log.Debug("ack of a model job failed; its result is deduplicated", "err", err)
+		log().Debug("ack of a model job failed; its result is deduplicated", "err", err)
 	}
 }
 
@@ -180,20 +231,83 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 // turn started. So the job is not validated against its schema again: that
 // check, whose cost grows with the conversation the job carries, took a
 // third of the orchestrator's CPU under load.
-func decodeModelJob(data []byte) (events.ModelJob, error) {
+//
+// The job is read field by field: its tools come from r.tools, its script
+// is kept as bytes until a scripted call needs it (r.scripts), and the other
+// fields are decoded alone, so only the conversation is decoded in full.
+// A job that is not a plain object is read by encoding/json.
+func (r *modelRunners) decodeJob(data []byte) (events.ModelJob, error) {
 	var job events.ModelJob
-	if err := json.Unmarshal(data, &job); err != nil {
-		return job, &deadLetter{"model_job: " + err.Error()}
+	var err error
+	ok := events.EachField(data, func(key string, v []byte) bool {
+		switch key {
+		case "tools":
+			if string(v) == "null" {
+				job.Tools = nil
+				return true
+			}
+			job.Tools, err = r.tools.get(v, decodeTools)
+			return err == nil
+		case "script":
+			// Checked when a scripted call decodes it: the script passed
+			// its schema when the turn started.
+			job.Script = json.RawMessage(v)
+			return true
+		}
+		f := jobField(&job, key)
+		return f != nil && json.Unmarshal(v, f) == nil
+	})
+	if !ok {
+		job = events.ModelJob{}
+		if err := json.Unmarshal(data, &job); err != nil {
+			return job, &deadLetter{"model_job: " + err.Error()}
+		}
 	}
+	return job, checkModelJob(job)
+}
+
+// checkModelJob checks what the runner relies on in a decoded job.
+func checkModelJob(job events.ModelJob) error {
 	switch {
 	case !events.ValidID(job.TurnID) || !events.ValidID(job.SessionID):
-		return job, &deadLetter{fmt.Sprintf("model_job: invalid turn or session id %q/%q", job.SessionID, job.TurnID)}
+		return &deadLetter{fmt.Sprintf("model_job: invalid turn or session id %q/%q", job.SessionID, job.TurnID)}
 	case job.Kind != events.ModelStep && job.Kind != events.ModelSummary:
-		return job, &deadLetter{fmt.Sprintf("model_job: unknown kind %q", job.Kind)}
+		return &deadLetter{fmt.Sprintf("model_job: unknown kind %q", job.Kind)}
 	case job.Model == "" || job.Step < 0:
-		return job, &deadLetter{"model_job: no model, or a negative step"}
+		return &deadLetter{"model_job: no model, or a negative step"}
 	}
-	return job, nil
+	return nil
+}
+
+// jobField returns the field of job that key names, nil for any other key
+// (left to encoding/json, which matches keys without regard to case). Tools
+// and script are read apart.
+func jobField(job *events.ModelJob, key string) any {
+	switch key {
+	case "turn_id":
+		return &job.TurnID
+	case "session_id":
+		return &job.SessionID
+	case "step":
+		return &job.Step
+	case "kind":
+		return &job.Kind
+	case "model":
+		return &job.Model
+	case "system":
+		return &job.System
+	case "messages":
+		return &job.Messages
+	case "script_index":
+		return &job.ScriptIndex
+	case "instruction":
+		return &job.Instruction
+	case "attempt":
+		return &job.Attempt
+	case "not_before":
+		return &job.NotBefore
+	}
+	return nil
 }
 
 // retry replaces a job with its next attempt, due after delay. The
@@ -243,8 +357,7 @@ func (r *modelRunners) call(ctx context.Context, job events.ModelJob, attempt in
 	if provider == "script" {
 		req.Model = ""
 		// The script passed its schema when the turn started: decode only.
-		req.Script = new(model.Script)
-		if err := json.Unmarshal(job.Script, req.Script); err != nil {
+		if req.Script, err = r.scripts.get(job.Script, decodeScript); err != nil {
 			return model.Response{}, &model.Error{Kind: model.BadRequest, Message: "script: " + err.Error()}
 		}
 	}

@@ -25,6 +25,7 @@ type entry struct {
 	state     *fsm.State
 	seq       uint64
 	published map[string]bool
+	conv      *conversation // the encoded messages of its model jobs
 }
 
 // shard advances the turns that hash to it, one input at a time, and owns
@@ -129,8 +130,8 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 		}
 		in = fsm.Command(c)
 	case "result":
-		var r events.ToolResult
-		if err := decode("tool_result", msg.Data(), &r); err != nil {
+		r, err := decodeToolResult(msg.Data())
+		if err != nil {
 			return err
 		}
 		if r.TurnID != turn {
@@ -166,6 +167,39 @@ func decode(schema string, data []byte, v any) error {
 		return &deadLetter{fmt.Sprintf("%s: %v", schema, err)}
 	}
 	return nil
+}
+
+// decodeToolResult reads a tool worker's answer. Workers are any processes,
+// so the tool_result schema judges what they send; but the generic validator
+// was a twentieth of the orchestrator's CPU under load, so a result that is
+// plainly valid — an object, no unknown field, every required one, ids and
+// numbers in range, no null anywhere — is checked here in Go, and anything
+// else goes to the schema.
+func decodeToolResult(data []byte) (events.ToolResult, error) {
+	var p struct {
+		TurnID     *string `json:"turn_id"`
+		CallID     *string `json:"call_id"`
+		Tool       *string `json:"tool"`
+		Output     *string `json:"output"`
+		IsError    bool    `json:"is_error"`
+		Final      bool    `json:"final"`
+		DurationMs int64   `json:"duration_ms"`
+		Worker     string  `json:"worker"`
+		Attempt    *int    `json:"attempt"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' && !bytes.Contains(data, []byte("null")) &&
+		dec.Decode(&p) == nil && !dec.More() &&
+		p.TurnID != nil && p.CallID != nil && p.Tool != nil && p.Output != nil && p.Attempt != nil &&
+		events.ValidID(*p.TurnID) && events.ValidID(*p.CallID) && events.ValidID(*p.Tool) &&
+		*p.Attempt >= 1 && p.DurationMs >= 0 {
+		return events.ToolResult{TurnID: *p.TurnID, CallID: *p.CallID, Tool: *p.Tool, Output: *p.Output,
+			IsError: p.IsError, Final: p.Final, DurationMs: p.DurationMs, Worker: p.Worker, Attempt: *p.Attempt}, nil
+	}
+	var r events.ToolResult
+	err := decode("tool_result", data, &r)
+	return r, err
 }
 
 // decodeModelResult reads a model runner's answer and checks what the
@@ -296,12 +330,16 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	// before publishing its own.
 	jobs := fsm.Jobs(d.State)
 	published := make(map[string]bool, len(jobs))
+	conv := e.conv
+	if conv == nil {
+		conv = &conversation{}
+	}
 	for _, j := range jobs {
 		published[j.ID] = true
 		if e.published[j.ID] && !redelivered {
 			continue
 		}
-		if err := o.publishJob(ctx, j); err != nil {
+		if err := o.publishJob(ctx, conv, d.State, j); err != nil {
 			delete(s.cache, turn)
 			return &retry{err}
 		}
@@ -322,7 +360,12 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 		}
 		return nil
 	}
-	s.put(turn, &entry{state: d.State, seq: seq, published: published})
+	if d.State.Phase == fsm.PhasePaused {
+		// A turn waiting for a person may wait long: it keeps no encoded
+		// conversation, which its next model job encodes again.
+		conv = nil
+	}
+	s.put(turn, &entry{state: d.State, seq: seq, published: published, conv: conv})
 	return nil
 }
 
@@ -348,12 +391,10 @@ func (s *shard) put(turn string, e *entry) {
 	s.cache[turn] = e
 }
 
-func (o *Orchestrator) publishJob(ctx context.Context, j fsm.Job) error {
-	var payload any = j.Tool
-	if j.Model != nil {
-		payload = j.Model
-	}
-	data, err := json.Marshal(payload)
+// publishJob publishes one job of st; conv keeps the encoded conversation of
+// st's turn (nil: none kept).
+func (o *Orchestrator) publishJob(ctx context.Context, conv *conversation, st *fsm.State, j fsm.Job) error {
+	data, err := encodeJob(conv, st, j)
 	if err != nil {
 		return fmt.Errorf("runtime: encode job %s: %w", j.ID, err)
 	}

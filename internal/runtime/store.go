@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -49,7 +48,7 @@ func (s *Store) Last(ctx context.Context, turn string) (e events.Envelope, seq u
 	if err != nil {
 		return events.Envelope{}, 0, false, fmt.Errorf("runtime: last event of %s: %w", turn, err)
 	}
-	if err := json.Unmarshal(m.Data, &e); err != nil {
+	if err := events.DecodeEnvelope(m.Data, &e); err != nil {
 		return events.Envelope{}, 0, false, fmt.Errorf("runtime: last event of %s: %w", turn, err)
 	}
 	return e, m.Sequence, true, nil
@@ -83,7 +82,7 @@ func (s *Store) readSubject(ctx context.Context, subject string, upTo uint64) (l
 			return logWithSeq{}, fmt.Errorf("runtime: read %s: %w", subject, err)
 		}
 		var e events.Envelope
-		if err := json.Unmarshal(m.Data, &e); err != nil {
+		if err := events.DecodeEnvelope(m.Data, &e); err != nil {
 			return logWithSeq{}, fmt.Errorf("runtime: read %s: event at %d: %w", subject, m.Sequence, err)
 		}
 		out.events = append(out.events, e)
@@ -122,8 +121,10 @@ func (s *Store) Load(ctx context.Context, turn string) (*fsm.State, uint64, erro
 // sequential appends on these servers, and a partial append is repaired by
 // the machine on the retry.
 func (s *Store) Append(ctx context.Context, last uint64, evs []events.Envelope) (uint64, error) {
+	var buf []byte // the client copies each event out before its publish returns
 	for _, e := range evs {
-		data, err := json.Marshal(e)
+		data, err := events.AppendEnvelope(buf[:0], e)
+		buf = data
 		if err != nil {
 			return last, fmt.Errorf("runtime: encode %s: %w", e.Type, err)
 		}
