@@ -83,4 +83,3 @@ func decodeModelResult(data []byte) (events.ModelResult, error) {
 	}
 	return r, nil
 }
-
