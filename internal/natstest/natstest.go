@@ -33,8 +33,11 @@ func StartIn(t testing.TB, dir string, port int) *Server {
 		Port:      port,
 		JetStream: true,
 		StoreDir:  dir,
-		NoLog:     true,
-		NoSigs:    true,
+		// The streams reserve their max_bytes (1 GiB each) against this,
+		// which otherwise follows the disk's free space.
+		JetStreamMaxStore: 1 << 40,
+		NoLog:             true,
+		NoSigs:            true,
 	})
 	if err != nil {
 		t.Fatalf("natstest: new server: %v", err)

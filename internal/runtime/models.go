@@ -75,16 +75,7 @@ func decodeTools(raw []byte) ([]events.ToolSpec, error) {
 }
 
 func newModelRunners(ctx context.Context, o *Orchestrator, alone bool) (*modelRunners, error) {
-	cons, err := o.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, jetstream.ConsumerConfig{
-		Durable:       ModelConsumer,
-		FilterSubject: events.SubjectModel,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       o.ackWait,
-		// Attempts are counted by the runner (model.MaxAttempts); deliveries
-		// beyond them are redeliveries after a crash, which must go on.
-		MaxDeliver:    -1,
-		MaxAckPending: 10_000,
-	})
+	cons, err := o.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, ModelConsumerConfig(o.ackWait))
 	if err != nil {
 		return nil, fmt.Errorf("runtime: model consumer: %w", err)
 	}

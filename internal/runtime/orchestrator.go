@@ -43,6 +43,7 @@ type Orchestrator struct {
 	ackWait    time.Duration
 	runners    int
 	providers  map[string]model.Provider
+	scripts    scriptPolicy
 	beforeAck  func(stage string) error
 	drainGrace time.Duration
 
@@ -141,7 +142,7 @@ func WithCrashHook(hook func(stage string) error) Option {
 func New(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, set *agents.Set, opts ...Option) (*Orchestrator, error) {
 	o := &Orchestrator{
 		nc: nc, js: js, log: log, agents: set,
-		shards: 16, cacheSize: 100_000, ackWait: 30 * time.Second, runners: 32,
+		shards: 16, cacheSize: 100_000, ackWait: defaultAckWait, runners: 32,
 		providers:  map[string]model.Provider{"script": model.Scripted{}},
 		drainGrace: 10 * time.Second,
 		cancels:    NewCancels(),
@@ -183,14 +184,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	o.timers = newTimers(o.nc, o.js, o.log)
 	defer o.timers.stopAll()
 
-	inbox, err := o.js.CreateOrUpdateConsumer(setup, events.StreamInbox, jetstream.ConsumerConfig{
-		Durable:       InboxConsumer,
-		FilterSubject: "jetloop.inbox.>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       o.ackWait,
-		MaxDeliver:    -1,
-		MaxAckPending: 20_000,
-	})
+	inbox, err := o.js.CreateOrUpdateConsumer(setup, events.StreamInbox, InboxConsumerConfig(o.ackWait))
 	if err != nil {
 		return fmt.Errorf("runtime: inbox consumer: %w", err)
 	}

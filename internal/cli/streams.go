@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// streams provisions the server (apply, as admin) or reports how it differs
+// from the contract's table (check): the streams, buckets and consumers are
+// fixed by the table, not by whichever process starts first.
+func streams(ctx context.Context, c *command, args []string) int {
+	replicas := c.flags.Int("replicas", 1, "replicas of every stream and bucket: 1, or 3 on a cluster")
+	jobsStorage := c.flags.String("jobs-storage", "file", "storage of JETLOOP_JOBS: file or memory (jobs are derived from the logs again after a server restart)")
+	eventsMaxAge := c.flags.Duration("events-max-age", 30*24*time.Hour, "how long a turn's log is kept")
+	eventsMaxBytes := c.flags.String("events-max-bytes", "unlimited", "bound of JETLOOP_EVENTS (e.g. 50GiB)")
+	maxBytes := c.flags.String("max-bytes", "1GiB", "bound of JETLOOP_INBOX, JETLOOP_JOBS and JETLOOP_DEAD each")
+	deadMaxAge := c.flags.Duration("dead-max-age", 14*24*time.Hour, "how long a dead letter is kept")
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	if c.flags.NArg() != 1 || (c.flags.Arg(0) != "apply" && c.flags.Arg(0) != "check") {
+		return c.usageErr("usage: jetloop streams [flags] apply|check")
+	}
+	if *replicas != 1 && *replicas != 3 {
+		return c.usageErr("--replicas must be 1 or 3, got %d", *replicas)
+	}
+	var storage jetstream.StorageType
+	if err := storage.UnmarshalJSON([]byte(`"` + *jobsStorage + `"`)); err != nil {
+		return c.usageErr("--jobs-storage must be file or memory, got %q", *jobsStorage)
+	}
+	evBytes, err := parseBytes(*eventsMaxBytes)
+	if err != nil {
+		return c.usageErr("--events-max-bytes: %v", err)
+	}
+	bytes, err := parseBytes(*maxBytes)
+	if err != nil || bytes <= 0 {
+		return c.usageErr("--max-bytes must be a size such as 512MiB, got %q", *maxBytes)
+	}
+	if *eventsMaxAge <= 0 || *deadMaxAge <= 0 {
+		return c.usageErr("--events-max-age and --dead-max-age must be positive")
+	}
+	nc, js, err := c.connect()
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer nc.Close()
+	p := runtime.DefaultProvision(nc.MaxPayload())
+	p.Replicas, p.JobsStorage, p.EventsMaxAge, p.EventsMaxBytes = *replicas, storage, *eventsMaxAge, evBytes
+	p.MaxBytes, p.DeadMaxAge = bytes, *deadMaxAge
+
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if c.flags.Arg(0) == "apply" {
+		done, err := runtime.Apply(ctx, js, p)
+		for _, line := range done {
+			fmt.Fprintln(c.stdout, line)
+		}
+		if err != nil {
+			return c.fail("%v", err)
+		}
+		if len(done) == 0 {
+			fmt.Fprintln(c.stdout, "everything matches the table: nothing to do")
+		}
+		return ExitOK
+	}
+	diffs, err := runtime.Check(ctx, js, p)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	for _, d := range diffs {
+		fmt.Fprintln(c.stdout, d)
+	}
+	if len(diffs) > 0 {
+		fmt.Fprintf(c.stderr, "jetloop streams: %d difference(s) from the table; `jetloop streams apply` (as admin) sets them\n", len(diffs))
+		return 1
+	}
+	fmt.Fprintln(c.stdout, "every stream, bucket and consumer matches the table")
+	return ExitOK
+}
+
+// parseBytes reads a size: a number of bytes, or one with a unit (KiB, MiB,
+// GiB, TiB, or KB, MB, GB, TB in powers of ten); "unlimited" or -1 is -1.
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "unlimited" || s == "-1" {
+		return -1, nil
+	}
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	var n int64
+	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || n <= 0 || fmt.Sprint(n) != s {
+		return 0, fmt.Errorf("not a size: %q", s)
+	}
+	if n > (1<<62)/mult {
+		return 0, fmt.Errorf("too large: %q", s)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestStreamsApplyCheck provisions a bare server with `streams apply`, finds
+// no difference with `streams check`, then sees check name one limit changed
+// by hand, and apply set it back.
+func TestStreamsApplyCheck(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	url := srv.ClientURL()
+	jl := func(args ...string) (string, int) {
+		t.Helper()
+		var out bytes.Buffer
+		code := Main(context.Background(), append([]string{"streams", "--nats", url}, args...), &out, &out)
+		return out.String(), code
+	}
+
+	if out, code := jl("check"); code != 1 || !strings.Contains(out, "stream JETLOOP_INBOX: missing") {
+		t.Fatalf("check of a bare server: exit %d, want 1 naming the missing streams:\n%s", code, out)
+	}
+	out, code := jl("apply")
+	if code != 0 {
+		t.Fatalf("apply: exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"created stream JETLOOP_EVENTS", "created bucket JETLOOP_WORKERS", "created object store JETLOOP_BLOBS", "set consumer orchestrator of JETLOOP_INBOX"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply did not say %q:\n%s", want, out)
+		}
+	}
+	if out, code := jl("check"); code != 0 {
+		t.Fatalf("check after apply: exit %d:\n%s", code, out)
+	}
+	if out, code := jl("apply"); code != 0 || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("a second apply: exit %d, want nothing to do:\n%s", code, out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, events.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.MaxAge = time.Hour
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	out, code = jl("check")
+	if code != 1 || !strings.Contains(out, "stream JETLOOP_EVENTS: max_age is 1h0m0s, want 720h0m0s") {
+		t.Fatalf("check after a manual change: exit %d, want 1 naming max_age:\n%s", code, out)
+	}
+	if strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Errorf("check named more than the one change:\n%s", out)
+	}
+	// The flags are the table: checked with the same flag, the change is
+	// what the operator asked for.
+	if out, code := jl("check", "--events-max-age", "1h"); code != 0 {
+		t.Fatalf("check --events-max-age 1h: exit %d:\n%s", code, out)
+	}
+	if out, code := jl("apply"); code != 0 || !strings.Contains(out, "updated stream JETLOOP_EVENTS: max_age is 1h0m0s, want 720h0m0s") {
+		t.Fatalf("apply after a manual change: exit %d:\n%s", code, out)
+	}
+	if out, code := jl("check"); code != 0 {
+		t.Fatalf("check after apply: exit %d:\n%s", code, out)
+	}
+}
+
+// TestStreamsCheckSeesForgingRoutes: a stream that republishes, or an
+// inbox without its bound, is a difference, not a detail.
+func TestStreamsCheckSeesForgingRoutes(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	var out bytes.Buffer
+	if code := Main(context.Background(), []string{"streams", "--nats", srv.ClientURL(), "apply"}, &out, &out); code != 0 {
+		t.Fatalf("apply: %d\n%s", code, out.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, events.StreamDead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.RePublish = &jetstream.RePublish{Source: "jetloop.dead.>", Destination: "jetloop.inbox.x.>"}
+	cfg.MaxBytes = -1
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	code := Main(context.Background(), []string{"streams", "--nats", srv.ClientURL(), "check"}, &out, &out)
+	if code != 1 || !strings.Contains(out.String(), "republishes jetloop.dead.> to jetloop.inbox.x.>") ||
+		!strings.Contains(out.String(), "stream JETLOOP_DEAD: max_bytes is -1, want 1073741824") {
+		t.Fatalf("check: exit %d, want 1 naming the republish and the bound:\n%s", code, out.String())
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"1GiB": 1 << 30, "512MiB": 512 << 20, "10MB": 10e6, "4096": 4096, "unlimited": -1, "-1": -1} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "GiB", "1.5GiB", "-5", "0", "1e9", "x1", "99999999999TiB"} {
+		if got, err := parseBytes(in); err == nil {
+			t.Errorf("parseBytes(%q) = %d, want an error", in, got)
+		}
+	}
+}
