@@ -3,12 +3,19 @@ package model
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"regexp"
+	"strconv"
 
 	"github.com/jetloop/jetloop/schemas"
 	"gopkg.in/yaml.v3"
 )
+
+// MaxScriptSize is the largest script file read (CONTRACT.md: at most 1 MiB).
+const MaxScriptSize = 1 << 20
 
 // Script is the scripted model of CONTRACT.md: one response per model call,
 // in order. The same fields serve inline JSON and YAML files, so a Script
@@ -36,40 +43,72 @@ type ScriptCall struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
+// ScriptError is a document that is not a valid script. Its message tells
+// what is wrong in detail, which may quote the document; Line alone (the
+// line of a YAML syntax error, 0 when there is none) says where without
+// quoting anything, for documents whose content must not be shown.
+type ScriptError struct {
+	Line int
+	Err  error
+}
+
+func (e *ScriptError) Error() string { return "script: " + e.Err.Error() }
+
+func (e *ScriptError) Unwrap() error { return e.Err }
+
+// yamlLine finds the line in yaml.v3's syntax errors, which carry it only in
+// their text ("yaml: line 3: did not find expected key").
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+):`)
+
 // ParseScript reads a script from JSON or YAML and checks it against the
-// script schema.
+// script schema. Its errors are *ScriptError.
 func ParseScript(data []byte) (*Script, error) {
 	doc := bytes.TrimSpace(data)
 	if len(doc) == 0 {
-		return nil, fmt.Errorf("script: empty")
+		return nil, &ScriptError{Err: errors.New("empty")}
 	}
 	if !json.Valid(doc) {
 		// YAML goes through JSON so that one schema and one decoder judge
 		// both forms alike.
 		var v any
 		if err := yaml.Unmarshal(doc, &v); err != nil {
-			return nil, fmt.Errorf("script: %w", err)
+			se := &ScriptError{Err: err}
+			if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+				se.Line, _ = strconv.Atoi(m[1])
+			}
+			return nil, se
 		}
 		var err error
 		if doc, err = json.Marshal(v); err != nil {
-			return nil, fmt.Errorf("script: %w", err)
+			return nil, &ScriptError{Err: err}
 		}
 	}
 	if err := schemas.Validate("script", doc); err != nil {
-		return nil, fmt.Errorf("script: %w", err)
+		return nil, &ScriptError{Err: err}
 	}
 	var s Script
 	if err := json.Unmarshal(doc, &s); err != nil {
-		return nil, fmt.Errorf("script: %w", err)
+		return nil, &ScriptError{Err: err}
 	}
 	return &s, nil
 }
 
-// LoadScript reads a script file.
+// LoadScript reads a script file of the caller's own, such as one named on
+// the command line; it reads at most MaxScriptSize bytes of it. Files that a
+// less trusted party names are read by the orchestrator, confined to the
+// agents directory.
 func LoadScript(path string) (*Script, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("script: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxScriptSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("script: %w", err)
+	}
+	if len(data) > MaxScriptSize {
+		return nil, fmt.Errorf("script: %s is larger than %d bytes", path, MaxScriptSize)
 	}
 	s, err := ParseScript(data)
 	if err != nil {

@@ -181,7 +181,9 @@ func (h *harness) orchestrator(opts ...runtime.Option) (stop func()) {
 func (h *harness) orchestratorKill(opts ...runtime.Option) (stop, kill func()) {
 	h.t.Helper()
 	nc, js := h.srv.Connect(h.t)
-	opts = append([]runtime.Option{runtime.WithAckWait(time.Second)}, opts...)
+	// The tests' submissions carry their scripts; a test of the default
+	// turns scripts off again with an option of its own.
+	opts = append([]runtime.Option{runtime.WithAckWait(time.Second), runtime.WithAllowScripts(true)}, opts...)
 	o, err := runtime.New(nc, js, h.log.With("process", "orchestrator"), h.set, opts...)
 	if err != nil {
 		h.t.Fatal(err)

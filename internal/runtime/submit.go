@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 
 	"github.com/jetloop/jetloop/internal/agents"
@@ -140,7 +139,8 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 	if modelName == "" {
 		modelName = a.Model
 	}
-	script, err := o.script(modelName, sub.Script)
+	ownModel := sub.Model == "" && len(sub.Script) == 0
+	script, err := o.script(ctx, modelName, sub.Script, ownModel)
 	if err != nil {
 		return fsm.Start{}, err
 	}
@@ -199,7 +199,10 @@ func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm
 			}
 		}
 	}
-	script, err := o.script(modelName, inline)
+	// The original's model is the agent's own only when the agents file
+	// still names it and no script of a submission comes along with it.
+	ownModel := sub.Model == "" && len(inline) == 0 && modelName == a.Model
+	script, err := o.script(ctx, modelName, inline, ownModel)
 	if err != nil {
 		return fsm.Start{}, err
 	}
@@ -240,7 +243,10 @@ func (o *Orchestrator) agent(name string) (*agents.Agent, error) {
 
 // script checks the model a turn names and returns the script a scripted
 // turn runs, kept in its log so the turn never needs its submission again.
-func (o *Orchestrator) script(modelName string, inline json.RawMessage) (json.RawMessage, error) {
+// ownModel says the model is the agent's own, named by the agents file
+// alone: its script runs even where submissions may not run scripts (see
+// WithAllowScripts).
+func (o *Orchestrator) script(ctx context.Context, modelName string, inline json.RawMessage, ownModel bool) (json.RawMessage, error) {
 	if modelName == "" {
 		return nil, &deadLetter{"no model: the agent names none and the submission none"}
 	}
@@ -257,21 +263,23 @@ func (o *Orchestrator) script(modelName string, inline json.RawMessage) (json.Ra
 		}
 		return nil, nil
 	}
+	// A bare script comes from a submission whoever names the model.
+	if !o.scripts.allow && (!ownModel || name == "") {
+		return nil, &deadLetter{ScriptsOff}
+	}
 	var sc *model.Script
 	switch {
 	case name != "":
-		path := name
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(o.agents.Dir(), path)
+		sc, err = o.loadScript(ctx, name, ownModel)
+		if err != nil {
+			return nil, err
 		}
-		sc, err = model.LoadScript(path)
 	case len(inline) > 0:
-		sc, err = model.ParseScript(inline)
+		if sc, err = model.ParseScript(inline); err != nil {
+			return nil, &deadLetter{err.Error()}
+		}
 	default:
 		return nil, &deadLetter{"model script needs a script"}
-	}
-	if err != nil {
-		return nil, &deadLetter{err.Error()}
 	}
 	return json.Marshal(sc)
 }
