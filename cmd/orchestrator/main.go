@@ -27,9 +27,8 @@ func main() {
 func run() int {
 	url := flag.String("nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else "+runtime.DefaultURL+")")
 	agentsPath := flag.String("agents", "data/AGENTS.md", "AGENTS.md file or directory")
-	creds := flag.String("creds", "", "NATS credentials file")
-	user := flag.String("user", "", "NATS user")
-	password := flag.String("password", "", "NATS password")
+	auth := runtime.Auth{Inbox: runtime.InboxOrchestrator}
+	auth.Flags(flag.CommandLine)
 	shards := flag.Int("shards", 16, "turns advanced in parallel")
 	runners := flag.Int("model-runners", 32, "model calls run at once")
 	ackWait := flag.Duration("ack-wait", 30*time.Second, "how long an input stays with this process before another may take it")
@@ -70,7 +69,11 @@ func run() int {
 			log.Info("no NATS server answered: started an embedded JetStream server", "url", srv.ClientURL(), "data", *data)
 		}
 	}
-	opts := runtime.AuthOptions(*creds, *user, *password)
+	opts, err := auth.Options()
+	if err != nil {
+		log.Error("bad credentials", "err", err)
+		return 2
+	}
 	nc, err := runtime.Connect(*url, "jetloop orchestrator", func(err error) { log.Warn("nats", "err", err) }, opts...)
 	if err != nil {
 		log.Error("cannot connect", "err", err)

@@ -20,9 +20,9 @@ import (
 )
 
 // ServeOrchestrator is the orchestrator process the benchmark starts: the
-// stock orchestrator with its default settings on the server at url, until
-// SIGTERM or SIGINT. It writes a CPU profile and an allocation profile of its
-// whole life when asked to.
+// stock orchestrator with its default settings, and scripts allowed, on the
+// server at url, until SIGTERM or SIGINT. It writes a CPU profile and an
+// allocation profile of its whole life when asked to.
 func ServeOrchestrator(url, agentsPath, cpuProfile, allocProfile string, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -39,7 +39,8 @@ func ServeOrchestrator(url, agentsPath, cpuProfile, allocProfile string, log *sl
 	if err != nil {
 		return err
 	}
-	o, err := runtime.New(nc, js, log, set)
+	// The benchmark's submissions carry their scripts.
+	o, err := runtime.New(nc, js, log, set, runtime.WithAllowScripts(true))
 	if err != nil {
 		return err
 	}

@@ -198,7 +198,7 @@ func (s *site) startOrchestrator(ctx context.Context, g *errgroup.Group, log *sl
 		return err
 	}
 	o, err := runtime.New(nc, js, log.With("process", "orchestrator"), set,
-		runtime.WithProvider("script", timedModel{Provider: model.Scripted{}, t: t}))
+		runtime.WithProvider("script", timedModel{Provider: model.Scripted{}, t: t}), runtime.WithAllowScripts(true))
 	if err != nil {
 		nc.Close()
 		return err

@@ -106,7 +106,7 @@ func (e *env) orchestrator() (stop func()) {
 		e.t.Fatal(err)
 	}
 	nc, js := e.srv.Connect(e.t)
-	o, err := runtime.New(nc, js, e.logger(), set, runtime.WithAckWait(time.Second))
+	o, err := runtime.New(nc, js, e.logger(), set, runtime.WithAckWait(time.Second), runtime.WithAllowScripts(true))
 	if err != nil {
 		e.t.Fatal(err)
 	}
