@@ -33,6 +33,7 @@ func run() int {
 	runners := flag.Int("model-runners", 32, "model calls run at once")
 	ackWait := flag.Duration("ack-wait", 30*time.Second, "how long an input stays with this process before another may take it")
 	data := flag.String("data", runtime.DefaultDataDir, "store of the embedded server, when one is started")
+	allowScripts := flag.Bool("allow-scripts", false, "accept model script (inline or script:PATH) in submissions")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	flag.Parse()
 
@@ -91,7 +92,7 @@ func run() int {
 		return 2
 	}
 	o, err := runtime.New(nc, js, log.With("url", runtime.RedactURL(*url)), set,
-		append(providers, runtime.WithShards(*shards), runtime.WithModelRunners(*runners), runtime.WithAckWait(*ackWait))...)
+		append(providers, runtime.WithShards(*shards), runtime.WithModelRunners(*runners), runtime.WithAckWait(*ackWait), runtime.WithAllowScripts(*allowScripts))...)
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		return 2
