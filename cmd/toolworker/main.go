@@ -43,9 +43,8 @@ func run() int {
 	maxDeliver := flag.Int("max-deliver", tools.DefaultMaxDeliver, "deliveries of a job before it is answered with an error")
 	allowShell := flag.Bool("allow-shell", false, "serve the shell tool")
 	name := flag.String("name", "", "worker name in results (default host-pid)")
-	creds := flag.String("creds", "", "NATS credentials file")
-	user := flag.String("user", "", "NATS user")
-	password := flag.String("password", "", "NATS password")
+	auth := runtime.Auth{Inbox: runtime.InboxToolworker}
+	auth.Flags(flag.CommandLine)
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	var mcp mcpFlags
 	flag.Var(&mcp, "mcp", "NAME=COMMAND: serve the tools of the MCP server COMMAND starts, as NAME__tool (repeatable)")
@@ -112,7 +111,11 @@ func run() int {
 	if *url == "" {
 		*url = runtime.DefaultURL
 	}
-	opts := runtime.AuthOptions(*creds, *user, *password)
+	opts, err := auth.Options()
+	if err != nil {
+		log.Error("bad credentials", "err", err)
+		return 2
+	}
 	nc, err := connect(ctx, log, *url, opts)
 	if err != nil {
 		log.Error("cannot connect", "url", runtime.RedactURL(*url), "err", err)

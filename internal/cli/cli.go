@@ -57,7 +57,8 @@ usage: jetloop COMMAND [flags] [args]
   bench [--quick] [--json] measure the cost of a durable step (see BENCHMARKS.md)
 
 Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222),
---creds FILE / --user / --password, and --no-color (as does NO_COLOR).
+--creds FILE / --user (NATS_USER) / --password-file FILE (NATS_PASSWORD) / --tls-ca
+FILE (NATS_CA), and --no-color (as does NO_COLOR).
 Run jetloop COMMAND -h for its flags.
 `
 
@@ -75,9 +76,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c.flags = flag.NewFlagSet("jetloop "+c.name, flag.ContinueOnError)
 	c.flags.SetOutput(stderr)
 	c.flags.StringVar(&c.url, "nats", os.Getenv("NATS_URL"), "NATS server URL")
-	c.flags.StringVar(&c.creds, "creds", "", "NATS credentials file")
-	c.flags.StringVar(&c.user, "user", "", "NATS user")
-	c.flags.StringVar(&c.password, "password", "", "NATS password")
+	c.auth.Inbox = runtime.InboxCLI
+	c.auth.Flags(c.flags)
 	c.flags.BoolVar(&c.noColor, "no-color", false, "plain text even on a terminal (as does NO_COLOR)")
 	run, ok := commands[c.name]
 	if !ok {
@@ -88,11 +88,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 type command struct {
-	name                       string
-	flags                      *flag.FlagSet
-	url, creds, user, password string
-	noColor                    bool
-	stdout, stderr             io.Writer
+	name           string
+	flags          *flag.FlagSet
+	url            string
+	auth           runtime.Auth
+	noColor        bool
+	stdout, stderr io.Writer
 }
 
 // color reports whether the command's output gets colour: on a terminal,
@@ -143,7 +144,10 @@ func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
 	if url == "" {
 		url = runtime.DefaultURL
 	}
-	opts := runtime.AuthOptions(c.creds, c.user, c.password)
+	opts, err := c.auth.Options()
+	if err != nil {
+		return nil, nil, err
+	}
 	opts = append(opts, nats.Timeout(3*time.Second), nats.RetryOnFailedConnect(false))
 	nc, err := runtime.Connect(url, "jetloop "+c.name, func(err error) {
 		fmt.Fprintf(c.stderr, "jetloop %s: %v\n", c.name, err)

@@ -14,13 +14,40 @@ import (
 // paths do not expect (an escape, an unknown key, a number with a fraction)
 // goes through encoding/json, so both accept and produce the same JSON.
 
-// AppendEnvelope appends e's JSON encoding to buf: the bytes json.Marshal
-// gives for e when its strings need no escape and its data is compact, as
-// the machine's events are; json.Marshal's own bytes otherwise.
+// Marshal returns the JSON encoding of v as json.Marshal does, except that
+// '<', '>' and '&' are written as they are, not as \u003c, \u003e and
+// \u0026: events are JSON read by programs, never HTML, and escaping makes a
+// tool output full of '<' six times its size, past the server's max payload.
+// Both forms decode alike, so logs written either way read the same.
+func Marshal(v any) ([]byte, error) {
+	var out sink
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	// Encode ends every value with a newline that Marshal does not write.
+	return out[:len(out)-1], nil
+}
+
+// sink keeps a copy of what an Encoder writes: one Write per Encode, of
+// bytes the Encoder reuses afterwards.
+type sink []byte
+
+func (s *sink) Write(p []byte) (int, error) {
+	*s = append(*s, p...)
+	return len(p), nil
+}
+
+// AppendEnvelope appends e's JSON encoding to buf: the bytes Marshal gives
+// for e, written by hand when its strings need no escape, as the machine's
+// events' are.
 func AppendEnvelope(buf []byte, e Envelope) ([]byte, error) {
-	if !plain(e.ID) || !plain(string(e.Type)) || !plain(e.TurnID) || !plain(e.SessionID) ||
-		e.Time.Year() < 0 || e.Time.Year() > 9999 {
-		data, err := json.Marshal(e)
+	// time.Time's MarshalJSON refuses what RFC 3339 cannot write: a year
+	// of other than four digits, a zone of 24 hours or more.
+	if _, off := e.Time.Zone(); !plain(e.ID) || !plain(string(e.Type)) || !plain(e.TurnID) || !plain(e.SessionID) ||
+		e.Time.Year() < 0 || e.Time.Year() > 9999 || off <= -24*3600 || off >= 24*3600 {
+		data, err := Marshal(e)
 		return append(buf, data...), err
 	}
 	buf = append(buf, `{"id":"`...)
@@ -41,7 +68,8 @@ func AppendEnvelope(buf []byte, e Envelope) ([]byte, error) {
 	if e.Data == nil {
 		buf = append(buf, "null"...)
 	} else {
-		// Compact checks the data as json.Marshal does with a RawMessage.
+		// Compact checks and compacts the data as Marshal does with a
+		// RawMessage, and leaves '<', '>' and '&' as they are, as Marshal.
 		b := bytes.NewBuffer(buf)
 		if err := json.Compact(b, e.Data); err != nil {
 			return buf, &json.MarshalerError{Type: nil, Err: err}
@@ -52,11 +80,11 @@ func AppendEnvelope(buf []byte, e Envelope) ([]byte, error) {
 }
 
 // plain reports whether s is written in JSON as it is: printable ASCII that
-// json.Marshal does not escape.
+// Marshal does not escape.
 func plain(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
 			return false
 		}
 	}
@@ -93,19 +121,19 @@ func fastEnvelope(data []byte, e *Envelope) bool {
 			}
 			switch key {
 			case "id":
-				out.ID, ok = d.text()
+				ok = d.text(&out.ID)
 			case "type":
-				var t string
-				t, ok = d.text()
+				t := string(out.Type)
+				ok = d.text(&t)
 				out.Type = Type(t)
 			case "turn_id":
-				out.TurnID, ok = d.text()
+				ok = d.text(&out.TurnID)
 			case "session_id":
-				out.SessionID, ok = d.text()
+				ok = d.text(&out.SessionID)
 			case "seq":
-				out.Seq, ok = d.int()
+				ok = d.int(&out.Seq)
 			case "step":
-				out.Step, ok = d.int()
+				ok = d.int(&out.Step)
 			case "time":
 				ok = d.time(&out.Time)
 			case "data":
@@ -195,12 +223,18 @@ func (d *reader) str() (string, bool) {
 	return string(b), ok
 }
 
-// text reads a string value; null leaves it empty, as json.Unmarshal does.
-func (d *reader) text() (string, bool) {
+// text reads a string value into s; null leaves s as it is (a key given
+// twice, the second time null, keeps the first value), as json.Unmarshal
+// does.
+func (d *reader) text(s *string) bool {
 	if d.null() {
-		return "", true
+		return true
 	}
-	return d.str()
+	v, ok := d.str()
+	if ok {
+		*s = v
+	}
+	return ok
 }
 
 func (d *reader) null() bool {
@@ -211,10 +245,11 @@ func (d *reader) null() bool {
 	return false
 }
 
-// int reads an integer without fraction or exponent.
-func (d *reader) int() (int, bool) {
+// int reads an integer without fraction or exponent into n; null leaves n
+// as it is, as json.Unmarshal does.
+func (d *reader) int(n *int) bool {
 	if d.null() {
-		return 0, true
+		return true
 	}
 	d.space()
 	start := d.i
@@ -226,13 +261,17 @@ func (d *reader) int() (int, bool) {
 		d.i++
 	}
 	if d.i == digits || (d.b[digits] == '0' && d.i-digits > 1) {
-		return 0, false
+		return false
 	}
 	if d.i < len(d.b) && (d.b[d.i] == '.' || d.b[d.i] == 'e' || d.b[d.i] == 'E') {
-		return 0, false
+		return false
 	}
-	n, err := strconv.Atoi(string(d.b[start:d.i]))
-	return n, err == nil
+	v, err := strconv.Atoi(string(d.b[start:d.i]))
+	if err != nil {
+		return false
+	}
+	*n = v
+	return true
 }
 
 // time reads a time the way time.Time's UnmarshalJSON does.
@@ -329,6 +368,40 @@ func EachField(data []byte, fn func(key string, value []byte) bool) bool {
 			}
 			d.space()
 			if d.peek() == '}' {
+				d.i++
+				break
+			}
+			if !d.byte(',') {
+				return false
+			}
+		}
+	}
+	d.space()
+	return d.i == len(d.b)
+}
+
+// EachElement calls fn with the bytes of each value of the JSON array in
+// data, which share data. Values are delimited, not checked, as with
+// EachField. It returns false, having called fn for some values or none,
+// when data is not an array or fn returns false.
+func EachElement(data []byte, fn func(value []byte) bool) bool {
+	d := reader{b: data}
+	if !d.byte('[') {
+		return false
+	}
+	if d.peek() == ']' {
+		d.i++
+	} else {
+		for {
+			d.space()
+			start := d.i
+			if !d.skip() {
+				return false
+			}
+			if !fn(bytes.TrimRight(d.b[start:d.i], " \t\r\n")) {
+				return false
+			}
+			if d.peek() == ']' {
 				d.i++
 				break
 			}

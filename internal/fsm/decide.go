@@ -157,7 +157,7 @@ func (d *decider) emit(t events.Type, data any) {
 	if d.err != nil {
 		return
 	}
-	raw, err := json.Marshal(data)
+	raw, err := events.Marshal(data)
 	if err != nil {
 		d.err = fmt.Errorf("fsm: encode %s: %w", t, err)
 		return

@@ -101,19 +101,6 @@ func Connect(rawURL, name string, onErr func(error), opts ...nats.Option) (*nats
 	return nc, nil
 }
 
-// AuthOptions turn the --creds, --user and --password flags every process
-// takes into connection options.
-func AuthOptions(creds, user, password string) []nats.Option {
-	var opts []nats.Option
-	if creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
-	}
-	if user != "" {
-		opts = append(opts, nats.UserInfo(user, password))
-	}
-	return opts
-}
-
 // RedactURL is a server URL, or a comma-separated list of them, as it may be
 // logged: a password in it is replaced by xxxxx.
 func RedactURL(rawURL string) string {
