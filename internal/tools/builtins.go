@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path"
@@ -35,29 +36,36 @@ const (
 
 // Builtins returns the contract's built-in tools, with every file tool
 // confined to root: an os.Root refuses "..", absolute paths and symlinks
-// that lead outside it. shell is included only when allowShell is set; then
-// the process is also made non-dumpable (see hideEnviron), for good.
-func Builtins(root string, allowShell bool) ([]Tool, error) {
+// that lead outside it. The file tools also refuse the protected
+// directories (DefaultProtect unless WithProtect says otherwise) and files
+// with more than one hard link. shell is included only when allowShell is
+// set; then the process is also made non-dumpable (see hideEnviron), for
+// good; a shell command is not bound by the protection.
+func Builtins(root string, allowShell bool, opts ...BuiltinOption) ([]Tool, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("tools: root %s: %w", root, err)
 	}
-	r, err := os.OpenRoot(abs)
-	if err != nil {
+	fsys := files{protect: DefaultProtect}
+	for _, opt := range opts {
+		if err := opt(&fsys); err != nil {
+			return nil, err
+		}
+	}
+	if fsys.root, err = os.OpenRoot(abs); err != nil {
 		return nil, fmt.Errorf("tools: root %s: %w", root, err)
 	}
-	fsys := files{root: r}
 	ts := []Tool{
-		fn[readArgs]{spec: spec("read_file", "Reads a text file under the worker's root. offset skips lines, limit caps them (default 2000).",
+		fn[readArgs]{spec: spec("read_file", "Reads a text file under the worker's root. offset skips lines, limit caps them (default 2000). Files inside protected directories (such as .git) and files with more than one hard link are refused.",
 			`{"type":"object","properties":{"path":{"type":"string","minLength":1},"offset":{"type":"integer","minimum":0},"limit":{"type":"integer","minimum":1}},"required":["path"],"additionalProperties":false}`, 30*time.Second),
 			call: fsys.read},
-		fn[pathArgs]{spec: spec("list_dir", "Lists a directory under the worker's root; directories end with /.",
+		fn[pathArgs]{spec: spec("list_dir", "Lists a directory under the worker's root; directories end with /. A protected directory (such as .git) is listed with (protected) after its name and cannot be listed itself.",
 			`{"type":"object","properties":{"path":{"type":"string","minLength":1}},"required":["path"],"additionalProperties":false}`, 30*time.Second),
 			call: fsys.list},
-		fn[grepArgs]{spec: spec("grep", "Searches files under path (default the root) for a regular expression; glob filters file names (e.g. *.go).",
+		fn[grepArgs]{spec: spec("grep", "Searches files under path (default the root) for a regular expression; glob filters file names (e.g. *.go). Protected directories (such as .git), binary files and files with more than one hard link are skipped.",
 			`{"type":"object","properties":{"pattern":{"type":"string","minLength":1},"path":{"type":"string"},"glob":{"type":"string"}},"required":["pattern"],"additionalProperties":false}`, 60*time.Second),
 			call: fsys.grep},
-		fn[writeArgs]{spec: spec("write_file", "Writes content to a file under the worker's root, creating its directories.",
+		fn[writeArgs]{spec: spec("write_file", "Writes content to a file under the worker's root, creating its directories; the file is replaced whole and is not executable. Protected directories (such as .git) and files with more than one hard link are refused.",
 			`{"type":"object","properties":{"path":{"type":"string","minLength":1},"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false}`, 30*time.Second),
 			call: fsys.write},
 		fn[echoArgs]{spec: spec("echo", "Returns text unchanged.",
@@ -113,7 +121,11 @@ type (
 )
 
 // files are the file tools over one root.
-type files struct{ root *os.Root }
+type files struct {
+	root *os.Root
+	// protect names the directories no file tool enters, at any depth.
+	protect []string
+}
 
 // clean turns a model's path into one relative to the root, refusing
 // absolute paths with a message the model can act on.
@@ -127,10 +139,22 @@ func clean(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
+// path cleans a model's path and refuses it when it leads into a protected
+// directory; it returns the path with its symlinks resolved, the one to open.
+func (f files) path(p string) (string, error) {
+	p, err := clean(p)
+	if err != nil {
+		return "", err
+	}
+	return f.checkProtected(p)
+}
+
 // open opens a path under the root without blocking, and only when it is a
-// regular file or a directory. A FIFO would otherwise block its open until
-// some other process opened the other end: the call would hang past its
-// deadline and any abort, holding a slot and the worker's drain forever.
+// regular file with one hard link or a directory. A FIFO would otherwise
+// block its open until some other process opened the other end: the call
+// would hang past its deadline and any abort, holding a slot and the
+// worker's drain forever. The link count is read from the open file, so a
+// link made after a check cannot slip through.
 func (f files) open(p string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
 	file, err := f.root.OpenFile(p, flag|openNonblock, perm)
 	if err != nil {
@@ -145,11 +169,15 @@ func (f files) open(p string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo
 		_ = file.Close()
 		return nil, nil, fmt.Errorf("%s is not a regular file or a directory (%s)", filepath.ToSlash(p), info.Mode().Type())
 	}
+	if err := checkLinks(p, info); err != nil {
+		_ = file.Close()
+		return nil, nil, err
+	}
 	return file, info, nil
 }
 
 func (f files) read(_ context.Context, a readArgs) (Result, error) {
-	p, err := clean(a.Path)
+	p, err := f.path(a.Path)
 	if err != nil {
 		return Result{}, err
 	}
@@ -220,7 +248,7 @@ func (f files) read(_ context.Context, a readArgs) (Result, error) {
 }
 
 func (f files) list(_ context.Context, a pathArgs) (Result, error) {
-	p, err := clean(a.Path)
+	p, err := f.path(a.Path)
 	if err != nil {
 		return Result{}, err
 	}
@@ -242,6 +270,11 @@ func (f files) list(_ context.Context, a pathArgs) (Result, error) {
 		if e.IsDir() {
 			name += "/"
 		}
+		// A protected directory is shown, as ls would show it, so that
+		// the model knows it is there and why it cannot look inside.
+		if f.isProtected(e.Name()) {
+			name += " (protected)"
+		}
 		names = append(names, name)
 	}
 	slices.Sort(names)
@@ -256,9 +289,16 @@ func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("pattern: %w", err)
 	}
-	p, err := clean(a.Path)
+	p, err := f.path(a.Path)
 	if err != nil {
 		return Result{}, err
+	}
+	if info, err := f.root.Stat(p); err == nil {
+		// A file searched by name is refused as read_file refuses it; in
+		// a walk such a file is skipped.
+		if err := checkLinks(p, info); err != nil {
+			return Result{}, err
+		}
 	}
 	if a.Glob != "" {
 		if _, err := path.Match(a.Glob, ""); err != nil {
@@ -282,10 +322,13 @@ func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if d.IsDir() {
-			if d.Name() == ".git" || d.Name() == ".jetloop" {
+		if f.isProtected(d.Name()) {
+			if d.IsDir() {
 				return fs.SkipDir
 			}
+			return nil // a .git file of a submodule or worktree
+		}
+		if d.IsDir() {
 			return nil
 		}
 		if !d.Type().IsRegular() {
@@ -350,32 +393,89 @@ func (f files) grepFile(name string, re *regexp.Regexp, match func(n int, line [
 	return nil
 }
 
+// write replaces the file at a.Path whole: the content goes to a temporary
+// file beside it, which is renamed over the target. A reader never sees half
+// a file, the new file has mode 0644 whatever the old one had (an executable
+// hook does not stay executable), and a hard link to the old file keeps the
+// old content instead of taking the new.
 func (f files) write(_ context.Context, a writeArgs) (Result, error) {
-	p, err := clean(a.Path)
+	p, err := f.path(a.Path)
 	if err != nil {
 		return Result{}, err
+	}
+	if p == "." {
+		return Result{}, fmt.Errorf("%s is a directory", filepath.ToSlash(a.Path))
 	}
 	if dir := filepath.Dir(p); dir != "." {
 		if err := f.root.MkdirAll(dir, 0o755); err != nil {
 			return Result{}, err
 		}
 	}
-	file, info, err := f.open(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	tmp, err := f.writeTemp(p, a.Content)
 	if err != nil {
 		return Result{}, err
 	}
-	if info.IsDir() {
-		_ = file.Close()
-		return Result{}, fmt.Errorf("%s is a directory", filepath.ToSlash(p))
-	}
-	_, err = file.WriteString(a.Content)
-	if cerr := file.Close(); err == nil {
-		err = cerr
+	// The target is checked only now, as late as can be, and a refusal
+	// takes the temporary file away with it.
+	err = f.replaceable(p)
+	if err == nil {
+		err = f.root.Rename(tmp, p)
 	}
 	if err != nil {
+		_ = f.root.Remove(tmp)
 		return Result{}, err
 	}
 	return Result{Output: fmt.Sprintf("wrote %d bytes to %s", len(a.Content), filepath.ToSlash(p))}, nil
+}
+
+// writeTemp writes content to a new file with mode 0644 in the directory of
+// p and returns its name; nothing is left behind when it fails.
+func (f files) writeTemp(p, content string) (string, error) {
+	dir, base := filepath.Dir(p), filepath.Base(p)
+	// Hidden, and short enough for any name limit whatever base's length.
+	prefix := "." + base[:cutAt(base, 64)] + ".tmp-"
+	for try := 0; ; try++ {
+		tmp := filepath.Join(dir, fmt.Sprintf("%s%016x", prefix, rand.Uint64()))
+		file, err := f.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) && try < 10 {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		_, err = file.WriteString(content)
+		if err == nil {
+			// The umask may have taken bits away: the mode is 0644 always.
+			err = file.Chmod(0o644)
+		}
+		if cerr := file.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = f.root.Remove(tmp)
+			return "", err
+		}
+		return tmp, nil
+	}
+}
+
+// replaceable refuses to replace what is not a regular file with one link.
+func (f files) replaceable(p string) error {
+	info, err := f.root.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case info.IsDir():
+		return fmt.Errorf("%s is a directory", filepath.ToSlash(p))
+	case info.Mode()&fs.ModeSymlink != 0:
+		// Resolved a moment ago: something is changing the tree.
+		return fmt.Errorf("%s became a symbolic link while it was written; try again", filepath.ToSlash(p))
+	case !info.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file (%s)", filepath.ToSlash(p), info.Mode().Type())
+	}
+	return checkLinks(p, info)
 }
 
 func sleep(ctx context.Context, a sleepArgs) (Result, error) {

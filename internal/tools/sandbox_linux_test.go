@@ -5,12 +5,15 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jetloop/jetloop/internal/tools"
 )
 
 // TestFileToolsDoNotBlockOnAFIFO: a FIFO under the root (a repository may
@@ -68,5 +71,79 @@ func TestGrepSkipsADirectoryItCannotRead(t *testing.T) {
 	res, err := call(t, ts["grep"], `{"pattern":"func Foo"}`)
 	if err != nil || !strings.Contains(res.Output, "pkg/b.go:3: func Foo") {
 		t.Errorf("grep = %q, %v", res.Output, err)
+	}
+}
+
+// A file with a second hard link is refused by every file tool: the link
+// may bring a file from outside the root in (a hard link needs no access to
+// the directory it points into), and writing through it would change the
+// other name too. Nothing is read, nothing is written, nothing is left.
+func TestHardLinkedFilesAreRefused(t *testing.T) {
+	ts, root := builtins(t, false)
+	secret := filepath.Join(filepath.Dir(root), "secret")
+	must(t, os.Link(secret, filepath.Join(root, "linked")))
+	must(t, os.Link(filepath.Join(root, "a.txt"), filepath.Join(root, "pkg", "twin.txt")))
+	for _, c := range []struct{ tool, args string }{
+		{"read_file", `{"path":"linked"}`},
+		{"read_file", `{"path":"pkg/twin.txt"}`},
+		{"read_file", `{"path":"a.txt"}`},
+		{"grep", `{"pattern":"hunter","path":"linked"}`},
+		{"write_file", `{"path":"linked","content":"overwritten"}`},
+		{"write_file", `{"path":"pkg/twin.txt","content":"overwritten"}`},
+	} {
+		res, err := call(t, ts[c.tool], c.args)
+		var he *tools.HardLinkError
+		if !errors.As(err, &he) || he.Links != 2 {
+			t.Errorf("%s %s = %q, %v; want a hard-link refusal", c.tool, c.args, res.Output, err)
+		}
+		if strings.Contains(res.Output, "hunter2") {
+			t.Errorf("%s %s leaked the secret", c.tool, c.args)
+		}
+	}
+	// A search of the whole root skips them and goes on.
+	res, err := call(t, ts["grep"], `{"pattern":"hunter|one|func Foo"}`)
+	if err != nil || res.Output != "pkg/b.go:3: func Foo() {}\n" {
+		t.Errorf("grep = %q, %v", res.Output, err)
+	}
+	if data, _ := os.ReadFile(secret); string(data) != "hunter2\n" {
+		t.Errorf("the file outside the root holds %q", data)
+	}
+	if data, _ := os.ReadFile(filepath.Join(root, "a.txt")); string(data) != "one\ntwo\nthree\nfour\n" {
+		t.Errorf("a.txt holds %q", data)
+	}
+	for _, dir := range []string{root, filepath.Join(root, "pkg")} {
+		if left := temps(t, dir); len(left) > 0 {
+			t.Errorf("a refused write left %q in %s", left, dir)
+		}
+	}
+	// Once the other name is gone the file is an ordinary one again.
+	must(t, os.Remove(filepath.Join(root, "pkg", "twin.txt")))
+	if _, err := call(t, ts["write_file"], `{"path":"a.txt","content":"new\n"}`); err != nil {
+		t.Errorf("write after the link went: %v", err)
+	}
+}
+
+// A write replaces its target with a new file rather than writing into the
+// old one: a reader that opened the old file keeps reading it whole, and a
+// FIFO in the way is refused without blocking or leaving a temporary file.
+func TestWritesReplaceTheFileWhole(t *testing.T) {
+	ts, root := builtins(t, false)
+	old, err := os.Open(filepath.Join(root, "a.txt"))
+	must(t, err)
+	defer old.Close()
+	if _, err := call(t, ts["write_file"], `{"path":"a.txt","content":"replaced"}`); err != nil {
+		t.Fatal(err)
+	}
+	before := make([]byte, 64)
+	n, _ := old.Read(before)
+	if string(before[:n]) != "one\ntwo\nthree\nfour\n" {
+		t.Errorf("a reader of the old file saw %q", before[:n])
+	}
+	must(t, syscall.Mkfifo(filepath.Join(root, "pipe"), 0o644))
+	if _, err := call(t, ts["write_file"], `{"path":"pipe","content":"x"}`); err == nil {
+		t.Error("a write onto a FIFO")
+	}
+	if left := temps(t, root); len(left) > 0 {
+		t.Errorf("left %q", left)
 	}
 }
