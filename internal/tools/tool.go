@@ -43,11 +43,12 @@ const maxEncodedOutput = 2 * MaxOutput
 // how much it dropped. Keeping the note inside the caps makes truncate
 // idempotent: the worker applies it again to every result a tool returns.
 func truncate(s string) string {
-	cut := encodedCut(s, maxEncodedOutput-noteRoom)
-	if len(s) <= MaxOutput && cut == len(s) {
+	// What fits is kept whole, a note of an earlier cut included: the
+	// room kept for the note is taken only from what is cut.
+	if len(s) <= MaxOutput && encodedCut(s, maxEncodedOutput) == len(s) {
 		return s
 	}
-	cut = min(cut, cutAt(s, MaxOutput-noteRoom))
+	cut := min(encodedCut(s, maxEncodedOutput-noteRoom), cutAt(s, MaxOutput-noteRoom))
 	return s[:cut] + truncated(int64(len(s)-cut))
 }
 
