@@ -42,6 +42,7 @@ func run() int {
 	ackWait := flag.Duration("ack-wait", tools.DefaultAckWait, "how long a job stays with this worker between heartbeats")
 	maxDeliver := flag.Int("max-deliver", tools.DefaultMaxDeliver, "deliveries of a job before it is answered with an error")
 	allowShell := flag.Bool("allow-shell", false, "serve the shell tool")
+	protectList := flag.String("protect", strings.Join(tools.DefaultProtect, ","), "comma-separated directory names the file tools refuse at any depth under --root (\"\" protects nothing)")
 	name := flag.String("name", "", "worker name in results (default host-pid)")
 	auth := runtime.Auth{Inbox: runtime.InboxToolworker}
 	auth.Flags(flag.CommandLine)
@@ -68,7 +69,18 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	served, err := tools.Builtins(*root, *allowShell)
+	protect, err := tools.ParseProtect(*protectList)
+	if err != nil {
+		log.Error("bad --protect", "err", err)
+		return 2
+	}
+	// Before connecting: a worker that could rewrite the server's own
+	// streams must not serve a single call.
+	if err := tools.CheckRoot(*root, protect); err != nil {
+		log.Error("refusing to serve this root", "err", err)
+		return 2
+	}
+	served, err := tools.Builtins(*root, *allowShell, tools.WithProtect(protect...))
 	if err != nil {
 		log.Error("bad root", "err", err)
 		return 2
