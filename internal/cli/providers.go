@@ -40,8 +40,10 @@ func ProviderOptions(getenv func(string) string, set *agents.Set, log *slog.Logg
 		var idle []string
 		for _, name := range set.Names() {
 			a, _ := set.Get(name)
+			// A provider the environment does not know (model.Spec takes
+			// any prefix) is as idle as one it knows without a key.
 			provider, _, err := model.Spec(a.Model)
-			if err == nil && !model.Configured(ps[provider]) {
+			if p, ok := ps[provider]; err == nil && (!ok || !model.Configured(p)) {
 				idle = append(idle, name+" ("+a.Model+")")
 			}
 		}

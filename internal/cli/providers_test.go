@@ -15,7 +15,8 @@ import (
 // keys, and agents that name an unconfigured one are warned about.
 func TestProviderOptions(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "AGENTS.md")
-	doc := "---\nname: A\nmodel: openai/gpt-4.1-mini\n---\nA.\n---\nname: B\nmodel: anthropic/claude-sonnet-4-5\n---\nB.\n"
+	doc := "---\nname: A\nmodel: openai/gpt-4.1-mini\n---\nA.\n---\nname: B\nmodel: anthropic/claude-sonnet-4-5\n---\nB.\n" +
+		"---\nname: C\nmodel: mistral/large\n---\nC.\n"
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestProviderOptions(t *testing.T) {
 		t.Errorf("configured providers:\n%s", text)
 	}
 	if !strings.Contains(text, "not configured") || !strings.Contains(text, "B (anthropic/claude-sonnet-4-5)") ||
-		strings.Contains(text, "A (openai") {
+		!strings.Contains(text, "C (mistral/large)") || strings.Contains(text, "A (openai") {
 		t.Errorf("warning about unconfigured agents:\n%s", text)
 	}
 }

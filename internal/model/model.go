@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -74,9 +75,16 @@ func (e *Error) Retryable() bool { return e.Kind != BadRequest }
 // ErrUnknownModel is a model name no provider serves.
 var ErrUnknownModel = errors.New("unknown model")
 
+// validProvider is what a provider's name may be: it is the prefix of a
+// model name and a label of metrics, so nothing that needs escaping.
+var validProvider = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
 // Spec splits a model name into its provider and the provider's own name:
 // "script" and "script:PATH" (a script file, relative to the agents file),
-// "openai/NAME", "anthropic/NAME".
+// or "PROVIDER/NAME" ("openai/gpt-4.1-mini", "anthropic/claude-sonnet-4-5",
+// or any other provider an orchestrator was given). It checks only the
+// syntax: whether PROVIDER is configured is for the caller to ask of its
+// providers.
 func Spec(model string) (provider, name string, err error) {
 	if model == "script" {
 		return "script", "", nil
@@ -90,9 +98,13 @@ func Spec(model string) (provider, name string, err error) {
 	provider, name, ok := strings.Cut(model, "/")
 	switch {
 	case !ok || name == "":
-		return "", "", fmt.Errorf("model %q: %w: want script, script:PATH, openai/NAME or anthropic/NAME", model, ErrUnknownModel)
-	case provider != "openai" && provider != "anthropic":
-		return "", "", fmt.Errorf("model %q: %w: unknown provider %q", model, ErrUnknownModel, provider)
+		return "", "", fmt.Errorf("model %q: %w: want script, script:PATH or PROVIDER/NAME such as openai/gpt-4.1-mini", model, ErrUnknownModel)
+	case !validProvider.MatchString(provider):
+		return "", "", fmt.Errorf("model %q: %w: the provider %q is not 1 to 64 characters of [A-Za-z0-9_-]", model, ErrUnknownModel, provider)
+	case provider == "script":
+		// Callers take provider "script" with a name for a script file:
+		// "script//etc/passwd" must not become one by another spelling.
+		return "", "", fmt.Errorf("model %q: %w: a script file is named script:PATH", model, ErrUnknownModel)
 	}
 	return provider, name, nil
 }
