@@ -39,8 +39,14 @@ func NewAnthropic(opts ...Option) (*Anthropic, error) {
 	return &Anthropic{client: anthropic.NewClient(o...), cfg: cfg}, nil
 }
 
-// Call makes one attempt of a call, streaming its text through emit.
+// Call makes one attempt of a call, streaming its text through emit. Its
+// error shows no key: see WithSecrets.
 func (p *Anthropic) Call(ctx context.Context, req Request, emit func(string)) (Response, error) {
+	resp, err := p.call(ctx, req, emit)
+	return resp, p.cfg.scrub.error(err)
+}
+
+func (p *Anthropic) call(ctx context.Context, req Request, emit func(string)) (Response, error) {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
 	var res *http.Response

@@ -40,8 +40,14 @@ func NewOpenAI(opts ...Option) (*OpenAI, error) {
 	return &OpenAI{client: openai.NewClient(o...), cfg: cfg}, nil
 }
 
-// Call makes one attempt of a call, streaming its text through emit.
+// Call makes one attempt of a call, streaming its text through emit. Its
+// error shows no key: see WithSecrets.
 func (p *OpenAI) Call(ctx context.Context, req Request, emit func(string)) (Response, error) {
+	resp, err := p.call(ctx, req, emit)
+	return resp, p.cfg.scrub.error(err)
+}
+
+func (p *OpenAI) call(ctx context.Context, req Request, emit func(string)) (Response, error) {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
 	var res *http.Response

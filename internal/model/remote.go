@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -36,6 +37,10 @@ type config struct {
 	maxTokens int64
 	timeout   time.Duration
 	client    *http.Client
+	// secrets are what the provider's errors must not show besides its
+	// own key; scrub hides them all.
+	secrets []string
+	scrub   *scrubber
 }
 
 // Option configures a remote provider (OpenAI or Anthropic).
@@ -61,6 +66,18 @@ func WithBaseURL(url string) Option {
 func WithAPIKey(key string) Option {
 	return func(c *config) error {
 		c.apiKey = strings.TrimSpace(key)
+		return nil
+	}
+}
+
+// WithSecrets names more strings the provider's errors must never show,
+// such as the keys of the other providers: a server that echoes what it was
+// sent could otherwise put them in an event every client reads. The
+// provider's own key (WithAPIKey), a password in its base URL and anything
+// shaped like a bearer token or a key header are always hidden.
+func WithSecrets(secrets ...string) Option {
+	return func(c *config) error {
+		c.secrets = append(c.secrets, secrets...)
 		return nil
 	}
 }
@@ -108,6 +125,13 @@ func newConfig(opts []Option) (config, error) {
 	if c.apiKey == "" {
 		c.apiKey = noKey
 	}
+	secrets := append([]string{c.apiKey}, c.secrets...)
+	if u, err := url.Parse(c.baseURL); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			secrets = append(secrets, pw)
+		}
+	}
+	c.scrub = newScrubber(secrets...)
 	return c, nil
 }
 
@@ -120,17 +144,23 @@ func newConfig(opts []Option) (config, error) {
 // configured: it is there, and every call to it fails at once saying which
 // variable to set. A base URL without a key is a local server that needs
 // none. opts apply to both remote providers.
+//
+// Every provider's errors are scrubbed of every provider's key, as a
+// misrouted key (an OpenAI-compatible proxy in front of both) is echoed by
+// the server that got it.
 func Providers(env func(string) string, opts ...Option) (map[string]Provider, error) {
 	ps := map[string]Provider{"script": Scripted{}}
-	for _, r := range []struct {
+	remotes := []struct {
 		name   string
 		prefix string
 		make   func(...Option) (Provider, error)
+		key    string
 	}{
-		{"openai", "OPENAI", func(o ...Option) (Provider, error) { return NewOpenAI(o...) }},
-		{"anthropic", "ANTHROPIC", func(o ...Option) (Provider, error) { return NewAnthropic(o...) }},
-	} {
-		base := strings.TrimSpace(env(r.prefix + "_BASE_URL"))
+		{name: "openai", prefix: "OPENAI", make: func(o ...Option) (Provider, error) { return NewOpenAI(o...) }},
+		{name: "anthropic", prefix: "ANTHROPIC", make: func(o ...Option) (Provider, error) { return NewAnthropic(o...) }},
+	}
+	var keys []string
+	for i, r := range remotes {
 		key := env(r.prefix + "_API_KEY")
 		if file := strings.TrimSpace(env(r.prefix + "_API_KEY_FILE")); file != "" && key == "" {
 			data, err := readKeyFile(file)
@@ -139,11 +169,17 @@ func Providers(env func(string) string, opts ...Option) (map[string]Provider, er
 			}
 			key = data
 		}
+		remotes[i].key = key
+		keys = append(keys, key)
+	}
+	for _, r := range remotes {
+		base := strings.TrimSpace(env(r.prefix + "_BASE_URL"))
+		key := r.key
 		if base == "" && strings.TrimSpace(key) == "" {
 			ps[r.name] = unconfigured{provider: r.name, variable: r.prefix + "_API_KEY", base: r.prefix + "_BASE_URL"}
 			continue
 		}
-		o := append([]Option{WithAPIKey(key)}, opts...)
+		o := append([]Option{WithAPIKey(key), WithSecrets(keys...)}, opts...)
 		if base != "" {
 			o = append(o, WithBaseURL(base))
 		}
