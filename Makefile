@@ -4,7 +4,7 @@ BIN     := bin
 GOFLAGS ?=
 export GOFLAGS
 
-.PHONY: all build test demo bench nats vet fmt diagram npm-deps
+.PHONY: all build test fuzz demo bench nats vet fmt diagram npm-deps
 
 all: build
 
@@ -16,6 +16,26 @@ test: npm-deps
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) fuzz
+
+# Every hand-written decoder and fast path, fuzzed for a bounded time against
+# encoding/json and the schemas (go test takes one -fuzz target per package
+# at a time). What a run finds is written to the package's testdata/fuzz:
+# commit it, and every later go test replays it.
+FUZZTIME ?= 7s
+FUZZ := \
+	./internal/events:FuzzEnvelopeCodec \
+	./internal/events:FuzzAppendEnvelope \
+	./internal/events:FuzzEachField \
+	./internal/events:FuzzEachElement \
+	./internal/runtime:FuzzDecodeToolResult \
+	./internal/runtime:FuzzDecodeModelResult
+
+fuzz:
+	@set -e; for t in $(FUZZ); do \
+		echo "fuzz $${t#*:} ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
 
 demo:
 	$(GO) run ./cmd/jetloop demo
