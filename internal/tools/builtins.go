@@ -459,7 +459,9 @@ func (f files) writeTemp(p, content string) (string, error) {
 	}
 }
 
-// replaceable refuses to replace what is not a regular file with one link.
+// replaceable refuses to replace what is not a regular file with one link,
+// or a file the worker may not write: a rename needs only the directory's
+// permission, but a file made read-only says it is not to be changed.
 func (f files) replaceable(p string) error {
 	info, err := f.root.Lstat(p)
 	switch {
@@ -475,7 +477,14 @@ func (f files) replaceable(p string) error {
 	case !info.Mode().IsRegular():
 		return fmt.Errorf("%s is not a regular file (%s)", filepath.ToSlash(p), info.Mode().Type())
 	}
-	return checkLinks(p, info)
+	if err := checkLinks(p, info); err != nil {
+		return err
+	}
+	file, err := f.root.OpenFile(p, os.O_WRONLY|openNonblock, 0)
+	if err != nil {
+		return err
+	}
+	return file.Close()
 }
 
 func sleep(ctx context.Context, a sleepArgs) (Result, error) {

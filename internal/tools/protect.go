@@ -194,6 +194,8 @@ const storeDepth = 4
 type StoreError struct {
 	Root  string // the worker's root
 	Store string // the store's jetstream directory
+	// Protect is the protection in force, for the flag that would fix it.
+	Protect []string
 	// Above is set when the root is itself inside the store, where no
 	// --protect helps.
 	Above bool
@@ -209,7 +211,8 @@ func (e *StoreError) Error() string {
 	}
 	first, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
 	return fmt.Sprintf("tools: root %s holds the JetStream store %s, which the file tools could read and rewrite: "+
-		"protect it (add --protect %s to the list) or choose a --root that does not contain it", e.Root, e.Store, first)
+		"protect it (--protect %s) or choose a --root that does not contain it",
+		e.Root, e.Store, strings.Join(append(slices.Clip(e.Protect), first), ","))
 }
 
 // CheckRoot refuses a root that holds the store of a JetStream server with
@@ -249,7 +252,7 @@ func CheckRoot(root string, protect []string) error {
 			}
 			sub := filepath.Join(dir, e.Name())
 			if e.Name() == "jetstream" && isStore(sub) {
-				return &StoreError{Root: abs, Store: sub}
+				return &StoreError{Root: abs, Store: sub, Protect: protect}
 			}
 			if depth < storeDepth {
 				if err := walk(sub, depth+1); err != nil {

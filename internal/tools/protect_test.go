@@ -275,7 +275,7 @@ func TestCheckRootFindsAStoreUnderAnyName(t *testing.T) {
 	root := t.TempDir()
 	storeIn(t, filepath.Join(root, "deploy", "nats"))
 	err := tools.CheckRoot(root, tools.DefaultProtect)
-	if err == nil || !strings.Contains(err.Error(), "--protect deploy") {
+	if err == nil || !strings.Contains(err.Error(), "--protect .git,.jetloop,deploy") {
 		t.Fatalf("a store under deploy/nats: %v", err)
 	}
 	if err := tools.CheckRoot(root, []string{".git", "nats"}); err != nil {
@@ -284,7 +284,7 @@ func TestCheckRootFindsAStoreUnderAnyName(t *testing.T) {
 	// Four levels down, the deepest CheckRoot looks, a store is found.
 	deep := t.TempDir()
 	storeIn(t, filepath.Join(deep, "a", "b", "c"))
-	if err := tools.CheckRoot(deep, tools.DefaultProtect); err == nil || !strings.Contains(err.Error(), "--protect a") {
+	if err := tools.CheckRoot(deep, tools.DefaultProtect); err == nil || !strings.Contains(err.Error(), "--protect .git,.jetloop,a)") {
 		t.Errorf("a store four levels down: %v", err)
 	}
 	// A directory named jetstream without jetloop's streams is no store.

@@ -147,3 +147,23 @@ func TestWritesReplaceTheFileWhole(t *testing.T) {
 		t.Errorf("left %q", left)
 	}
 }
+
+// A file made read-only is not replaced, although a rename would only need
+// the directory's permission. Root writes every file, so the test needs
+// another user to show anything.
+func TestReadOnlyFilesAreNotReplaced(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root writes every file")
+	}
+	ts, root := builtins(t, false)
+	must(t, os.Chmod(filepath.Join(root, "a.txt"), 0o444))
+	if _, err := call(t, ts["write_file"], `{"path":"a.txt","content":"x"}`); err == nil {
+		t.Error("a read-only file was replaced")
+	}
+	if data, _ := os.ReadFile(filepath.Join(root, "a.txt")); string(data) != "one\ntwo\nthree\nfour\n" {
+		t.Errorf("a.txt holds %q", data)
+	}
+	if left := temps(t, root); len(left) > 0 {
+		t.Errorf("left %q", left)
+	}
+}
