@@ -22,7 +22,7 @@ test: npm-deps
 # encoding/json and the schemas (go test takes one -fuzz target per package
 # at a time). What a run finds is written to the package's testdata/fuzz:
 # commit it, and every later go test replays it.
-FUZZTIME ?= 7s
+FUZZTIME ?= 6s
 FUZZ := \
 	./internal/events:FuzzEnvelopeCodec \
 	./internal/events:FuzzAppendEnvelope \

@@ -147,7 +147,8 @@ func sameEncoding(t *testing.T, e Envelope) {
 	if !ok {
 		t.Fatalf("%s does not decode", gb[len(prefix):])
 	}
-	if _, off := e.Time.Zone(); !utf8.ValidString(e.ID+string(e.Type)+e.TurnID+e.SessionID) || off%60 != 0 {
+	if _, off := e.Time.Zone(); !utf8.ValidString(e.ID) || !utf8.ValidString(string(e.Type)) ||
+		!utf8.ValidString(e.TurnID) || !utf8.ValidString(e.SessionID) || off%60 != 0 {
 		// encoding/json writes U+FFFD for invalid bytes, and RFC 3339 has
 		// no seconds of zone offset: such envelopes do not come back.
 		return
