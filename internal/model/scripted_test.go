@@ -200,3 +200,46 @@ func TestLoadScriptAndSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestScriptErrorsSayWhereWithoutQuoting: a YAML syntax error carries its
+// line apart from its message, so that a caller may say where a document
+// is broken without quoting it.
+func TestScriptErrorsSayWhereWithoutQuoting(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		line int
+	}{
+		{"responses:\n  - text: fine\n password: [hunter2\n", 2},
+		{`{"password": "hunter2"}`, 0},
+		{"responses: nope", 0},
+		{"", 0},
+	} {
+		_, err := model.ParseScript([]byte(tc.doc))
+		var se *model.ScriptError
+		if !errors.As(err, &se) {
+			t.Fatalf("ParseScript(%q) = %v, want a *ScriptError", tc.doc, err)
+		}
+		if se.Line != tc.line {
+			t.Errorf("ParseScript(%q): line %d, want %d (%v)", tc.doc, se.Line, tc.line, err)
+		}
+	}
+}
+
+// TestLoadScriptReadsAtMostTheLimit: a file one byte over the limit is
+// refused, not read whole.
+func TestLoadScriptReadsAtMostTheLimit(t *testing.T) {
+	dir := t.TempDir()
+	head := "responses:\n  - text: \"at the limit\"\n#"
+	for name, size := range map[string]int{"limit.yaml": model.MaxScriptSize, "over.yaml": model.MaxScriptSize + 1} {
+		doc := head + strings.Repeat("x", size-len(head)-1) + "\n"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sc, err := model.LoadScript(filepath.Join(dir, "limit.yaml")); err != nil || sc.Responses[0].Text != "at the limit" {
+		t.Errorf("a script of exactly the limit: %v", err)
+	}
+	if _, err := model.LoadScript(filepath.Join(dir, "over.yaml")); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("a script over the limit: %v", err)
+	}
+}

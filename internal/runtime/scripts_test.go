@@ -191,7 +191,7 @@ func TestScriptFilesAreConfined(t *testing.T) {
 		"scripts":      "a directory",
 		"big.yaml":     "larger than",
 		"notes.json":   "not a valid script",
-		"broken.yaml":  "not a valid script (YAML syntax error on line 3)",
+		"broken.yaml":  "not a valid script (YAML syntax error on line 2)",
 		"roundabout":   "no readable file",
 	}
 	turns := map[string]string{}
