@@ -70,7 +70,7 @@ func newStack(t *testing.T, toolsTTL time.Duration) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { natstest.CheckLogs(t, js) })
-	s.orch = start(t, s.dir, "orchestrator", "--nats", s.url, "--agents", agents, "--ack-wait", "5s")
+	s.orch = start(t, s.dir, "orchestrator", "--nats", s.url, "--agents", agents, "--ack-wait", "5s", "--allow-scripts")
 	s.waitServing(s.orch)
 	return s
 }

@@ -52,7 +52,7 @@ func TestMCPToolsInATurn(t *testing.T) {
 		"--mcp", "everything="+everything+" stdio",
 		"--mcp", fmt.Sprintf("fs=%s '%s'", filesystem, dir),
 		"--tools", "echo,everything__get-sum,fs__read_text_file")
-	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md", "--ack-wait", "5s")
+	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md", "--ack-wait", "5s", "--allow-scripts")
 	natstest.WaitFor(t, "the tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
 	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	for _, tool := range []string{"echo", "everything__get-sum", "fs__read_text_file"} {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,7 +155,7 @@ func TestProcessesRunATurn(t *testing.T) {
 	_, js := srv.Connect(t)
 	t.Cleanup(func() { natstest.CheckLogs(t, js) })
 	worker := start(t, root, "toolworker", "--nats", url, "--root", root)
-	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md", "--ack-wait", "5s")
+	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md", "--ack-wait", "5s", "--allow-scripts")
 
 	// The turn is offered the tools the worker advertised: wait until it has.
 	natstest.WaitFor(t, "the tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
@@ -180,6 +181,33 @@ func TestProcessesRunATurn(t *testing.T) {
 	}
 	if code := worker.stop(t); code != 0 {
 		t.Fatalf("toolworker exited %d after SIGTERM", code)
+	}
+}
+
+// TestOrchestratorRefusesScriptsByDefault: the orchestrator binary started
+// without --allow-scripts rejects a submission that names a script, saying
+// how to turn scripts on, and keeps serving.
+func TestOrchestratorRefusesScriptsByDefault(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	srv := natstest.Start(t)
+	url := srv.ClientURL()
+	root := repoRoot(t)
+	_, js := srv.Connect(t)
+	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md")
+	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+
+	for i, model := range []string{"script:scripts/demo.yaml", "script:/etc/passwd"} {
+		out, code := run(t, root, "submit", "--nats", url, "--watch", "--turn", fmt.Sprintf("refused-%d", i),
+			"--agent", "General", "--model", model, "hi")
+		if code == 0 || !strings.Contains(out, "rejected") || !strings.Contains(out, "--allow-scripts") {
+			t.Fatalf("a submission of %s without --allow-scripts exited %d:\n%s", model, code, out)
+		}
+	}
+	if code := orch.stop(t); code != 0 {
+		t.Fatalf("orchestrator exited %d after SIGTERM", code)
 	}
 }
 

@@ -98,7 +98,7 @@ func TestTSWorkerServesATurn(t *testing.T) {
 	waitForTool(t, js, tsTool)
 	sameStreams(t, js)
 
-	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md")
+	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md", "--allow-scripts")
 	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	script := filepath.Join(t.TempDir(), "script.yaml")
 	if err := os.WriteFile(script, []byte(`responses:
