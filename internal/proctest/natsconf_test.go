@@ -1,80 +1,101 @@
 package proctest
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestLeastPrivilegeUsers runs a turn on a server with the repository's
-// nats.conf, each process as its own user: the orchestrator, the tool worker
-// and the jetloop client must each need nothing their user may not do. A
-// denied publish or subscribe is a "Permissions Violation" in a process's
+// nats.conf, provisioned by admin, each process as its own user: the
+// orchestrator, the tool worker and the jetloop client must each need
+// nothing their user may not do, and the viewer can read what it is shown.
+// A denied publish or subscribe is a "Permissions Violation" in a process's
 // output, and usually a turn that never finishes.
 func TestLeastPrivilegeUsers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the binaries")
 	}
 	root := repoRoot(t)
-	opts, err := server.ProcessConfigFile(filepath.Join(root, "nats.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Everything as configured but where the test must differ: a free
-	// loopback port and a store of its own.
-	opts.Host, opts.Port, opts.StoreDir = "127.0.0.1", -1, t.TempDir()
-	opts.NoLog, opts.NoSigs = true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
 	url := srv.ClientURL()
-	as := func(user string) []string { return []string{"--nats", url, "--user", user, "--password", user} }
+	// Passwords go by file, never on the command line.
+	as := func(role string) []string {
+		return []string{"--nats", url, "--user", role, "--password-file", filepath.Join(root, "deploy", "dev", role+".password")}
+	}
+	stack := &roleStack{t: t, root: root, as: as}
+	stack.run()
+}
 
-	worker := start(t, root, "toolworker", append(as("toolworker"), "--root", root)...)
-	orch := start(t, root, "orchestrator", append(as("orchestrator"), "--agents", "data/AGENTS.md")...)
+// roleStack runs a whole turn with every process as its own role, on a
+// server whose users and transport as says how to reach.
+type roleStack struct {
+	t    *testing.T
+	root string
+	// as is the connection flags of a role.
+	as func(role string) []string
+	// env is added to the environment of every CLI command.
+	env []string
+	// outputs keeps every process's and command's output, none of which may
+	// report a permissions violation.
+	outputs []string
+}
+
+func (s *roleStack) cli(args ...string) (string, int) {
+	s.t.Helper()
+	out, code := runEnv(s.t, s.root, s.env, args...)
+	s.outputs = append(s.outputs, "jetloop "+strings.Join(args, " ")+":\n"+out)
+	return out, code
+}
+
+// as runs a jetloop command as role: flags before arguments.
+func (s *roleStack) cliAs(role string, cmd []string) (string, int) {
+	s.t.Helper()
+	return s.cli(append(append([]string{cmd[0]}, s.as(role)...), cmd[1:]...)...)
+}
+
+func (s *roleStack) run() {
+	t := s.t
+	if out, code := s.cliAs("admin", []string{"streams", "apply"}); code != 0 {
+		t.Fatalf("streams apply as admin exited %d:\n%s", code, out)
+	}
+
+	orchArgs := append(s.as("orchestrator"), "--agents", "data/AGENTS.md")
+	if hasFlag(t, "orchestrator", "allow-scripts") {
+		orchArgs = append(orchArgs, "--allow-scripts")
+	}
+	worker := start(t, s.root, "toolworker", append(s.as("toolworker"), "--root", s.root)...)
+	orch := start(t, s.root, "orchestrator", orchArgs...)
 	natstest.WaitFor(t, "the tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
 	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 
-	// The test reads the streams back as the orchestrator's user, which may
-	// read everything.
-	nc, err := nats.Connect(url, nats.UserInfo("orchestrator", "orchestrator"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The test reads the streams back as admin.
+	_, js := s.connect("admin")
 	t.Cleanup(func() { natstest.CheckLogs(t, js) })
 	for _, tool := range []string{"read_file", "list_dir", "grep", "echo"} {
 		waitForTool(t, js, tool)
 	}
 
-	args := append([]string{"submit"}, as("client")...)
-	out, code := run(t, root, append(args, "--watch", "--turn", "acl-turn", "--agent", "General",
-		"--model", "script:scripts/demo.yaml", "What is this project?")...)
+	out, code := s.cliAs("client", []string{"submit", "--watch", "--turn", "acl-turn", "--agent", "General",
+		"--model", "script:scripts/demo.yaml", "What is this project?"})
 	if code != 0 {
 		t.Fatalf("submit --watch as the client user exited %d:\n%s", code, out)
 	}
-	for _, cmd := range [][]string{{"turns"}, {"show", "acl-turn"}, {"replay", "--verify", "acl-turn"}, {"dead"}} {
-		if out, code := run(t, root, append(append([]string{cmd[0]}, as("client")...), cmd[1:]...)...); code != 0 {
-			t.Fatalf("jetloop %s as the client user exited %d:\n%s", strings.Join(cmd, " "), code, out)
+	if !strings.Contains(out, "turn.finished") || !strings.Contains(out, "completed") {
+		t.Fatalf("the turn did not complete:\n%s", out)
+	}
+	for _, role := range []string{"client", "viewer"} {
+		for _, cmd := range [][]string{{"turns"}, {"show", "acl-turn"}, {"replay", "--verify", "acl-turn"},
+			{"export", "acl-turn"}, {"watch", "acl-turn"}, {"dead"}} {
+			if out, code := s.cliAs(role, cmd); code != 0 {
+				t.Fatalf("jetloop %s as the %s user exited %d:\n%s", strings.Join(cmd, " "), role, code, out)
+			}
 		}
 	}
 
@@ -84,9 +105,106 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 	if code := worker.stop(t); code != 0 {
 		t.Fatalf("toolworker exited %d after SIGTERM", code)
 	}
-	for name, p := range map[string]*process{"orchestrator": orch, "toolworker": worker} {
-		if strings.Contains(strings.ToLower(p.out.String()), "permissions violation") {
-			t.Errorf("the %s was denied something:\n%s", name, p.out.String())
+	s.outputs = append(s.outputs, "orchestrator:\n"+orch.out.String(), "toolworker:\n"+worker.out.String())
+	for _, out := range s.outputs {
+		if strings.Contains(strings.ToLower(out), "permissions violation") {
+			t.Errorf("denied something:\n%s", out)
 		}
+	}
+}
+
+// connect opens a connection as role with the same flags the processes
+// were given, as the CLI would read them.
+func (s *roleStack) connect(role string) (*nats.Conn, jetstream.JetStream) {
+	s.t.Helper()
+	args := s.as(role)
+	var url string
+	var opts []nats.Option
+	var user, password string
+	for i := 0; i+1 < len(args); i += 2 {
+		switch args[i] {
+		case "--nats":
+			url = args[i+1]
+		case "--user":
+			user = args[i+1]
+		case "--password-file":
+			data, err := os.ReadFile(args[i+1])
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			password = strings.TrimSpace(string(data))
+		case "--creds":
+			opt, err := nats.NkeyOptionFromSeed(args[i+1])
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			opts = append(opts, opt)
+		case "--tls-ca":
+			opts = append(opts, nats.RootCAs(args[i+1]))
+		}
+	}
+	if user != "" {
+		opts = append(opts, nats.UserInfo(user, password))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return nc, js
+}
+
+// runEnv runs jetloop with env added to the environment.
+func runEnv(t *testing.T, dir string, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binaries(t), "jetloop"), args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		}
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+// hasFlag reports whether a binary takes --flag, for flags that other work
+// is adding.
+func hasFlag(t *testing.T, name, flag string) bool {
+	t.Helper()
+	out, _ := exec.Command(filepath.Join(binaries(t), name), "-h").CombinedOutput()
+	return strings.Contains(string(out), "-"+flag)
+}
+
+// TestPasswordFromEnvironment: NATS_USER and NATS_PASSWORD authenticate the
+// CLI, so no password needs to be in a process listing; a wrong one is
+// refused.
+func TestPasswordFromEnvironment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	root := repoRoot(t)
+	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	secret, err := os.ReadFile(filepath.Join(root, "deploy", "dev", "viewer.password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runEnv(t, root, nil, "streams", "--nats", srv.ClientURL(), "--user", "admin",
+		"--password-file", filepath.Join(root, "deploy", "dev", "admin.password"), "apply"); code != 0 {
+		t.Fatalf("streams apply as admin exited %d:\n%s", code, out)
+	}
+	env := []string{"NATS_URL=" + srv.ClientURL(), "NATS_USER=viewer"}
+	if out, code := runEnv(t, root, append(env, "NATS_PASSWORD="+strings.TrimSpace(string(secret))), "dead"); code != 0 {
+		t.Fatalf("jetloop dead with NATS_USER/NATS_PASSWORD exited %d:\n%s", code, out)
+	}
+	out, code := runEnv(t, root, append(env, "NATS_PASSWORD=viewer"), "dead")
+	if code == 0 || !strings.Contains(strings.ToLower(out), "authorization") {
+		t.Fatalf("a wrong password was not refused (exit %d):\n%s", code, out)
 	}
 }

@@ -46,12 +46,17 @@ func newRegistry(ctx context.Context, js jetstream.JetStream, name string, specs
 	if ttl <= 0 {
 		ttl = runtime.ToolsTTL
 	}
-	workers, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: BucketWorkers, Description: "jetloop: live workers of each tool",
-		TTL: ttl, Storage: jetstream.FileStorage,
-	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		workers, err = js.KeyValue(ctx, BucketWorkers)
+	// Bound first: where provisioning is admin's alone, a worker may not
+	// even ask to create what exists.
+	workers, err := js.KeyValue(ctx, BucketWorkers)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		workers, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: BucketWorkers, Description: "jetloop: live workers of each tool",
+			TTL: ttl, Storage: jetstream.FileStorage,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			workers, err = js.KeyValue(ctx, BucketWorkers)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tools: bucket %s: %w", BucketWorkers, err)
