@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
@@ -59,13 +60,14 @@ type env struct {
 	store *runtime.Store
 	dir   string
 	stopO func()
+	calls *modelJobs
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	srv := natstest.Start(t)
 	nc, js := srv.Connect(t)
-	e := &env{t: t, srv: srv, nc: nc, js: js, dir: t.TempDir()}
+	e := &env{t: t, srv: srv, nc: nc, js: js, dir: t.TempDir(), calls: &modelJobs{jobs: map[string][]model.Request{}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := runtime.EnsureStreams(ctx, js); err != nil {
@@ -106,7 +108,8 @@ func (e *env) orchestrator() (stop func()) {
 		e.t.Fatal(err)
 	}
 	nc, js := e.srv.Connect(e.t)
-	o, err := runtime.New(nc, js, e.logger(), set, runtime.WithAckWait(time.Second), runtime.WithAllowScripts(true))
+	o, err := runtime.New(nc, js, e.logger(), set, runtime.WithAckWait(time.Second), runtime.WithAllowScripts(true),
+		runtime.WithProvider("script", recorder{e.calls}))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -232,42 +235,31 @@ func (e *env) finished(turn string) events.TurnFinishedData {
 	return fin
 }
 
-// modelJobs records the model jobs published from now on, per turn: a plain
-// subscriber on the jobs subject sees each as the stream stores it.
+// modelJobs records the model calls the orchestrator makes, per turn: the
+// scripted model, wrapped, sees each request as a provider does.
 type modelJobs struct {
 	mu   sync.Mutex
-	jobs map[string][]events.ModelJob
+	jobs map[string][]model.Request
 }
 
-func (e *env) recordModelJobs() *modelJobs {
-	e.t.Helper()
-	r := &modelJobs{jobs: map[string][]events.ModelJob{}}
-	sub, err := e.nc.Subscribe(events.SubjectModel, func(m *nats.Msg) {
-		var j events.ModelJob
-		if err := json.Unmarshal(m.Data, &j); err != nil {
-			e.t.Errorf("model job: %v", err)
-			return
-		}
-		r.mu.Lock()
-		r.jobs[j.TurnID] = append(r.jobs[j.TurnID], j)
-		r.mu.Unlock()
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.nc.Flush(); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { _ = sub.Unsubscribe() })
-	return r
+// recorder is the scripted model, recording what each call sends.
+type recorder struct{ r *modelJobs }
+
+func (p recorder) Call(ctx context.Context, req model.Request, emit func(string)) (model.Response, error) {
+	p.r.mu.Lock()
+	p.r.jobs[req.TurnID] = append(p.r.jobs[req.TurnID], req)
+	p.r.mu.Unlock()
+	return model.Scripted{}.Call(ctx, req, emit)
 }
 
-// of returns the model jobs of a turn recorded so far, by step, the last
-// publication of each step winning.
-func (r *modelJobs) of(turn string) map[int]events.ModelJob {
+func (e *env) recordModelJobs() *modelJobs { return e.calls }
+
+// of returns the model calls of a turn recorded so far, by step, the last
+// call of each step winning.
+func (r *modelJobs) of(turn string) map[int]model.Request {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := map[int]events.ModelJob{}
+	out := map[int]model.Request{}
 	for _, j := range r.jobs[turn] {
 		if j.Kind == events.ModelStep {
 			out[j.Step] = j

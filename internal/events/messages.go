@@ -90,8 +90,28 @@ const (
 	ModelSummary ModelKind = "summary"
 )
 
-// ModelJob asks a model runner for one model call, on jetloop.jobs.model
-// (internal to jetloop).
+// ModelJobRef asks a model runner for one model call, on jetloop.jobs.model
+// (internal to jetloop). It names the call, not its content: the runner
+// lives in an orchestrator, next to the turn's state and log, and derives the
+// call (ModelJob) from them, so no conversation, however long, is ever sent
+// as one message.
+type ModelJobRef struct {
+	TurnID    string    `json:"turn_id"`
+	SessionID string    `json:"session_id"`
+	Step      int       `json:"step"`
+	Kind      ModelKind `json:"kind"`
+	// Attempt counts the tries of this call (1 when absent). A retry is a
+	// new job with the next attempt, so a redelivery after a crash repeats
+	// its attempt rather than counting as another.
+	Attempt int `json:"attempt,omitempty"`
+	// NotBefore delays a retry: a runner that gets the job earlier hands it
+	// back until then.
+	NotBefore time.Time `json:"not_before,omitzero"`
+}
+
+// ModelJob is one model call as the turn's state defines it: what a model
+// runner sends to the provider. It is derived from the state (fsm.Jobs) and
+// never sent on the wire; a ModelJobRef names it.
 type ModelJob struct {
 	TurnID    string          `json:"turn_id"`
 	SessionID string          `json:"session_id"`

@@ -90,6 +90,17 @@ func (ToolAnswer) input()  {}
 func (Command) input()     {}
 func (Tick) input()        {}
 
+// Fail ends a live turn with error when what it did cannot be stored: an
+// event bigger than the server's max payload, a stream that is full. Like an
+// abort, it ends the turn at once, in whatever phase, so the turn is never
+// left running with no way forward.
+type Fail struct {
+	TurnID string
+	Reason string
+}
+
+func (Fail) input() {}
+
 // Decision is what an input causes: the events to append, in order, and the
 // state after them.
 type Decision struct {
@@ -235,6 +246,12 @@ func (d *decider) apply(in Input) error {
 			return err
 		}
 		c := s.call(in.CallID)
+		if c == nil && !s.asked(in.CallID) {
+			return &InputError{Reason: fmt.Sprintf("a result for call %q, which turn %q never requested", in.CallID, s.TurnID)}
+		}
+		if c != nil && c.Name != in.Tool {
+			return &InputError{Reason: fmt.Sprintf("a result of tool %q for call %q, a call of %q", in.Tool, in.CallID, c.Name)}
+		}
 		if c == nil || !c.Runnable() {
 			return nil // late, duplicate, or from an earlier step
 		}
@@ -256,10 +273,29 @@ func (d *decider) apply(in Input) error {
 		}
 		d.tick(in)
 
+	case Fail:
+		if err := d.live(); err != nil {
+			return err
+		}
+		d.finish(events.StopError, "", in.Reason)
+
 	default:
 		return fmt.Errorf("fsm: unknown input %T", in)
 	}
 	return nil
+}
+
+// asked reports whether the model asked for a call of this id in the turn:
+// a result for any other call is not a late one but a wrong one.
+func (s *State) asked(callID string) bool {
+	for i := range s.Messages {
+		for _, c := range s.Messages[i].ToolCalls {
+			if c.CallID == callID {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (d *decider) live() error {

@@ -54,8 +54,11 @@ func answer(step int, text string, calls ...events.ToolCall) ModelAnswer {
 		Usage: events.Usage{InputTokens: 10, OutputTokens: 2}}
 }
 
-func result(id, out string) ToolAnswer {
-	return ToolAnswer{CallID: id, Output: out, Worker: "w1", Attempt: 1}
+// result answers an echo call; toolResult any other.
+func result(id, out string) ToolAnswer { return toolResult("echo", id, out) }
+
+func toolResult(tool, id, out string) ToolAnswer {
+	return ToolAnswer{CallID: id, Tool: tool, Output: out, Worker: "w1", Attempt: 1}
 }
 
 func summary(text string) ModelAnswer {
@@ -251,19 +254,19 @@ func TestGivenWhenThen(t *testing.T) {
 		{
 			name:  "a final_tools result ends the turn with synthesis_done",
 			given: []Input{start(func(s *Start) { s.FinalTools = []string{"submit"} }), answer(1, "", call("a", "submit", `{}`))},
-			when:  result("a", "the answer"),
+			when:  toolResult("submit", "a", "the answer"),
 			then:  []string{"tool.completed:submit*", "step.checked:stop/synthesis_done", "turn.finished:synthesis_done"},
 		},
 		{
 			name:  "a worker's final result ends the turn too",
 			given: []Input{start(), answer(1, "", echo("a", "x"))},
-			when:  ToolAnswer{CallID: "a", Output: "x", Final: true, Attempt: 1},
+			when:  ToolAnswer{CallID: "a", Tool: "echo", Output: "x", Final: true, Attempt: 1},
 			then:  []string{"tool.completed:echo*", "step.checked:stop/synthesis_done", "turn.finished:synthesis_done"},
 		},
 		{
 			name:  "synthesis outranks the budget and the cap",
 			given: []Input{start(func(s *Start) { s.FinalTools = []string{"submit"}; s.Limits.Budget = 1; s.Limits.Steps = 1 }), answer(1, "", call("a", "submit", `{}`))},
-			when:  result("a", "the answer"),
+			when:  toolResult("submit", "a", "the answer"),
 			then:  []string{"tool.completed:submit*", "step.checked:stop/synthesis_done", "turn.finished:synthesis_done"},
 		},
 		{
@@ -323,6 +326,36 @@ func TestGivenWhenThen(t *testing.T) {
 			given: []Input{start(), answer(1, "", echo("a", "1"))},
 			when:  Command{Action: events.ActionAbort, Reason: "user pressed stop"},
 			then:  []string{"turn.finished:aborted"},
+		},
+		{
+			name:  "a failure to store what the turn did ends it at once with error",
+			given: []Input{start(), answer(1, "", echo("a", "1"))},
+			when:  Fail{Reason: "event tool.completed of 1300000 bytes exceeds the server's max payload"},
+			then:  []string{"turn.finished:error"},
+		},
+		{
+			name:  "a failure after the turn finished changes nothing",
+			given: []Input{start(), answer(1, "done")},
+			when:  Fail{Reason: "too big"},
+			err:   ErrTurnFinished,
+		},
+		{
+			name:  "a result for a call the turn never requested is refused",
+			given: []Input{start(), answer(1, "", echo("a", "1"))},
+			when:  result("zz", "forged"),
+			err:   &InputError{},
+		},
+		{
+			name:  "a result naming another tool than its call's is refused",
+			given: []Input{start(), answer(1, "", echo("a", "1"))},
+			when:  toolResult("write_file", "a", "forged"),
+			err:   &InputError{},
+		},
+		{
+			name:  "a late result of an earlier step is ignored, not refused",
+			given: []Input{start(), answer(1, "", echo("a", "1")), result("a", "1"), answer(2, "", echo("b", "2"))},
+			when:  result("a", "1 again"),
+			then:  []string{},
 		},
 		{
 			name:  "an abort of a paused turn ends it",
@@ -565,8 +598,9 @@ func TestJobsMatchTheirSchemas(t *testing.T) {
 		for _, j := range Jobs(st) {
 			var v any = j.Tool
 			name := "tool_job"
-			if j.Model != nil {
-				v, name = j.Model, "model_job"
+			if m := j.Model; m != nil {
+				// On the wire a model job names its call (runtime.encodeJob).
+				v, name = events.ModelJobRef{TurnID: m.TurnID, SessionID: m.SessionID, Step: m.Step, Kind: m.Kind, Attempt: m.Attempt, NotBefore: m.NotBefore}, "model_job"
 				kinds[string(j.Model.Kind)] = true
 			}
 			data, _ := json.Marshal(v)

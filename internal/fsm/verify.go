@@ -266,6 +266,10 @@ func inputOf(s *State, e events.Envelope) (Input, bool) {
 			return Command{Action: events.ActionAbort, Reason: d.Error}, true
 		case d.StopReason == events.StopTimeout:
 			return Tick{TurnID: e.TurnID, Kind: events.TimerTurn, At: e.Time}, true
+		case d.StopReason == events.StopError && s.Exists() && (s.Checked == nil || s.Checked.StopReason != events.StopError):
+			// Not the machine's own finish of a failed model call: the
+			// runtime could not store what the turn did.
+			return Fail{TurnID: e.TurnID, Reason: d.Error}, true
 		}
 	}
 	return nil, false

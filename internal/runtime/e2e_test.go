@@ -226,19 +226,19 @@ func TestRejectedSubmissionsAreDeadLettersAndServingGoesOn(t *testing.T) {
 	}
 }
 
-// TestBrokenModelResultsAreDeadLetters: model results are checked without
-// the generic schema validator, for what the schema guards.
+// TestBrokenModelResultsAreDeadLetters: a model result the schema refuses
+// is a dead letter that says why.
 func TestBrokenModelResultsAreDeadLetters(t *testing.T) {
 	h := newHarness(t).start()
 	h.submit(script("t-model", "General", `{"responses": [{"text": "fine"}]}`))
 	h.finished("t-model")
 	broken := map[string]string{
-		`{"turn_id":"t-model","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1,"tool_calls":[{"call_id":"bad id!","name":"echo","arguments":{}}]}`: "invalid call id",
-		`{"turn_id":"t-model","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1,"tool_calls":[{"call_id":"c1","name":"echo","arguments":"x"}]}`:     "not an object",
-		`{"turn_id":"t-model","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1,"extra":true}`:                                                      "unknown field",
-		`{"turn_id":"t-model","step":1,"kind":"later","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1}`:                                                                  "unknown kind",
+		`{"turn_id":"t-model","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1,"tool_calls":[{"call_id":"bad id!","name":"echo","arguments":{}}]}`: "/tool_calls/0/call_id",
+		`{"turn_id":"t-model","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1,"tool_calls":[{"call_id":"c1","name":"echo","arguments":"x"}]}`:     "/tool_calls/0/arguments",
+		`{"turn_id":"t-model","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1,"extra":true}`:                                                      "'extra' not allowed",
+		`{"turn_id":"t-model","step":1,"kind":"later","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1}`:                                                                  "/kind",
 		`{"turn_id":"t-other","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":1}`:                                                                   "sent to turn",
-		`{"turn_id":"t-model","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":0}`:                                                                   "no attempt",
+		`{"turn_id":"t-model","step":1,"kind":"step","text":"","usage":{"input_tokens":1,"output_tokens":1},"duration_ms":1,"attempts":0}`:                                                                   "/attempts",
 	}
 	for data := range broken {
 		h.publish(events.ModelResultSubject("t-model"), []byte(data), "")

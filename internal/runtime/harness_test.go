@@ -220,8 +220,14 @@ func (h *harness) orchestratorKill(opts ...runtime.Option) (stop, kill func()) {
 // worker runs a tool worker with the built-in tools and count.
 func (h *harness) worker(opts ...tools.Option) (stop func()) {
 	h.t.Helper()
+	return h.workerIn(h.t.TempDir(), opts...)
+}
+
+// workerIn runs a tool worker whose file tools are confined to root.
+func (h *harness) workerIn(root string, opts ...tools.Option) (stop func()) {
+	h.t.Helper()
 	nc, js := h.srv.Connect(h.t)
-	builtins, err := tools.Builtins(h.t.TempDir(), false)
+	builtins, err := tools.Builtins(root, false)
 	if err != nil {
 		h.t.Fatal(err)
 	}

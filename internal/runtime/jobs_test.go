@@ -3,73 +3,47 @@ package runtime
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/schemas"
 )
 
-// TestEncodeJobMatchesMarshal: a model job spliced from a turn's cached
-// message encodings is byte for byte the job json.Marshal gives, step after
-// step, when the history changes under the cache, and when compaction
-// rewrites the conversation.
-func TestEncodeJobMatchesMarshal(t *testing.T) {
-	hist := []events.Message{{Role: events.RoleUser, Content: "earlier <turn> & \"quotes\""}, {Role: events.RoleAssistant, Content: "ok"}}
-	st := &fsm.State{TurnID: "t1", SessionID: "s1", Phase: fsm.PhaseStream, Model: "script", System: `say "messages":null`,
-		Limits: fsm.Limits{Steps: 10}, Script: json.RawMessage(`{"responses":[]}`), History: hist,
-		Tools:    []events.ToolSpec{{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`)}},
-		Messages: []events.Message{{Role: events.RoleUser, Content: "hi\n"}}}
-	conv := &conversation{}
-	check := func(st *fsm.State) {
-		t.Helper()
-		jobs := fsm.Jobs(st)
-		if len(jobs) != 1 || jobs[0].Model == nil {
-			t.Fatalf("jobs %+v, want one model job", jobs)
-		}
-		want, err := json.Marshal(jobs[0].Model)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := encodeJob(conv, st, jobs[0])
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("step %d:\n got %s (%v)\nwant %s", st.Step, got, err, want)
-		}
+// TestEncodeJob: a tool job goes on the wire whole, a model job as a
+// reference to its call that matches the model_job schema, however long the
+// conversation: no conversation is ever one message.
+func TestEncodeJob(t *testing.T) {
+	big := strings.Repeat("<history> & more ", 100_000) // 1.7 MB
+	st := &fsm.State{TurnID: "t1", SessionID: "s1", Phase: fsm.PhaseStream, Model: "script", Step: 3,
+		Limits: fsm.Limits{Steps: 10}, Script: json.RawMessage(`{"responses":[]}`),
+		History:  []events.Message{{Role: events.RoleUser, Content: big}},
+		Messages: []events.Message{{Role: events.RoleUser, Content: "hi"}}}
+	jobs := fsm.Jobs(st)
+	if len(jobs) != 1 || jobs[0].Model == nil {
+		t.Fatalf("jobs %+v, want one model job", jobs)
 	}
-	for step := range 5 {
-		st.Step = step
-		check(st)
-		st.Messages = append(st.Messages,
-			events.Message{Role: events.RoleAssistant, ToolCalls: []events.ToolCall{{CallID: fmt.Sprint("c", step), Name: "echo", Arguments: json.RawMessage(`{"text":"x"}`)}}},
-			events.Message{Role: events.RoleTool, CallID: fmt.Sprint("c", step), Name: "echo", Content: `{"text":"x"}`, IsError: step%2 == 0})
+	data, err := encodeJob(jobs[0])
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(conv.msgs) != len(hist)+1+2*4 {
-		t.Fatalf("%d messages kept, want %d: each encoded once", len(conv.msgs), len(hist)+9)
+	if err := schemas.Validate("model_job", data); err != nil || len(data) > 200 {
+		t.Fatalf("model job %s (%d bytes): %v", data, len(data), err)
 	}
-	// Other tools and script (another state): encoded afresh.
-	st.Tools = []events.ToolSpec{{Name: "other", Description: "<b>"}}
-	st.Script = json.RawMessage(`{"responses":[{"text":"x"}]}`)
-	check(st)
-	st.Limits.Steps, st.Script = 0, nil // no tools offered, no script
-	check(st)
-	st.Limits.Steps = 10
-	// Another history (the turn loaded again): the cache starts over.
-	st.History = []events.Message{{Role: events.RoleUser, Content: "other"}}
-	check(st)
-	st.History = nil
-	check(st)
-	// Compaction: the conversation sent is not the messages kept.
-	st.KeepSteps = 1
-	check(st)
-	// No cache at all, and tool jobs.
-	conv = nil
-	st.KeepSteps = 0
-	check(st)
-	tool := fsm.Job{ID: "tool:c1", Tool: &events.ToolJob{TurnID: "t1", CallID: "c1", Tool: "echo", Arguments: json.RawMessage(`{}`)}}
-	want, _ := json.Marshal(tool.Tool)
-	if got, err := encodeJob(&conversation{}, st, tool); err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("tool job %s (%v), want %s", got, err, want)
+	ref, err := decodeModelJobRef(data)
+	if err != nil || modelJobID(ref) != jobs[0].ID {
+		t.Fatalf("decoded %+v (%v): id %s, want %s", ref, err, modelJobID(ref), jobs[0].ID)
+	}
+	tool := fsm.Job{ID: "tool:c1", Tool: &events.ToolJob{TurnID: "t1", SessionID: "s1", Step: 1, CallID: "c1", Tool: "echo",
+		Arguments: json.RawMessage(`{"text":"<b>&"}`), Deadline: time.Now().UTC()}}
+	got, err := encodeJob(tool)
+	if err != nil || !bytes.Contains(got, []byte(`"<b>&"`)) {
+		t.Fatalf("tool job %s (%v): want its arguments unescaped", got, err)
+	}
+	if err := schemas.Validate("tool_job", got); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -102,42 +76,20 @@ func TestDecodeToolResultMatchesSchema(t *testing.T) {
 	}
 }
 
-// TestDecodeJobMatchesUnmarshal: a model runner reads a job field by field
-// into what json.Unmarshal gives, and leaves anything unusual to it.
-func TestDecodeJobMatchesUnmarshal(t *testing.T) {
-	st := &fsm.State{TurnID: "t1", SessionID: "s1", Phase: fsm.PhaseStream, Model: "script", System: "be brief",
-		Limits: fsm.Limits{Steps: 10}, Script: json.RawMessage(`{"responses":[{"text":"hi"}]}`), ScriptIndex: 2, Step: 3,
-		Tools:    []events.ToolSpec{{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`), TimeoutMs: 5}},
-		Messages: []events.Message{{Role: events.RoleUser, Content: "hi \"there\"\n"}, {Role: events.RoleAssistant, ToolCalls: []events.ToolCall{{CallID: "c1", Name: "echo", Arguments: json.RawMessage(`{"a":1}`)}}}}}
-	job, err := encodeJob(&conversation{}, st, fsm.Jobs(st)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &modelRunners{}
-	for _, in := range []string{
-		string(job), string(job), // the second time from the kept tools and script
-		`{"turn_id":"t1","session_id":"s1","step":1,"kind":"summary","model":"m","messages":null,"tools":null,"script":null,"script_index":0,"instruction":"sum up","attempt":2,"not_before":"2026-01-02T03:04:05Z"}`,
-		`{"Turn_ID":"t1","session_id":"s1","kind":"step","model":"m","messages":[]}`,
-		`{"turn_id":"t1","session_id":"s1","kind":"step","model":"m","messages":[],"extra":{"x":[1]}}`,
-		`{"turn_id":"t1","session_id":"s1","kind":"step","model":"m","step":"1"}`,
-		`{"turn_id":"t1","session_id":"s1","kind":"step","model":"m","messages":[{"role":}]}`,
-		`{"turn_id":"t1","session_id":"s1","kind":"nope","model":"m"}`,
-		`[]`, `{}`, ``,
+// TestDecodeModelJobRef: a model job is read as strictly as its schema.
+func TestDecodeModelJobRef(t *testing.T) {
+	for in, ok := range map[string]bool{
+		`{"turn_id":"t1","session_id":"s1","step":1,"kind":"step"}`:                                                    true,
+		`{"turn_id":"t1","session_id":"s1","step":1,"kind":"summary","attempt":2,"not_before":"2026-01-02T03:04:05Z"}`: true,
+		`{"Turn_ID":"t1","session_id":"s1","step":1,"kind":"step"}`:                                                    false,
+		`{"turn_id":"t1","session_id":"s1","step":1,"kind":"step","messages":[]}`:                                      false,
+		`{"turn_id":"t.1","session_id":"s1","step":1,"kind":"step"}`:                                                   false,
+		`{"turn_id":"t1","session_id":"s1","step":1,"kind":"chat"}`:                                                    false,
+		`{"turn_id":"t1","session_id":"s1","step":1,"kind":"step","attempt":0}`:                                        false,
+		`[]`: false, `{}`: false, ``: false,
 	} {
-		var want events.ModelJob
-		werr := json.Unmarshal([]byte(in), &want)
-		got, gerr := r.decodeJob([]byte(in))
-		if werr != nil {
-			if gerr == nil {
-				t.Errorf("%s: decoded, but json.Unmarshal fails: %v", in, werr)
-			}
-			continue
-		}
-		if verr := checkModelJob(want); (verr == nil) != (gerr == nil) {
-			t.Errorf("%s: error %v, want %v", in, gerr, verr)
-		}
-		if gerr == nil && !reflect.DeepEqual(got, want) {
-			t.Errorf("%s:\n got %+v\nwant %+v", in, got, want)
+		if _, err := decodeModelJobRef([]byte(in)); (err == nil) != ok {
+			t.Errorf("%s: error %v, want ok %v", in, err, ok)
 		}
 	}
 }

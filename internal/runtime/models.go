@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/model"
+	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -25,12 +27,10 @@ const ModelConsumer = "model_runner"
 type modelRunners struct {
 	o    *Orchestrator
 	cons jetstream.Consumer
-	// Every model job of a turn carries the turn's whole script and tool
-	// specs; decoding them for each call cost more than a scripted call.
-	// They are kept decoded by their bytes, so a kept one is the one the
-	// job carries.
+	// A turn's calls carry its whole script; decoding it for each call cost
+	// more than a scripted call. Scripts are kept decoded by their bytes,
+	// so a kept one is the one the call carries.
 	scripts byBytes[*model.Script]
-	tools   byBytes[[]events.ToolSpec]
 }
 
 // byBytes keeps values decoded from JSON, looked up by that JSON. Callers
@@ -67,11 +67,6 @@ func (c *byBytes[T]) get(raw []byte, decode func([]byte) (T, error)) (T, error) 
 func decodeScript(raw []byte) (*model.Script, error) {
 	s := new(model.Script)
 	return s, json.Unmarshal(raw, s)
-}
-
-func decodeTools(raw []byte) ([]events.ToolSpec, error) {
-	var t []events.ToolSpec
-	return t, json.Unmarshal(raw, &t)
 }
 
 func newModelRunners(ctx context.Context, o *Orchestrator, alone bool) (*modelRunners, error) {
@@ -133,7 +128,7 @@ func PullEach(ctx context.Context, cons jetstream.Consumer, log *slog.Logger, ha
 // to finish; a call cut short is handed back, never answered half-done.
 func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 	o := r.o
-	job, err := r.decodeJob(msg.Data())
+	ref, err := decodeModelJobRef(msg.Data())
 	if err != nil {
 		reason := err.Error()
 		o.log.Warn("dead letter", "input", "model_job", "reason", reason)
@@ -146,20 +141,34 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		_ = msg.TermWithReason(reason)
 		return
 	}
-	attempt := max(job.Attempt, 1)
-	if wait := time.Until(job.NotBefore); wait > 0 {
+	attempt := max(ref.Attempt, 1)
+	if wait := time.Until(ref.NotBefore); wait > 0 {
 		_ = msg.NakWithDelay(wait)
 		return
 	}
 	// Built only when something is logged: a logger With attributes is a
 	// copy of the handler, and most calls log nothing.
 	log := func() *slog.Logger {
-		return o.log.With("turn", job.TurnID, "step", job.Step, "kind", job.Kind, "attempt", attempt)
+		return o.log.With("turn", ref.TurnID, "step", ref.Step, "kind", ref.Kind, "attempt", attempt)
+	}
+	id := modelJobID(ref)
+	job, err := r.resolve(ref, id)
+	switch {
+	case errors.Is(err, errStaleCall):
+		// The turn has moved past this call (aborted, timed out, or
+		// answered by another runner): nobody waits for its answer.
+		o.calls.drop(id)
+		_ = msg.Ack()
+		return
+	case err != nil:
+		log().Warn("cannot read the turn of a model call; it comes again", "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	forget := o.cancels.Add(job.TurnID, cancel)
+	forget := o.cancels.Add(ref.TurnID, cancel)
 	defer forget()
 	grace := context.AfterFunc(stop, func() {
 		t := time.AfterFunc(o.drainGrace, cancel)
@@ -171,7 +180,7 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 
 	began := time.Now()
 	resp, err := r.call(ctx, job, attempt)
-	res := events.ModelResult{TurnID: job.TurnID, Step: job.Step, Kind: job.Kind, Text: resp.Text,
+	res := events.ModelResult{TurnID: ref.TurnID, Step: ref.Step, Kind: ref.Kind, Text: resp.Text,
 		ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, Usage: resp.Usage,
 		DurationMs: time.Since(began).Milliseconds(), Attempts: attempt}
 	if err != nil {
@@ -183,6 +192,7 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		if ctx.Err() != nil {
 			// Cancelled by an abort: the turn has finished and ignores any
 			// answer.
+			o.calls.drop(id)
 			_ = msg.Ack()
 			return
 		}
@@ -190,14 +200,20 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		if errors.As(err, &me) && me.Retryable() && attempt < model.MaxAttempts {
 			delay := retryDelay(attempt, me.RetryAfter)
 			log().Warn("model call failed; retrying", "err", err, "in", delay)
-			r.retry(msg, job, attempt+1, delay)
+			r.retry(msg, ref, attempt+1, delay)
 			return
 		}
 		log().Warn("model call failed for good", "err", err)
-		res = events.ModelResult{TurnID: job.TurnID, Step: job.Step, Kind: job.Kind, Usage: events.Usage{},
-			DurationMs: res.DurationMs, Attempts: attempt, Error: err.Error()}
+		res = failedCall(res, err.Error())
 	}
-	data, err := json.Marshal(res)
+	data, err := events.Marshal(res)
+	if err == nil && len(data) > o.maxResult() {
+		// An answer that cannot be stored ends its step with an error
+		// that says so, instead of a publish that fails for ever.
+		log().Warn("model answer too big to store", "bytes", len(data))
+		data, err = events.Marshal(failedCall(res, fmt.Sprintf("the model's answer (%d bytes encoded) exceeds the server's max payload (%d bytes)",
+			len(data), o.nc.MaxPayload())))
+	}
 	if err != nil {
 		log().Error("cannot encode a model result", "err", err)
 		_ = msg.NakWithDelay(time.Second)
@@ -205,135 +221,109 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 	}
 	pctx, pcancel := context.WithTimeout(context.Background(), defaultIOTimeout)
 	defer pcancel()
-	if _, err := o.js.Publish(pctx, events.ModelResultSubject(job.TurnID), data, jetstream.WithMsgID(modelJobID(job))); err != nil {
+	if _, err := o.js.Publish(pctx, events.ModelResultSubject(ref.TurnID), data, jetstream.WithMsgID(id)); err != nil {
 		log().Warn("cannot publish a model result; the call runs again", "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
+	o.calls.drop(id)
 	if err := msg.Ack(); err != nil {
 		log().Debug("ack of a model job failed; its result is deduplicated", "err", err)
 	}
 }
 
-// decodeModelJob reads a model job and checks what the runner relies on.
-// Only orchestrators write model jobs (nats.conf lets no other user publish
-// on jetloop.jobs.model), from typed values whose JSON a test checks against
-// the model_job schema, and a job's script passed the script schema when its
-// turn started. So the job is not validated against its schema again: that
-// check, whose cost grows with the conversation the job carries, took a
-// third of the orchestrator's CPU under load.
-//
-// The job is read field by field: its tools come from r.tools, its script
-// is kept as bytes until a scripted call needs it (r.scripts), and the other
-// fields are decoded alone, so only the conversation is decoded in full.
-// A job that is not a plain object is read by encoding/json.
-func (r *modelRunners) decodeJob(data []byte) (events.ModelJob, error) {
-	var job events.ModelJob
-	var err error
-	ok := events.EachField(data, func(key string, v []byte) bool {
-		switch key {
-		case "tools":
-			if string(v) == "null" {
-				job.Tools = nil
-				return true
-			}
-			job.Tools, err = r.tools.get(v, decodeTools)
-			return err == nil
-		case "script":
-			// Checked when a scripted call decodes it: the script passed
-			// its schema when the turn started.
-			job.Script = json.RawMessage(v)
-			return true
-		}
-		f := jobField(&job, key)
-		return f != nil && json.Unmarshal(v, f) == nil
-	})
-	if !ok {
-		job = events.ModelJob{}
-		if err := json.Unmarshal(data, &job); err != nil {
-			return job, &deadLetter{"model_job: " + err.Error()}
-		}
-	}
-	return job, checkModelJob(job)
+// failedCall is the answer of a call that failed for good.
+func failedCall(res events.ModelResult, reason string) events.ModelResult {
+	return events.ModelResult{TurnID: res.TurnID, Step: res.Step, Kind: res.Kind, Usage: events.Usage{},
+		DurationMs: res.DurationMs, Attempts: res.Attempts, Error: reason}
 }
 
-// checkModelJob checks what the runner relies on in a decoded job.
-func checkModelJob(job events.ModelJob) error {
-	switch {
-	case !events.ValidID(job.TurnID) || !events.ValidID(job.SessionID):
-		return &deadLetter{fmt.Sprintf("model_job: invalid turn or session id %q/%q", job.SessionID, job.TurnID)}
-	case job.Kind != events.ModelStep && job.Kind != events.ModelSummary:
-		return &deadLetter{fmt.Sprintf("model_job: unknown kind %q", job.Kind)}
-	case job.Model == "" || job.Step < 0:
-		return &deadLetter{"model_job: no model, or a negative step"}
-	}
-	return nil
+// maxResult is the largest model result that leaves room, within the
+// server's max payload, for the event that records it.
+func (o *Orchestrator) maxResult() int {
+	return int(o.nc.MaxPayload()) - eventRoom
 }
 
-// jobField returns the field of job that key names, nil for any other key
-// (left to encoding/json, which matches keys without regard to case). Tools
-// and script are read apart.
-func jobField(job *events.ModelJob, key string) any {
-	switch key {
-	case "turn_id":
-		return &job.TurnID
-	case "session_id":
-		return &job.SessionID
-	case "step":
-		return &job.Step
-	case "kind":
-		return &job.Kind
-	case "model":
-		return &job.Model
-	case "system":
-		return &job.System
-	case "messages":
-		return &job.Messages
-	case "script_index":
-		return &job.ScriptIndex
-	case "instruction":
-		return &job.Instruction
-	case "attempt":
-		return &job.Attempt
-	case "not_before":
-		return &job.NotBefore
+// eventRoom is what an event adds to the data it records: the envelope,
+// its headers, and the fields the machine adds.
+const eventRoom = 4 << 10
+
+// errStaleCall is a model job whose turn no longer waits for it.
+var errStaleCall = errors.New("runtime: the turn no longer waits for this model call")
+
+// resolve returns the call a job names: held by this process when one of
+// its shards published it, else derived from the turn's log, as the shard
+// did. A turn that no longer waits for the call makes it stale.
+func (r *modelRunners) resolve(ref events.ModelJobRef, id string) (*events.ModelJob, error) {
+	if job, ok := r.o.calls.get(id); ok {
+		return job, nil
 	}
-	return nil
+	ctx, cancel := context.WithTimeout(context.Background(), 2*defaultIOTimeout)
+	defer cancel()
+	st, _, err := r.o.store.Load(ctx, ref.TurnID)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Exists() || st.Done() {
+		return nil, errStaleCall
+	}
+	if err := r.o.history.fill(ctx, st); err != nil {
+		return nil, err
+	}
+	for _, j := range fsm.Jobs(st) {
+		if j.ID == id && j.Model != nil {
+			return j.Model, nil
+		}
+	}
+	return nil, errStaleCall
+}
+
+// decodeModelJobRef reads a model job: a reference to a call, checked as
+// strictly as its schema (only orchestrators publish it).
+func decodeModelJobRef(data []byte) (events.ModelJobRef, error) {
+	var ref events.ModelJobRef
+	if err := schemas.Validate("model_job", data); err != nil {
+		return ref, &deadLetter{err.Error()}
+	}
+	if err := json.Unmarshal(data, &ref); err != nil {
+		return ref, &deadLetter{"model_job: " + err.Error()}
+	}
+	return ref, nil
 }
 
 // retry replaces a job with its next attempt, due after delay. The
 // replacement is published before the job is acknowledged, and its id names
 // the attempt, so a crash between the two loses nothing and runs the attempt
 // once.
-func (r *modelRunners) retry(msg jetstream.Msg, job events.ModelJob, attempt int, delay time.Duration) {
-	job.Attempt = attempt
-	job.NotBefore = time.Now().Add(delay).UTC()
-	data, err := json.Marshal(job)
+func (r *modelRunners) retry(msg jetstream.Msg, ref events.ModelJobRef, attempt int, delay time.Duration) {
+	ref.Attempt = attempt
+	ref.NotBefore = time.Now().Add(delay).UTC()
+	data, err := events.Marshal(ref)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), defaultIOTimeout)
 		defer cancel()
 		_, err = r.o.js.Publish(ctx, events.SubjectModel, data,
-			jetstream.WithMsgID(fmt.Sprintf("%s:attempt-%d", modelJobID(job), attempt)))
+			jetstream.WithMsgID(fmt.Sprintf("%s:attempt-%d", modelJobID(ref), attempt)))
 	}
 	if err != nil {
 		// This attempt is made again instead: the count stays honest.
-		r.o.log.Warn("cannot schedule a model retry", "turn", job.TurnID, "err", err)
+		r.o.log.Warn("cannot schedule a model retry", "turn", ref.TurnID, "err", err)
 		_ = msg.NakWithDelay(delay)
 		return
 	}
 	_ = msg.Ack()
 }
 
-func modelJobID(job events.ModelJob) string {
-	if job.Kind == events.ModelSummary {
-		return fmt.Sprintf("model:%s:summary", job.TurnID)
+func modelJobID(ref events.ModelJobRef) string {
+	if ref.Kind == events.ModelSummary {
+		return fmt.Sprintf("model:%s:summary", ref.TurnID)
 	}
-	return fmt.Sprintf("model:%s:%d", job.TurnID, job.Step)
+	return fmt.Sprintf("model:%s:%d", ref.TurnID, ref.Step)
 }
 
 // call makes one attempt of a model job with the provider its model names,
 // streaming text deltas to live viewers.
-func (r *modelRunners) call(ctx context.Context, job events.ModelJob, attempt int) (model.Response, error) {
+func (r *modelRunners) call(ctx context.Context, job *events.ModelJob, attempt int) (model.Response, error) {
 	provider, name, err := model.Spec(job.Model)
 	if err != nil {
 		return model.Response{}, &model.Error{Kind: model.BadRequest, Message: err.Error()}

@@ -52,6 +52,7 @@ type Orchestrator struct {
 	timers  *timers
 	history *historyCache
 	cancels *Cancels
+	calls   *calls
 }
 
 // Option configures an Orchestrator.
@@ -146,6 +147,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, set *agents.Se
 		providers:  map[string]model.Provider{"script": model.Scripted{}},
 		drainGrace: 10 * time.Second,
 		cancels:    NewCancels(),
+		calls:      newCalls(),
 	}
 	for _, opt := range opts {
 		if err := opt(o); err != nil {
@@ -207,6 +209,11 @@ func (o *Orchestrator) run(ctx context.Context) error {
 		return fmt.Errorf("runtime: subscribe cancels: %w", err)
 	}
 	defer func() { _ = cancelSub.Unsubscribe() }()
+	exhausted, err := o.watchExhausted()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = exhausted.Unsubscribe() }()
 
 	if err := o.rearm(setup); err != nil {
 		return err
@@ -236,7 +243,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer) erro
 	var wg sync.WaitGroup
 	var stopping atomic.Bool
 	for i := range shards {
-		shards[i] = &shard{o: o, in: make(chan jetstream.Msg, 64), cache: map[string]*entry{}, stopping: &stopping}
+		shards[i] = &shard{o: o, in: newQueue(), cache: map[string]*entry{}, stopping: &stopping}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -250,7 +257,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer) erro
 		if err != nil {
 			stopping.Store(true)
 			for _, s := range shards {
-				close(s.in)
+				s.in.close()
 			}
 			wg.Wait()
 			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
@@ -258,7 +265,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer) erro
 			}
 			return fmt.Errorf("runtime: consume inbox: %w", err)
 		}
-		shards[o.shardOf(msg, len(shards))].in <- msg
+		shards[o.shardOf(msg, len(shards))].in.push(msg)
 	}
 }
 

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
@@ -22,21 +25,24 @@ type entry struct {
 	state     *fsm.State
 	seq       uint64
 	published map[string]bool
-	conv      *conversation // the encoded messages of its model jobs
 }
 
 // shard advances the turns that hash to it, one input at a time, and owns
 // their cached states: no locks, and one turn's inputs stay in order.
 type shard struct {
 	o        *Orchestrator
-	in       chan jetstream.Msg
+	in       *queue
 	cache    map[string]*entry
 	stopping *atomic.Bool // the process is stopping: hand inputs back
 	dead     bool         // a crash hook fired: behave like a dead process
 }
 
 func (s *shard) run() {
-	for msg := range s.in {
+	for {
+		msg, ok := s.in.pop()
+		if !ok {
+			return
+		}
 		switch {
 		case s.dead:
 		case s.stopping.Load():
@@ -44,6 +50,61 @@ func (s *shard) run() {
 		default:
 			s.handle(msg)
 		}
+	}
+}
+
+// queue holds a shard's inputs. It never blocks the dispatcher: one shard
+// slowed by one turn's input must not hold up the inputs of every other
+// shard. What it can hold is bounded by the inbox consumer's MaxAckPending.
+type queue struct {
+	mu     sync.Mutex
+	items  []jetstream.Msg
+	closed bool
+	wake   chan struct{}
+}
+
+func newQueue() *queue { return &queue{wake: make(chan struct{}, 1)} }
+
+func (q *queue) push(msg jetstream.Msg) {
+	q.mu.Lock()
+	q.items = append(q.items, msg)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close lets pop return false once the queue is empty.
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue) pop() (jetstream.Msg, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			msg := q.items[0]
+			q.items[0] = nil
+			q.items = q.items[1:]
+			if len(q.items) == 0 {
+				q.items = nil // let the backing array go
+			}
+			q.mu.Unlock()
+			return msg, true
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return nil, false
+		}
+		<-q.wake
 	}
 }
 
@@ -67,12 +128,16 @@ func (s *shard) handle(msg jetstream.Msg) {
 	// so it is completed or handed back, never half done.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*defaultIOTimeout)
 	defer cancel()
-	kind, turn, _ := events.InboxKind(msg.Subject())
+	kind, turn := inputKind(msg.Subject())
 	log := o.log.With("input", kind)
 	if turn != "" {
 		log = log.With("turn", turn)
 	}
-	err := s.dispatch(ctx, log, msg, kind, turn)
+	delivered := uint64(1)
+	if md, err := msg.Metadata(); err == nil {
+		delivered = md.NumDelivered
+	}
+	err := s.dispatch(ctx, log, msg, kind, turn, delivered)
 	var r *retry
 	var d *deadLetter
 	switch {
@@ -84,34 +149,63 @@ func (s *shard) handle(msg jetstream.Msg) {
 		s.dead = true
 	case errors.As(err, &d):
 		log.Warn("dead letter", "reason", d.reason)
-		if err := o.deadLetter(ctx, msg, kind, d.reason); err != nil {
-			log.Error("cannot write the dead letter; the input comes again", "err", err)
-			_ = msg.NakWithDelay(time.Second)
-			return
-		}
-		_ = msg.TermWithReason(d.reason)
+		s.bury(log, msg, kind, d.reason)
+	case delivered >= InboxMaxDeliver:
+		// Its last delivery: it becomes a dead letter with its last error
+		// rather than hold its turn's inputs back for ever.
+		reason := fmt.Sprintf("not handled after %d deliveries: %v", delivered, err)
+		log.Error("dead letter", "reason", reason)
+		s.bury(log, msg, kind, reason)
 	case errors.As(err, &r):
 		log.Warn("input deferred", "err", r.err)
-		_ = msg.NakWithDelay(backoff(msg))
+		_ = msg.NakWithDelay(backoff(delivered))
 	default:
 		log.Error("input failed", "err", err)
-		_ = msg.NakWithDelay(backoff(msg))
+		_ = msg.NakWithDelay(backoff(delivered))
 	}
+}
+
+// bury keeps an input that cannot be handled as a dead letter and removes
+// it from the inbox. A dead letter that cannot be written (the dead-letter
+// stream is unavailable or full) hands the input back for later instead: it
+// is never lost, and the write has its own short deadline, so a shard is
+// never held for long.
+func (s *shard) bury(log *slog.Logger, msg jetstream.Msg, kind, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadLetterTimeout)
+	defer cancel()
+	if err := s.o.deadLetter(ctx, msg, kind, reason); err != nil {
+		log.Error("cannot write the dead letter; the input comes again", "err", err)
+		_ = msg.NakWithDelay(backoff(InboxMaxDeliver))
+		return
+	}
+	_ = msg.TermWithReason(truncate(reason, 256))
+}
+
+// deadLetterTimeout bounds a dead letter's write.
+const deadLetterTimeout = 2 * time.Second
+
+// inputKind names an inbox subject's kind of input and its turn. A subject
+// that names no known kind, or has extra tokens, is of kind "unknown".
+func inputKind(subject string) (kind, turn string) {
+	kind, turn, ok := events.InboxKind(subject)
+	switch {
+	case !ok:
+		return "unknown", ""
+	case kind == "submit", kind == "control", kind == "result", kind == "model", kind == "timer":
+		return kind, turn
+	}
+	return "unknown", ""
 }
 
 // backoff delays a failed input more on each delivery, up to 10 s.
-func backoff(msg jetstream.Msg) time.Duration {
-	n := uint64(1)
-	if md, err := msg.Metadata(); err == nil {
-		n = md.NumDelivered
-	}
-	return min(time.Duration(n)*200*time.Millisecond, 10*time.Second)
+func backoff(delivered uint64) time.Duration {
+	return min(time.Duration(max(delivered, 1))*200*time.Millisecond, 10*time.Second)
 }
 
-func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Msg, kind, turn string) error {
-	redelivered := false
-	if md, err := msg.Metadata(); err == nil {
-		redelivered = md.NumDelivered > 1
+func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Msg, kind, turn string, delivered uint64) error {
+	redelivered := delivered > 1
+	if kind == "unknown" {
+		return &deadLetter{fmt.Sprintf("no input of jetloop has the subject %q", msg.Subject())}
 	}
 	if kind != "submit" && !events.ValidID(turn) {
 		return &deadLetter{fmt.Sprintf("invalid turn id in subject %q", msg.Subject())}
@@ -223,6 +317,13 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 			delete(s.cache, turn)
 			continue
 		}
+		var u *unstorableError
+		if errors.As(err, &u) {
+			if _, failing := in.(fsm.Fail); !failing {
+				return s.fail(ctx, log, turn, u.err, redelivered)
+			}
+			return &retry{u.err}
+		}
 		return err
 	}
 	return &retry{fmt.Errorf("runtime: turn %s: the log kept moving", turn)}
@@ -242,6 +343,9 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 		if errors.Is(err, ErrConflict) {
 			return err
 		}
+		if unstorable(err) {
+			return &unstorableError{err}
+		}
 		return &retry{err}
 	}
 	if err := s.crash(StageAppended); err != nil {
@@ -252,17 +356,16 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	// before publishing its own.
 	jobs := fsm.Jobs(d.State)
 	published := make(map[string]bool, len(jobs))
-	conv := e.conv
-	if conv == nil {
-		conv = &conversation{}
-	}
 	for _, j := range jobs {
 		published[j.ID] = true
 		if e.published[j.ID] && !redelivered {
 			continue
 		}
-		if err := o.publishJob(ctx, conv, d.State, j); err != nil {
+		if err := o.publishJob(ctx, j); err != nil {
 			delete(s.cache, turn)
+			if unstorable(err) {
+				return &unstorableError{err}
+			}
 			return &retry{err}
 		}
 	}
@@ -282,14 +385,68 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 		}
 		return nil
 	}
-	if d.State.Phase == fsm.PhasePaused {
-		// A turn waiting for a person may wait long: it keeps no encoded
-		// conversation, which its next model job encodes again.
-		conv = nil
-	}
-	s.put(turn, &entry{state: d.State, seq: seq, published: published, conv: conv})
+	s.put(turn, &entry{state: d.State, seq: seq, published: published})
 	return nil
 }
+
+// unstorableError is a decision that cannot be stored as it is: an event
+// too big for the server, or a stream that is full.
+type unstorableError struct{ err error }
+
+func (u *unstorableError) Error() string { return u.err.Error() }
+func (u *unstorableError) Unwrap() error { return u.err }
+
+// fail ends a turn with an error when what an input made it do cannot be
+// stored: the turn does not stay running with no way forward, and the
+// input is acknowledged. A submission that cannot even start its turn is a
+// dead letter. When the end itself cannot be written (the whole store is
+// full), the input is retried, a bounded number of times.
+func (s *shard) fail(ctx context.Context, log *slog.Logger, turn string, cause error, redelivered bool) error {
+	reason := "cannot store what the turn did: " + cause.Error()
+	var tb *TooBigError
+	if errors.As(cause, &tb) {
+		reason = "cannot store what the turn did: " + tb.Error()
+	}
+	e, err := s.load(ctx, turn)
+	if err != nil {
+		return err
+	}
+	if !e.state.Exists() {
+		return &deadLetter{reason}
+	}
+	log.Error("ending the turn: what it did cannot be stored", "err", cause)
+	return s.apply(ctx, log, turn, fsm.Fail{TurnID: turn, Reason: reason}, redelivered)
+}
+
+// unstorable reports whether a publish failed for a reason that waiting
+// does not cure by itself: too big for the server, or a full stream.
+func unstorable(err error) bool {
+	var tb *TooBigError
+	if errors.As(err, &tb) || errors.Is(err, nats.ErrMaxPayload) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case codeInsufficientResources, codeStorageExceeded, codeMessageTooBig:
+		return true
+	case codeStoreFailed:
+		// A stream with discard new at its bound says so in this one.
+		return strings.Contains(apiErr.Description, "maximum bytes exceeded") ||
+			strings.Contains(apiErr.Description, "maximum messages exceeded")
+	}
+	return false
+}
+
+// JetStream error codes of a store that cannot take a message.
+const (
+	codeInsufficientResources = 10023
+	codeStorageExceeded       = 10047
+	codeMessageTooBig         = 10054
+	codeStoreFailed           = 10077
+)
 
 func (s *shard) crash(stage string) error {
 	if s.o.beforeAck == nil {
@@ -313,12 +470,15 @@ func (s *shard) put(turn string, e *entry) {
 	s.cache[turn] = e
 }
 
-// publishJob publishes one job of st; conv keeps the encoded conversation of
-// st's turn (nil: none kept).
-func (o *Orchestrator) publishJob(ctx context.Context, conv *conversation, st *fsm.State, j fsm.Job) error {
-	data, err := encodeJob(conv, st, j)
+// publishJob publishes one job. A model call is held for this process's
+// runners, which would otherwise derive it from the turn's log.
+func (o *Orchestrator) publishJob(ctx context.Context, j fsm.Job) error {
+	data, err := encodeJob(j)
 	if err != nil {
 		return fmt.Errorf("runtime: encode job %s: %w", j.ID, err)
+	}
+	if j.Model != nil {
+		o.calls.put(j.ID, j.Model)
 	}
 	if _, err := o.js.Publish(ctx, j.Subject, data, jetstream.WithMsgID(j.ID)); err != nil {
 		return fmt.Errorf("runtime: publish job %s: %w", j.ID, err)
@@ -334,17 +494,46 @@ func (o *Orchestrator) deadLetter(ctx context.Context, msg jetstream.Msg, kind, 
 // DeadLetter keeps a message that cannot be handled, with the reason in the
 // Jetloop-Error header and its subject in Jetloop-Subject, where an operator
 // can find, fix and re-send it. Its id is the message's place in its stream,
-// so a dead letter retried after a crash is kept once.
-func DeadLetter(ctx context.Context, js jetstream.JetStream, msg jetstream.Msg, kind, reason string) error {
+// so a dead letter retried after a crash is kept once. A payload too big to
+// go with the headers is cut, and Jetloop-Truncated says its full size: a
+// dead letter that could never be written would be retried for ever.
+func DeadLetter(ctx context.Context, js jetstream.JetStream, msg Letter, kind, reason string) error {
 	dm := &nats.Msg{Subject: events.DeadSubject(kind), Data: msg.Data(), Header: nats.Header{}}
-	dm.Header.Set(events.HeaderError, reason)
+	dm.Header.Set(events.HeaderError, truncate(reason, maxReason))
 	dm.Header.Set("Jetloop-Subject", msg.Subject())
 	id := "dead:" + msg.Subject()
 	if md, err := msg.Metadata(); err == nil {
 		id = "dead:" + md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10)
 	}
+	if room := int(js.Conn().MaxPayload()) - maxReason - len(msg.Subject()) - len(id) - 512; len(dm.Data) > room {
+		dm.Header.Set("Jetloop-Truncated", strconv.Itoa(len(dm.Data)))
+		dm.Data = dm.Data[:max(room, 0)]
+	}
 	if _, err := js.PublishMsg(ctx, dm, jetstream.WithMsgID(id)); err != nil {
 		return fmt.Errorf("runtime: dead letter: %w", err)
 	}
 	return nil
+}
+
+// Letter is what DeadLetter keeps of a message: a jetstream.Msg, or one
+// read back from its stream.
+type Letter interface {
+	Subject() string
+	Data() []byte
+	Metadata() (*jetstream.MsgMetadata, error)
+}
+
+// maxReason bounds a dead letter's reason: it goes in a header.
+const maxReason = 4 << 10
+
+// truncate cuts s to at most n bytes, on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -23,6 +23,22 @@ const (
 	codeWrongLastSeqCluster = 10164
 )
 
+// TooBigError is something a turn did that cannot be stored: bigger, once
+// encoded, than the server's max payload. It ends the turn with an error
+// that names the size instead of an append that fails for ever.
+type TooBigError struct {
+	What string
+	Size int
+	Max  int64
+}
+
+func (e *TooBigError) Error() string {
+	return fmt.Sprintf("%s of %d bytes exceeds the server's max payload (%d bytes)", e.What, e.Size, e.Max)
+}
+
+// headerRoom is what the headers and protocol add to an event's bytes.
+const headerRoom = 512
+
 // Store reads and appends turn logs in JETLOOP_EVENTS.
 type Store struct {
 	js     jetstream.JetStream
@@ -130,6 +146,9 @@ func (s *Store) Append(ctx context.Context, last uint64, evs []events.Envelope) 
 		}
 		msg := &nats.Msg{Subject: events.EventsSubject(e.SessionID, e.TurnID), Data: data, Header: nats.Header{}}
 		msg.Header.Set(events.HeaderType, string(e.Type))
+		if limit := s.js.Conn().MaxPayload(); int64(len(data))+headerRoom > limit {
+			return last, &TooBigError{What: "event " + string(e.Type), Size: len(data), Max: limit}
+		}
 		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(last), jetstream.WithMsgID(e.ID))
 		if err != nil {
 			var apiErr *jetstream.APIError

@@ -65,6 +65,11 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 		// through (it changes nothing); this one differs.
 		return &deadLetter{fmt.Sprintf("turn %q already exists", sub.TurnID)}
 	}
+	if d := (*deadLetter)(nil); errors.As(err, &d) {
+		// A turn that could not start (its start cannot be stored): its
+		// log says so, like any rejected submission's.
+		return s.reject(ctx, log, sub.TurnID, sub.SessionID, d.reason, redelivered)
+	}
 	return err
 }
 
@@ -281,7 +286,7 @@ func (o *Orchestrator) script(ctx context.Context, modelName string, inline json
 	default:
 		return nil, &deadLetter{"model script needs a script"}
 	}
-	return json.Marshal(sc)
+	return events.Marshal(sc) // as submitted: json.Marshal would grow every < six-fold
 }
 
 // offered lists the tools an agent may call that some worker serves now,
