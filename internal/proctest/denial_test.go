@@ -1,0 +1,292 @@
+package proctest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// denied is one thing a role must not do: a request (or, with sub, a
+// subscription) on subject, which the server must refuse as a permissions
+// violation naming that subject, not merely leave unanswered.
+type denied struct {
+	what    string
+	subject string
+	body    any
+	sub     bool
+}
+
+// roleConn is a connection as one role that hands the server's
+// asynchronous permission errors to the subtest running.
+type roleConn struct {
+	nc   *nats.Conn
+	errs chan error
+}
+
+// streamsOf are every stream of the contract, the buckets' included.
+var streamsOf = []string{events.StreamInbox, events.StreamJobs, events.StreamEvents, events.StreamDead,
+	"KV_JETLOOP_TOOLS", "KV_JETLOOP_WORKERS", "KV_JETLOOP_CHECKPOINTS", "OBJ_JETLOOP_BLOBS"}
+
+// inboxes are the reply prefixes the processes of each role use.
+var inboxes = map[string]string{"orchestrator": runtime.InboxOrchestrator, "toolworker": runtime.InboxToolworker,
+	"client": runtime.InboxCLI, "viewer": runtime.InboxCLI, "admin": runtime.InboxCLI}
+
+// TestRolesAreDenied tries, with the credentials of every role but admin,
+// every destructive or forging action against the streams on a server with
+// the repository's nats.conf, and requires each to be refused with a
+// permissions violation; then checks that nothing changed.
+func TestRolesAreDenied(t *testing.T) {
+	root := repoRoot(t)
+	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	admin := dialRole(t, root, srv.ClientURL(), "admin")
+	ajs, err := jetstream.New(admin.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := runtime.Apply(ctx, ajs, runtime.DefaultProvision(admin.nc.MaxPayload())); err != nil {
+		t.Fatal(err)
+	}
+	// A tool's consumer as a worker makes it, and one message in each
+	// stream, so that a purge or delete that got through would show.
+	if _, err := ajs.CreateOrUpdateConsumer(ctx, events.StreamJobs, jetstream.ConsumerConfig{
+		Durable: events.ToolConsumer("echo"), FilterSubject: events.ToolSubject("echo"), AckPolicy: jetstream.AckExplicitPolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, subj := range []string{events.SubjectSubmit, events.ToolSubject("echo"), "jetloop.events.s1.t1", events.DeadSubject("submit"),
+		"$KV.JETLOOP_TOOLS.echo", "$KV.JETLOOP_WORKERS.echo.w1", "$KV.JETLOOP_CHECKPOINTS.wf1", "$O.JETLOOP_BLOBS.M.x"} {
+		if _, err := ajs.Publish(ctx, subj, []byte(`{}`)); err != nil {
+			t.Fatalf("seed %s: %v", subj, err)
+		}
+	}
+	before := state(t, ajs)
+
+	for _, role := range []string{"client", "viewer", "toolworker", "orchestrator"} {
+		c := dialRole(t, root, srv.ClientURL(), role)
+		for _, d := range deniedTo(role) {
+			t.Run(role+"/"+d.what, func(t *testing.T) { c.mustBeDenied(t, d) })
+		}
+	}
+
+	after := state(t, ajs)
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s changed: %s, was %s", k, after[k], v)
+		}
+	}
+	for k, v := range after {
+		if _, ok := before[k]; !ok {
+			t.Errorf("%s appeared: %s", k, v)
+		}
+	}
+}
+
+// deniedTo lists what role may not do.
+func deniedTo(role string) []denied {
+	var ds []denied
+	add := func(what, subject string, body any) { ds = append(ds, denied{what: what, subject: subject, body: body}) }
+	api := func(s string, a ...any) string { return "$JS.API." + fmt.Sprintf(s, a...) }
+
+	for _, s := range streamsOf {
+		if !(role == "orchestrator" && (s == events.StreamEvents || s == "OBJ_JETLOOP_BLOBS")) {
+			add("purge "+s, api("STREAM.PURGE.%s", s), map[string]any{})
+		}
+		add("delete "+s, api("STREAM.DELETE.%s", s), nil)
+		add("update "+s+" to max_msgs 1", api("STREAM.UPDATE.%s", s), map[string]any{"name": s, "max_msgs": 1})
+		if !(role == "orchestrator" && s == events.StreamInbox) && !(role == "toolworker" && s == events.StreamJobs) {
+			add("delete a message of "+s, api("STREAM.MSG.DELETE.%s", s), map[string]any{"seq": 1})
+		}
+	}
+	for _, c := range [][2]string{{events.StreamInbox, "orchestrator"}, {events.StreamJobs, "model_runner"}, {events.StreamJobs, events.ToolConsumer("echo")}} {
+		add("delete consumer "+c[1], api("CONSUMER.DELETE.%s.%s", c[0], c[1]), nil)
+	}
+	// Creating a stream is the way round every subject permission: one that
+	// republishes (or sources) what a role may publish onto a subject it may
+	// not forges submissions, approvals, results, model answers and events.
+	for _, f := range []struct{ from, onto string }{
+		{"jetloop.inbox.control.forge", "jetloop.inbox.result.victim"},
+		{"jetloop.inbox.result.forge", "jetloop.inbox.submit"},
+		{"jetloop.stream.forge", "jetloop.events.s1.victim"},
+		{"forge.>", "jetloop.inbox.model.victim"},
+	} {
+		add("create a stream republishing "+f.from+" onto "+f.onto, api("STREAM.CREATE.FORGE"), map[string]any{
+			"name": "FORGE", "subjects": []string{f.from}, "storage": "memory",
+			"republish": map[string]any{"src": ">", "dest": f.onto}})
+	}
+	add("create a stream sourcing the inbox", api("STREAM.CREATE.COPY"), map[string]any{
+		"name": "COPY", "storage": "memory", "sources": []map[string]any{{"name": events.StreamInbox}}})
+
+	// Other roles' consumers: reading model jobs, stealing the inbox.
+	if role != "orchestrator" {
+		add("create the inbox consumer", api("CONSUMER.CREATE.%s.orchestrator.jetloop.inbox.>", events.StreamInbox),
+			map[string]any{"stream_name": events.StreamInbox, "config": map[string]any{"durable_name": "orchestrator", "filter_subject": "jetloop.inbox.>"}})
+		add("pull from the inbox consumer", api("CONSUMER.MSG.NEXT.%s.orchestrator", events.StreamInbox), map[string]any{"batch": 1})
+		add("read model jobs through a consumer of its own", api("CONSUMER.CREATE.%s.spy.jetloop.jobs.model", events.StreamJobs),
+			map[string]any{"stream_name": events.StreamJobs, "config": map[string]any{"name": "spy", "filter_subject": "jetloop.jobs.model"}})
+		add("turn model_runner to tool jobs", api("CONSUMER.CREATE.%s.model_runner.jetloop.jobs.tool.echo", events.StreamJobs),
+			map[string]any{"stream_name": events.StreamJobs, "config": map[string]any{"durable_name": "model_runner", "filter_subject": "jetloop.jobs.tool.echo"}})
+		add("pull model jobs", api("CONSUMER.MSG.NEXT.%s.model_runner", events.StreamJobs), map[string]any{"batch": 1})
+		add("ack a model job", "$JS.ACK.JETLOOP_JOBS.model_runner.1.1.1.1.0", nil)
+		ds = append(ds, denied{what: "subscribe to model jobs", subject: events.SubjectModel, sub: true},
+			denied{what: "subscribe to the orchestrator's replies", subject: runtime.InboxOrchestrator + ".>", sub: true})
+	}
+	if role != "toolworker" {
+		add("create a tool consumer", api("CONSUMER.CREATE.%s.tool_echo.jetloop.jobs.tool.echo", events.StreamJobs),
+			map[string]any{"stream_name": events.StreamJobs, "config": map[string]any{"durable_name": "tool_echo", "filter_subject": "jetloop.jobs.tool.echo"}})
+		ds = append(ds, denied{what: "subscribe to the tool workers' replies", subject: runtime.InboxToolworker + ".>", sub: true})
+	}
+	ds = append(ds, denied{what: "subscribe to every reply", subject: "_INBOX.>", sub: true},
+		denied{what: "subscribe to the inbox", subject: "jetloop.inbox.>", sub: true})
+
+	// Publishing on the subjects of other roles.
+	var foreign []string
+	switch role {
+	case "client":
+		foreign = []string{"jetloop.inbox.result.x", "jetloop.inbox.model.x", "jetloop.inbox.timer.x", "jetloop.inbox.task.x",
+			"jetloop.events.x.y", "jetloop.jobs.tool.x", "jetloop.jobs.model", "jetloop.dead.x", "jetloop.cancel.x",
+			"jetloop.stream.x", "jetloop.inbox.control.a.b", "$KV.JETLOOP_TOOLS.x", "$KV.JETLOOP_CHECKPOINTS.x"}
+	case "viewer":
+		foreign = []string{events.SubjectSubmit, "jetloop.inbox.workflow", "jetloop.inbox.control.x", "jetloop.inbox.result.x",
+			"jetloop.inbox.model.x", "jetloop.events.x.y", "jetloop.jobs.tool.x", "jetloop.dead.x", "jetloop.cancel.x",
+			"jetloop.stream.x", "$KV.JETLOOP_TOOLS.x", "$KV.JETLOOP_CHECKPOINTS.x"}
+	case "toolworker":
+		foreign = []string{events.SubjectSubmit, "jetloop.inbox.workflow", "jetloop.inbox.control.x", "jetloop.inbox.model.x",
+			"jetloop.inbox.timer.x", "jetloop.inbox.task.x", "jetloop.events.x.y", "jetloop.jobs.tool.x", "jetloop.jobs.model",
+			"jetloop.cancel.x", "jetloop.stream.x", "jetloop.inbox.result.a.b", "$KV.JETLOOP_CHECKPOINTS.x"}
+	case "orchestrator":
+		foreign = []string{events.SubjectSubmit, "jetloop.inbox.control.x", "jetloop.inbox.result.x", "$KV.JETLOOP_TOOLS.x",
+			"$KV.JETLOOP_WORKERS.x.y"}
+	}
+	for _, s := range foreign {
+		add("publish on "+s, s, map[string]any{"turn_id": "x", "call_id": "c1", "tool": "echo", "output": "forged", "final": true})
+	}
+	return ds
+}
+
+// mustBeDenied does d and requires the server's refusal of its subject.
+func (c *roleConn) mustBeDenied(t *testing.T, d denied) {
+	t.Helper()
+	for len(c.errs) > 0 {
+		<-c.errs // left by an earlier subtest
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	verb := "Publish to"
+	done := make(chan error, 1)
+	if d.sub {
+		verb = "Subscription to"
+		sub, err := c.nc.SubscribeSync(d.subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	} else {
+		var data []byte
+		if d.body != nil {
+			data, _ = json.Marshal(d.body)
+		}
+		go func() {
+			m, err := c.nc.RequestWithContext(ctx, d.subject, data)
+			if err == nil && isAPIError(m.Data) {
+				err = errors.New(string(m.Data))
+			}
+			done <- err
+		}()
+	}
+	want := verb + ` "` + d.subject + `"`
+	for {
+		select {
+		case err := <-c.errs:
+			if strings.Contains(err.Error(), want) {
+				return
+			}
+			t.Logf("other error: %v", err)
+		case err := <-done:
+			if err == nil {
+				t.Fatalf("%s was allowed", d.what)
+			}
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrNoResponders) {
+				// Refused by JetStream for another reason: still not by
+				// the permissions this test is about.
+				t.Logf("answered: %v", err)
+			}
+			done = nil // the violation may follow its timeout; wait for it
+		case <-ctx.Done():
+			t.Fatalf("%s: no permissions violation for %s", d.what, d.subject)
+		}
+	}
+}
+
+// isAPIError reports whether a JetStream API answer is an error.
+func isAPIError(data []byte) bool {
+	var r struct {
+		Error *struct{} `json:"error"`
+	}
+	return json.Unmarshal(data, &r) == nil && r.Error != nil
+}
+
+// dialRole connects as role with its development password and the reply
+// prefix its processes use.
+func dialRole(t *testing.T, root, url, role string) *roleConn {
+	t.Helper()
+	secret, err := os.ReadFile(filepath.Join(root, "deploy", "dev", role+".password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &roleConn{errs: make(chan error, 64)}
+	c.nc, err = nats.Connect(url, nats.UserInfo(role, strings.TrimSpace(string(secret))),
+		nats.CustomInboxPrefix(inboxes[role]),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case c.errs <- err:
+			default:
+			}
+		}))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", role, err)
+	}
+	t.Cleanup(c.nc.Close)
+	return c
+}
+
+// state is what a denied action would change, read as admin: each stream's
+// configuration limits and messages, and its consumers.
+func state(t *testing.T, js jetstream.JetStream) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := map[string]string{}
+	names := js.StreamNames(ctx)
+	for name := range names.Name() {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := s.CachedInfo()
+		out["stream "+name] = fmt.Sprintf("subjects %v max_msgs %d max_bytes %d republish %v messages %d first %d",
+			info.Config.Subjects, info.Config.MaxMsgs, info.Config.MaxBytes, info.Config.RePublish, info.State.Msgs, info.State.FirstSeq)
+		for c := range s.ListConsumers(ctx).Info() {
+			if c.Config.Durable != "" {
+				out["consumer "+name+" "+c.Name] = "filter " + c.Config.FilterSubject
+			}
+		}
+	}
+	if err := names.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
