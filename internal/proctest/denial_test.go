@@ -98,7 +98,9 @@ func TestRolesAreDenied(t *testing.T) {
 // deniedTo lists what role may not do.
 func deniedTo(role string) []denied {
 	var ds []denied
-	add := func(what, subject string, body any) { ds = append(ds, denied{what: what, subject: subject, body: body}) }
+	add := func(what, subject string, body any) {
+		ds = append(ds, denied{what: what, subject: subject, body: body})
+	}
 	api := func(s string, a ...any) string { return "$JS.API." + fmt.Sprintf(s, a...) }
 
 	for _, s := range streamsOf {
