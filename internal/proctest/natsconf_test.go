@@ -1,15 +1,25 @@
 package proctest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // TestLeastPrivilegeUsers runs a turn on a server with the repository's
@@ -207,4 +217,92 @@ func TestPasswordFromEnvironment(t *testing.T) {
 	if code == 0 || !strings.Contains(strings.ToLower(out), "authorization") {
 		t.Fatalf("a wrong password was not refused (exit %d):\n%s", code, out)
 	}
+}
+
+// TestProductionConfig starts the server from deploy/production/nats.conf
+// with nkeys and a TLS certificate made for the test (nothing secret is
+// committed), provisions it as admin and runs a turn with every process
+// as its role over TLS.
+func TestProductionConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	root := repoRoot(t)
+	dir := t.TempDir()
+	seeds := map[string]string{}
+	for _, role := range []string{"admin", "orchestrator", "toolworker", "client", "viewer"} {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed, _ := kp.Seed()
+		pub, _ := kp.PublicKey()
+		seeds[role] = filepath.Join(dir, role+".nk")
+		if err := os.WriteFile(seeds[role], seed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("JETLOOP_"+strings.ToUpper(role)+"_NKEY", pub)
+	}
+	ca, cert, key := makeTLS(t, dir)
+	t.Setenv("JETLOOP_TLS_CERT", cert)
+	t.Setenv("JETLOOP_TLS_KEY", key)
+	t.Setenv("JETLOOP_STORE_DIR", filepath.Join(dir, "store"))
+	srv := natstest.StartConfig(t, filepath.Join(root, "deploy", "production", "nats.conf"))
+	url := srv.ClientURL()
+
+	// Neither an unverified server nor a connection without a key.
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Fatal("connected without trusting the server's CA")
+	}
+	if nc, err := nats.Connect(url, nats.RootCAs(ca)); err == nil {
+		nc.Close()
+		t.Fatal("connected without an nkey")
+	}
+	stack := &roleStack{t: t, root: root, as: func(role string) []string {
+		return []string{"--nats", url, "--creds", seeds[role], "--tls-ca", ca}
+	}}
+	stack.run()
+}
+
+// makeTLS writes a CA and a server certificate for 127.0.0.1 signed by it,
+// and returns the paths of the CA, the certificate and its key.
+func makeTLS(t *testing.T, dir string) (ca, cert, key string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "jetloop test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, der []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", srvDER), write("server-key.pem", "EC PRIVATE KEY", keyDER)
 }
