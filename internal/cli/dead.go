@@ -222,8 +222,13 @@ func (c *command) retryLetter(ctx context.Context, js jetstream.JetStream, strea
 	if err != nil {
 		return c.fail("re-send dead letter %d to %s: %v", seq, subject, err)
 	}
-	if err := stream.DeleteMsg(ctx, seq); err != nil {
-		return c.fail("dead letter %d was re-sent (%s seq %d) but is still listed: %v", seq, ack.Stream, ack.Sequence, err)
+	// Only admin may delete a message of the dead stream: a denied delete
+	// gets no answer, so it is not given the whole command's time.
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := stream.DeleteMsg(dctx, seq); err != nil {
+		return c.fail("dead letter %d was re-sent (%s seq %d) but is still listed (removing it takes the admin user): %v",
+			seq, ack.Stream, ack.Sequence, err)
 	}
 	fmt.Fprintf(c.stdout, "re-sent dead letter %d to %s (%s seq %d)\n", seq, subject, ack.Stream, ack.Sequence)
 	if kind == "submit" {
