@@ -21,12 +21,13 @@ var validServerName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
 // ParseMCPServer reads the value of toolworker's --mcp flag, NAME=COMMAND.
 // NAME is 1 to 32 characters of [A-Za-z0-9_-]. COMMAND is split into words
-// the way a shell splits a simple command line, and nothing more: words are
-// separated by blanks; 'single quotes' keep everything literally; "double
-// quotes" keep everything but \" and \\, which stand for " and \; outside
-// quotes a backslash keeps the next character. There is no expansion of
-// variables, globs or ~, and no pipes or redirections: for those, run
-// sh -c '…' as the command.
+// the way a POSIX shell splits a simple command line, and nothing more:
+// words are separated by blanks; 'single quotes' keep everything literally;
+// "double quotes" keep everything but \", \\, \$ and \`, which stand for
+// the character after the backslash (so "C:\temp" keeps its backslash);
+// outside quotes a backslash keeps the next character; a backslash before a
+// line break joins the lines. There is no expansion of variables, globs or
+// ~, and no pipes or redirections: for those, run sh -c '…' as the command.
 func ParseMCPServer(flag string) (MCPServer, error) {
 	name, command, ok := strings.Cut(flag, "=")
 	if !ok {
@@ -46,19 +47,20 @@ func ParseMCPServer(flag string) (MCPServer, error) {
 }
 
 // splitCommand splits a command line into words as ParseMCPServer describes.
+// No maintained Go library splits like sh: mattn/go-shellwords and
+// buildkite/shellwords drop (or turn into a tab) the backslash of "C:\temp",
+// kballard/go-shellquote has had no change since 2018.
 func splitCommand(s string) ([]string, error) {
 	var (
-		words   []string
-		word    strings.Builder
-		inWord  bool
-		quote   rune // 0, '\'' or '"'
-		escaped bool
+		words  []string
+		word   strings.Builder
+		inWord bool
+		quote  rune // 0, '\'' or '"'
 	)
-	for _, r := range s {
+	rs := []rune(s)
+	for i := 0; i < len(rs); i++ {
+		r := rs[i]
 		switch {
-		case escaped:
-			word.WriteRune(r)
-			escaped = false
 		case quote == '\'':
 			if r == '\'' {
 				quote = 0
@@ -66,13 +68,26 @@ func splitCommand(s string) ([]string, error) {
 				word.WriteRune(r)
 			}
 		case quote == '"':
-			switch r {
-			case '"':
+			switch {
+			case r == '"':
 				quote = 0
-			case '\\':
-				escaped = true
+			case r == '\\' && i+1 < len(rs) && rs[i+1] == '\n':
+				i++ // a line continuation
+			case r == '\\' && i+1 < len(rs) && strings.ContainsRune("\"\\$`", rs[i+1]):
+				i++
+				word.WriteRune(rs[i])
 			default:
+				// Any other backslash is a character like the others.
 				word.WriteRune(r)
+			}
+		case r == '\\':
+			if i+1 == len(rs) {
+				return nil, errors.New("the command ends with a backslash")
+			}
+			i++
+			if rs[i] != '\n' {
+				word.WriteRune(rs[i])
+				inWord = true
 			}
 		case r == ' ' || r == '\t' || r == '\n':
 			if inWord {
@@ -82,8 +97,6 @@ func splitCommand(s string) ([]string, error) {
 			}
 		case r == '\'' || r == '"':
 			quote, inWord = r, true
-		case r == '\\':
-			escaped, inWord = true, true
 		default:
 			word.WriteRune(r)
 			inWord = true
@@ -91,9 +104,6 @@ func splitCommand(s string) ([]string, error) {
 	}
 	if quote != 0 {
 		return nil, fmt.Errorf("unterminated %c quote in %q", quote, s)
-	}
-	if escaped {
-		return nil, errors.New("the command ends with a backslash")
 	}
 	if inWord {
 		words = append(words, word.String())
