@@ -5,14 +5,15 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
 	"syscall"
 
 	"github.com/jetloop/jetloop/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// cli.SignalContext, not signal.NotifyContext: a command that follows a
+	// turn exits 130 after SIGINT and 0 after SIGTERM, so it must know which.
+	ctx, stop := cli.SignalContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -190,9 +190,14 @@ func watch(ctx context.Context, c *command, args []string) int {
 }
 
 // follow prints a turn's trace until it finishes; the exit status says how it
-// ended: 0 for completed and synthesis_done, 1 for any other stop.
+// ended: 0 for completed and synthesis_done, 1 for any other stop. Stopped by
+// a signal before that, it exits quietly (see interrupted): the turn goes on
+// without its viewer.
 func (c *command) follow(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn string) int {
 	fin, err := Watch(ctx, nc, js, turn, NewTrace(c.stdout, c.color()))
+	if err != nil && ctx.Err() != nil {
+		return interrupted(ctx)
+	}
 	if err != nil {
 		return c.fail("%v", err)
 	}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	jrt "github.com/jetloop/jetloop/internal/runtime"
+)
+
+// TestMain lets the test binary be the jetloop binary: with
+// JETLOOP_RUN_MAIN set it runs main, so the tests signal a real process
+// without building one.
+func TestMain(m *testing.M) {
+	if os.Getenv("JETLOOP_RUN_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestSignalledWatchExitsQuietly: jetloop watch, sent SIGINT or SIGTERM
+// while it waits for a turn, exits 130 or 0 and says nothing of a canceled
+// context.
+func TestSignalledWatchExitsQuietly(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGINT to send on Windows")
+	}
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := jrt.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		turn string
+		sig  os.Signal
+		want int
+	}{
+		{"proc-int", os.Interrupt, 130},
+		{"proc-term", syscall.SIGTERM, 0},
+	} {
+		cmd := exec.Command(os.Args[0], "watch", "--nats", srv.ClientURL(), "--no-color", tc.turn)
+		cmd.Env = append(os.Environ(), "JETLOOP_RUN_MAIN=1")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		natstest.WaitFor(t, "the watch to start", func() bool {
+			stream, err := js.Stream(context.Background(), events.StreamEvents)
+			if err != nil {
+				return false
+			}
+			for info := range stream.ListConsumers(context.Background()).Info() {
+				if info.Config.FilterSubject == events.TurnEventsFilter(tc.turn) ||
+					slices.Contains(info.Config.FilterSubjects, events.TurnEventsFilter(tc.turn)) {
+					return true
+				}
+			}
+			return false
+		})
+		if err := cmd.Process.Signal(tc.sig); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("%s: still running after %v", tc.turn, tc.sig)
+		}
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.want {
+			t.Errorf("%v: exit %d, want %d\nstderr:\n%s", tc.sig, code, tc.want, stderr.String())
+		}
+		if s := stderr.String(); strings.Contains(s, "cancel") || strings.Contains(s, "signal") {
+			t.Errorf("%v: not quiet:\n%s", tc.sig, s)
+		}
+	}
+}

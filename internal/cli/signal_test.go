@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/runtime"
+)
+
+// TestInterruptedWatchIsQuiet: watch and submit --watch, stopped while they
+// follow a turn, exit 130 after SIGINT and 0 after SIGTERM or a plain
+// cancel, and say nothing of a canceled context. No orchestrator runs, so
+// the turn never finishes and only the stop ends the command.
+func TestInterruptedWatchIsQuiet(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := runtime.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	// following reports whether a watch of turn has its ordered consumer.
+	following := func(turn string) bool {
+		stream, err := js.Stream(context.Background(), events.StreamEvents)
+		if err != nil {
+			return false
+		}
+		for info := range stream.ListConsumers(context.Background()).Info() {
+			if slices.Contains(info.Config.FilterSubjects, events.TurnEventsFilter(turn)) ||
+				info.Config.FilterSubject == events.TurnEventsFilter(turn) {
+				return true
+			}
+		}
+		return false
+	}
+	for i, tc := range []struct {
+		args  []string
+		turn  string
+		cause error // nil: a plain cancel
+		want  int
+	}{
+		{[]string{"watch", "watch-int"}, "watch-int", &Interrupt{Signal: os.Interrupt}, ExitInterrupted},
+		{[]string{"watch", "watch-term"}, "watch-term", &Interrupt{Signal: syscall.SIGTERM}, ExitOK},
+		{[]string{"watch", "watch-plain"}, "watch-plain", nil, ExitOK},
+		{[]string{"submit", "--watch", "--turn", "sub-int", "hi"}, "sub-int", &Interrupt{Signal: os.Interrupt}, ExitInterrupted},
+		{[]string{"submit", "--watch", "--turn", "sub-term", "hi"}, "sub-term", &Interrupt{Signal: syscall.SIGTERM}, ExitOK},
+	} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		var stdout, stderr bytes.Buffer
+		done := make(chan int, 1)
+		args := append([]string{tc.args[0], "--nats", srv.ClientURL()}, tc.args[1:]...)
+		go func() { done <- Main(ctx, args, &stdout, &stderr) }()
+		// Stop it once it follows the turn: its ordered consumer exists.
+		natstest.WaitFor(t, "the watch to start", func() bool { return following(tc.turn) })
+		cancel(tc.cause)
+		var code int
+		select {
+		case code = <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("case %d: %v did not stop", i, tc.args)
+		}
+		// Main has returned: its writers are no longer written to.
+		if code != tc.want {
+			t.Errorf("case %d: %v exited %d, want %d\nstderr:\n%s", i, tc.args, code, tc.want, stderr.String())
+		}
+		if s := stderr.String(); strings.Contains(s, "cancel") || strings.Contains(s, "signal") || strings.Contains(s, "jetloop "+tc.args[0]+": watch") {
+			t.Errorf("case %d: %v was not quiet:\n%s", i, tc.args, s)
+		}
+	}
+}
