@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -309,4 +310,55 @@ func TestFullJobsStreamEndsTheTurn(t *testing.T) {
 	if _, fin := h.finished("after"); fin.StopReason != events.StopCompleted {
 		t.Fatalf("after room was made: %s %s", fin.StopReason, fin.Error)
 	}
+}
+
+// TestStoredCopiesAreNotInputs: a reader cannot turn a stored message into
+// an input by pointing a consumer's delivery subject (or a read's reply
+// subject) at the inbox: the server checks neither against permissions.
+// Here a forged result, first kept as a dead letter, arrives on a paused
+// turn's result subject as a consumer would deliver it, headers and all; and
+// a direct get, which would send the payload raw and without headers, is not
+// served on JETLOOP_DEAD at all.
+func TestStoredCopiesAreNotInputs(t *testing.T) {
+	h := newHarness(t).start()
+	h.submit(script("target", "Gated", `{"responses":[{"tool_calls":[{"name":"echo","arguments":{"text":"y"}}]},{"text":"ok"}]}`))
+	paused := h.waitType("target", events.TurnPaused)
+	var p events.TurnPausedData
+	_ = json.Unmarshal(paused.Data, &p)
+	forged := mustJSON(events.ToolResult{TurnID: "target", CallID: p.CallID, Tool: "echo", Output: "forged", Final: true, Attempt: 1})
+	h.publish("jetloop.inbox.result.target.x", forged, "") // becomes a dead letter, payload and all
+	h.waitFor("the forged result to be a dead letter", func() bool { return len(h.deadBySubject()) == 1 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// What a consumer on JETLOOP_DEAD whose delivery subject is the turn's
+	// result subject delivers: the dead letter, headers and all.
+	dead, err := h.js.Stream(ctx, events.StreamDead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := dead.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.js.PublishMsg(ctx, &nats.Msg{Subject: events.ResultSubject("target"), Data: stored.Data, Header: stored.Header}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := h.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+events.StreamDead, []byte(`{"seq":1,"no_hdr":true}`))
+	if err == nil {
+		t.Fatalf("a direct get of a dead letter was answered: %q", msg.Data)
+	}
+	h.waitFor("the delivered copy to be a dead letter too", func() bool {
+		for key, reasons := range h.deadBySubject() {
+			if strings.HasSuffix(key, events.ResultSubject("target")) && strings.Contains(reasons[0], "copied out of a stream") {
+				return true
+			}
+		}
+		return false
+	})
+	if last := h.last("target"); last != events.TurnPaused {
+		t.Fatalf("the paused turn moved on a copied result: last event %s", last)
+	}
+	h.control("target", events.Control{Action: events.ActionAbort})
+	h.finished("target")
 }

@@ -137,7 +137,12 @@ func (s *shard) handle(msg jetstream.Msg) {
 	if md, err := msg.Metadata(); err == nil {
 		delivered = md.NumDelivered
 	}
-	err := s.dispatch(ctx, log, msg, kind, turn, delivered)
+	var err error
+	if copied := storedCopy(msg.Headers()); copied != "" {
+		err = &deadLetter{fmt.Sprintf("a message copied out of a stream (header %s), not an input: a reply subject or a consumer's delivery subject pointed at the inbox", copied)}
+	} else {
+		err = s.dispatch(ctx, log, msg, kind, turn, delivered)
+	}
 	var r *retry
 	var d *deadLetter
 	switch {
@@ -163,6 +168,21 @@ func (s *shard) handle(msg jetstream.Msg) {
 		log.Error("input failed", "err", err)
 		_ = msg.NakWithDelay(backoff(delivered))
 	}
+}
+
+// storedCopy names the header that shows a message is a copy of one stored
+// in a stream — a dead letter, an event, a direct get's answer — sent to
+// the inbox as the reply to a read or by a consumer whose delivery subject
+// a reader chose. Permissions cannot stop that route (the server checks
+// neither reply nor delivery subjects), and a dead letter's payload is
+// whatever its sender wrote: it must never count as an input.
+func storedCopy(h nats.Header) string {
+	for _, k := range []string{events.HeaderError, events.HeaderType, "Jetloop-Subject", "Nats-Stream", "Nats-Sequence", "Nats-Subject"} {
+		if h.Get(k) != "" {
+			return k
+		}
+	}
+	return ""
 }
 
 // bury keeps an input that cannot be handled as a dead letter and removes

@@ -128,7 +128,11 @@ func (p Provision) StreamConfigs() []jetstream.StreamConfig {
 			MaxBytes:    p.MaxBytes,
 			Discard:     jetstream.DiscardOld,
 			Duplicates:  deadDuplicates,
-			AllowDirect: true,
+			// No direct gets: a direct get sends a dead letter's payload,
+			// raw and without headers (no_hdr), to any reply subject, and
+			// an inbox subject would take it as an input. A plain get
+			// answers in a JSON wrapper no input can be mistaken for.
+			AllowDirect: false,
 		},
 	}
 }
