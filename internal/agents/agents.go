@@ -23,6 +23,12 @@ import (
 // repeated here so that reading agents does not depend on the machine.
 const MaxSteps = 200
 
+// MaxTimeout is the longest timeout a turn may have, 30 days: the maximum of
+// limits.timeout_ms in schemas/common.schema.json, which a submission's
+// limits and turn.started's effective limits must both meet. It also keeps
+// the milliseconds of a timeout far from overflowing a time.Duration.
+const MaxTimeout = 30 * 24 * time.Hour
+
 // Agent is one agent of an AGENTS.md file: its front matter and its prompt.
 // Zero values mean "not set"; the caller applies the defaults (fsm.EffectiveLimits).
 type Agent struct {
@@ -534,6 +540,10 @@ func (p *parser) duration(line int, v *yaml.Node) time.Duration {
 		p.warnf(line, "timeout: %q is not a duration such as 90s or 10m; no timeout", v.Value)
 	case d <= 0:
 		p.warnf(line, "timeout: %q is not positive; no timeout", v.Value)
+	case d > MaxTimeout:
+		// Not clamped: a turn meant to run for years is a typo, and the
+		// agent's author should choose what it becomes.
+		p.errorf(line, "timeout: %q is longer than the ceiling of %s (30 days)", v.Value, MaxTimeout)
 	default:
 		return d
 	}
