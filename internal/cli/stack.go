@@ -70,6 +70,9 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 	if err != nil {
 		return fail(err)
 	}
+	if err := tools.CheckRoot(root, tools.DefaultProtect); err != nil {
+		return fail(err)
+	}
 	builtins, err := tools.Builtins(root, false)
 	if err != nil {
 		return fail(err)
