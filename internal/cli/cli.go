@@ -55,6 +55,8 @@ usage: jetloop COMMAND [flags] [args]
                            list, show and re-send dead letters
   agents check PATH        validate an AGENTS.md file or directory
   bench [--quick] [--json] measure the cost of a durable step (see BENCHMARKS.md)
+  streams apply|check      provision the streams, buckets and consumers (as admin),
+                           or report how the server differs from the table
 
 Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222),
 --creds FILE / --user (NATS_USER) / --password-file FILE (NATS_PASSWORD) / --tls-ca
@@ -120,6 +122,7 @@ func init() {
 		"turns":   turns,
 		"show":    show,
 		"bench":   benchCmd,
+		"streams": streams,
 	}
 }
 

@@ -49,8 +49,12 @@ func Embedded(rawURL, dir string) (*server.Server, error) {
 		Port:       port,
 		JetStream:  true,
 		StoreDir:   dir,
-		NoLog:      true,
-		NoSigs:     true,
+		// The streams reserve their max_bytes (1 GiB each) against this,
+		// which otherwise follows the disk's free space: a full disk is
+		// reported by the writes themselves.
+		JetStreamMaxStore: 1 << 40,
+		NoLog:             true,
+		NoSigs:            true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("runtime: embedded server: %w", err)
