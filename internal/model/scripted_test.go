@@ -194,7 +194,7 @@ func TestLoadScriptAndSpec(t *testing.T) {
 			t.Errorf("Spec(%q) = %q %q %v", tc.in, p, n, err)
 		}
 	}
-	for _, bad := range []string{"", "gpt-4", "mistral/large", "openai/", "script:"} {
+	for _, bad := range []string{"", "gpt-4", "openai/", "script:"} {
 		if _, _, err := model.Spec(bad); !errors.Is(err, model.ErrUnknownModel) {
 			t.Errorf("Spec(%q) = %v", bad, err)
 		}
