@@ -60,13 +60,8 @@ func TestStreamsApplyCheck(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "stream JETLOOP_EVENTS: max_age is 1h0m0s, want 720h0m0s") {
 		t.Fatalf("check after a manual change: exit %d, want 1 naming max_age:\n%s", code, out)
 	}
-	if strings.Count(strings.TrimSpace(out), "\n") != 0 {
+	if strings.Count(out, "stream ")+strings.Count(out, "bucket ")+strings.Count(out, "consumer ") != 1 {
 		t.Errorf("check named more than the one change:\n%s", out)
-	}
-	// The flags are the table: checked with the same flag, the change is
-	// what the operator asked for.
-	if out, code := jl("check", "--events-max-age", "1h"); code != 0 {
-		t.Fatalf("check --events-max-age 1h: exit %d:\n%s", code, out)
 	}
 	if out, code := jl("apply"); code != 0 || !strings.Contains(out, "updated stream JETLOOP_EVENTS: max_age is 1h0m0s, want 720h0m0s") {
 		t.Fatalf("apply after a manual change: exit %d:\n%s", code, out)

@@ -312,7 +312,7 @@ func Check(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, 
 	for stream, cfg := range p.Consumers(defaultAckWait) {
 		c, err := js.Consumer(ctx, stream, cfg.Durable)
 		switch {
-		case errors.Is(err, jetstream.ErrConsumerNotFound):
+		case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
 			diffs = append(diffs, fmt.Sprintf("consumer %s of %s: missing", cfg.Durable, stream))
 			continue
 		case err != nil:
