@@ -45,6 +45,11 @@ export function streamConfigs(): StreamConfig[] {
       subjects: ["jetloop.inbox.>"],
       retention: RetentionPolicy.Workqueue,
       duplicate_window: nanos(10 * 60_000),
+      // The contract's table (jetloop streams apply): bounded, discard new;
+      // the inbox's largest message is the server's default max payload.
+      max_bytes: 1 << 30,
+      discard: DiscardPolicy.New,
+      max_msg_size: 1 << 20,
     },
     {
       ...unlimited,
@@ -53,6 +58,8 @@ export function streamConfigs(): StreamConfig[] {
       subjects: ["jetloop.jobs.>"],
       retention: RetentionPolicy.Workqueue,
       duplicate_window: nanos(10 * 60_000),
+      max_bytes: 1 << 30,
+      discard: DiscardPolicy.New,
     },
     {
       ...unlimited,
@@ -61,7 +68,10 @@ export function streamConfigs(): StreamConfig[] {
       subjects: ["jetloop.dead.>"],
       retention: RetentionPolicy.Limits,
       duplicate_window: nanos(2 * 60_000),
-      allow_direct: true,
+      max_bytes: 1 << 30,
+      max_age: nanos(14 * 24 * 3_600_000),
+      // No direct gets: they would send a dead letter raw to any reply subject.
+      allow_direct: false,
     },
   ] as StreamConfig[];
 }
