@@ -28,6 +28,13 @@ func Start(t testing.TB) *Server {
 // test can stop a server and start another on the same data and address.
 func StartIn(t testing.TB, dir string, port int) *Server {
 	t.Helper()
+	return StartWith(t, dir, port, 1<<40)
+}
+
+// StartWith is StartIn with a bound on the server's file store, for tests
+// of a full server.
+func StartWith(t testing.TB, dir string, port int, maxStore int64) *Server {
+	t.Helper()
 	s, err := server.NewServer(&server.Options{
 		Host:      "127.0.0.1",
 		Port:      port,
@@ -35,7 +42,7 @@ func StartIn(t testing.TB, dir string, port int) *Server {
 		StoreDir:  dir,
 		// The streams reserve their max_bytes (1 GiB each) against this,
 		// which otherwise follows the disk's free space.
-		JetStreamMaxStore: 1 << 40,
+		JetStreamMaxStore: maxStore,
 		NoLog:             true,
 		NoSigs:            true,
 	})

@@ -3,7 +3,9 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/jetloop/jetloop/internal/natstest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -361,4 +363,123 @@ func TestStoredCopiesAreNotInputs(t *testing.T) {
 	}
 	h.control("target", events.Control{Action: events.ActionAbort})
 	h.finished("target")
+}
+
+// TestFullServerStore fills the server's whole file store, the case where
+// nothing can be written at all: not the turn's next event, not its end, not
+// a dead letter. A submission is refused to the client at once, with the
+// server's reason. An input already in the inbox is retried a bounded
+// number of times, then kept until its dead letter can be written; once an
+// operator makes room, it is a dead letter saying why, and retrying it from
+// there finishes its turn.
+func TestFullServerStore(t *testing.T) {
+	const bound = 256 << 10
+	p := runtime.DefaultProvision(1 << 20)
+	p.MaxBytes = bound // the inbox, jobs and dead letters reserve this much each
+	srv := natstest.StartWith(t, t.TempDir(), -1, 3*bound+(2<<20))
+	h := newHarnessOn(t, srv, &p)
+	h.worker()
+	stop := h.orchestrator()
+	h.submit(script("waiting", "Reader", `{"responses": [
+		{"tool_calls": [{"name": "ask_user", "arguments": {"question": "Which API?"}}]},
+		{"text": "using v2"}]}`))
+	var paused events.TurnPausedData
+	_ = json.Unmarshal(h.waitType("waiting", events.TurnPaused).Data, &paused)
+
+	// The answer is in the inbox before the store fills, and no
+	// orchestrator has taken it yet.
+	stop()
+	h.control("waiting", events.Control{Action: events.ActionReply, CallID: paused.CallID, Answer: "v2"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Something else on the server takes the room that is left.
+	filler, err := h.js.CreateStream(ctx, jetstream.StreamConfig{Name: "FILLER", Subjects: []string{"filler"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		_, err := h.js.Publish(ctx, "filler", make([]byte, 64<<10))
+		if err != nil {
+			if !strings.Contains(err.Error(), "insufficient resources") {
+				t.Fatalf("filling the store: %v", err)
+			}
+			break
+		}
+		if i > 1000 {
+			t.Fatal("the store never filled")
+		}
+	}
+	_, err = h.js.Publish(ctx, events.SubjectSubmit, []byte(`{"turn_id":"refused"}`), jetstream.WithMsgID("refused"))
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Description, "insufficient resources") {
+		t.Fatalf("a submission to a full server: %v, want the server's insufficient resources", err)
+	}
+
+	h.orchestrator()
+	inbox, err := h.js.Consumer(ctx, events.StreamInbox, runtime.InboxConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its deliveries run out; nothing is delivered again after that.
+	h.waitFor("the answer's deliveries to run out", func() bool {
+		info, err := inbox.Info(ctx)
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && h.inboxLeft() == 1
+	})
+	info, _ := inbox.Info(ctx)
+	delivered := info.Delivered.Consumer
+	if h.last("waiting") != events.TurnPaused {
+		t.Fatalf("the turn moved on a full store: %s", h.last("waiting"))
+	}
+
+	if err := filler.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var reason string
+	h.waitFor("the kept answer to become a dead letter", func() bool {
+		for key, reasons := range h.deadBySubject() {
+			if strings.HasSuffix(key, " "+events.ControlSubject("waiting")) {
+				reason = reasons[0]
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(reason, "insufficient resources") {
+		t.Fatalf("dead letter says %q, want the full store named", reason)
+	}
+	if h.inboxLeft() != 0 {
+		t.Fatalf("%d inputs left in the inbox", h.inboxLeft())
+	}
+	if info, _ := inbox.Info(ctx); info.Delivered.Consumer != delivered {
+		t.Fatalf("delivered %d times after its deliveries ran out", info.Delivered.Consumer-delivered)
+	}
+
+	// Retried from the dead letters (as `jetloop dead retry` does), the
+	// answer finishes its turn.
+	h.control("waiting", events.Control{Action: events.ActionReply, CallID: paused.CallID, Answer: "v2"})
+	if _, fin := h.finished("waiting"); fin.StopReason != events.StopCompleted {
+		t.Fatalf("finished %s %s", fin.StopReason, fin.Error)
+	}
+}
+
+// TestJunkInTheLogDoesNotStopTheOrchestrator: a message in the events stream
+// that is no event (only an admin could write one there) is skipped, with a
+// warning, when timers are re-armed at start; the orchestrator serves.
+func TestJunkInTheLogDoesNotStopTheOrchestrator(t *testing.T) {
+	h := newHarness(t)
+	h.publish("jetloop.events.junk.junk", []byte{0, 1, 2}, "")
+	h.start()
+	h.submit(script("after-junk", "General", `{"responses":[{"text":"hi"}]}`))
+	if _, fin := h.finished("after-junk"); fin.StopReason != events.StopCompleted {
+		t.Fatalf("finished %s %s", fin.StopReason, fin.Error)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := h.js.Stream(ctx, events.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject("jetloop.events.junk.junk")); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -135,7 +135,13 @@ func (m *meeting) Call(ctx context.Context, _ json.RawMessage) (tools.Result, er
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	srv := natstest.Start(t)
+	return newHarnessOn(t, natstest.Start(t), nil)
+}
+
+// newHarnessOn is newHarness on srv, with the streams provisioned by p when
+// it is set.
+func newHarnessOn(t *testing.T, srv *natstest.Server, p *runtime.Provision) *harness {
+	t.Helper()
 	nc, js := srv.Connect(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "AGENTS.md")
@@ -148,6 +154,11 @@ func newHarness(t *testing.T) *harness {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if p != nil {
+		if _, err := runtime.Apply(ctx, js, *p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := runtime.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}

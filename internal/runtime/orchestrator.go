@@ -53,6 +53,9 @@ type Orchestrator struct {
 	history *historyCache
 	cancels *Cancels
 	calls   *calls
+	// stranded are inputs whose deliveries ran out while no dead letter
+	// could be written.
+	stranded *stranded
 }
 
 // Option configures an Orchestrator.
@@ -148,6 +151,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, set *agents.Se
 		drainGrace: 10 * time.Second,
 		cancels:    NewCancels(),
 		calls:      newCalls(),
+		stranded:   newStranded(),
 	}
 	for _, opt := range opts {
 		if err := opt(o); err != nil {
@@ -228,6 +232,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 		g.Go(func() error { return r.run(gctx) })
 	}
 	g.Go(func() error { return o.serve(gctx, inbox) })
+	g.Go(func() error { return o.retryStranded(gctx, strandedInterval) })
 	o.log.Info("serving", "agents", o.agents.Names(), "shards", o.shards, "model_runners", o.runners)
 	return g.Wait()
 }
@@ -333,7 +338,10 @@ func (o *Orchestrator) rearm(ctx context.Context) error {
 		turn := TurnOf(subj)
 		last, _, ok, err := o.store.Last(ctx, turn)
 		if err != nil {
-			return err
+			// Whatever else an admin put in the stream must not keep every
+			// other turn from being served.
+			o.log.Warn("cannot re-arm the timers of a turn", "turn", turn, "err", err)
+			continue
 		}
 		if !ok || last.Type == events.TurnFinished {
 			continue

@@ -3,7 +3,11 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"sync"
+	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/nats-io/nats.go"
@@ -33,7 +37,8 @@ func (o *Orchestrator) watchExhausted() (*nats.Subscription, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), defaultIOTimeout)
 		defer cancel()
 		if err := o.buryExhausted(ctx, adv.StreamSeq, adv.Deliveries); err != nil {
-			o.log.Error("cannot dead-letter an input that exhausted its deliveries; it stays in the inbox", "seq", adv.StreamSeq, "err", err)
+			o.log.Error("cannot dead-letter an input that exhausted its deliveries; trying again until it can be", "seq", adv.StreamSeq, "err", err)
+			o.stranded.add(adv.StreamSeq, adv.Deliveries)
 		}
 	})
 	if err != nil {
@@ -48,11 +53,18 @@ func (o *Orchestrator) buryExhausted(ctx context.Context, seq uint64, deliveries
 		return err
 	}
 	raw, err := stream.GetMsg(ctx, seq)
-	if err != nil {
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		o.stranded.done(seq)
 		return nil // another orchestrator handled it
+	}
+	if err != nil {
+		return err
 	}
 	kind, _ := inputKind(raw.Subject)
 	reason := fmt.Sprintf("delivered %d times, and the process handling it stopped each time", deliveries)
+	if last := o.stranded.lastError(seq); last != "" {
+		reason = last
+	}
 	o.log.Error("dead letter", "input", kind, "seq", seq, "reason", reason)
 	if err := DeadLetter(ctx, o.js, storedMsg{raw}, kind, reason); err != nil {
 		return err
@@ -60,6 +72,7 @@ func (o *Orchestrator) buryExhausted(ctx context.Context, seq uint64, deliveries
 	if err := stream.DeleteMsg(ctx, seq); err != nil {
 		return fmt.Errorf("runtime: delete input %d: %w", seq, err)
 	}
+	o.stranded.done(seq)
 	return nil
 }
 
@@ -71,3 +84,77 @@ func (m storedMsg) Data() []byte    { return m.raw.Data }
 func (m storedMsg) Metadata() (*jetstream.MsgMetadata, error) {
 	return &jetstream.MsgMetadata{Stream: events.StreamInbox, Sequence: jetstream.SequencePair{Stream: m.raw.Sequence}}, nil
 }
+
+// stranded holds the inputs that exhausted their deliveries while no dead
+// letter could be written — the server's store was full, say. No consumer
+// delivers them again, so they are retried here until their dead letter is
+// written: once an operator makes room, they appear in JETLOOP_DEAD, from
+// where `jetloop dead retry` puts them back in their turn.
+// It also keeps the reason a handler gave on an input's last delivery when
+// that dead letter could not be written, so the later one says it.
+type stranded struct {
+	mu      sync.Mutex
+	seqs    map[uint64]int    // stream sequence → deliveries
+	reasons map[uint64]string // stream sequence → the last error
+}
+
+func newStranded() *stranded {
+	return &stranded{seqs: map[uint64]int{}, reasons: map[uint64]string{}}
+}
+
+func (s *stranded) add(seq uint64, deliveries int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seqs[seq] = deliveries
+}
+
+// failed notes why an input's last delivery could not be dead-lettered.
+// The notes are bounded: they only help a dead letter read better.
+func (s *stranded) failed(seq uint64, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.reasons) < 1024 {
+		s.reasons[seq] = reason
+	}
+}
+
+func (s *stranded) lastError(seq uint64) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reasons[seq]
+}
+
+func (s *stranded) done(seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.seqs, seq)
+	delete(s.reasons, seq)
+}
+
+// retry tries to bury every stranded input every interval until ctx ends.
+func (o *Orchestrator) retryStranded(ctx context.Context, interval time.Duration) error {
+	s := o.stranded
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		s.mu.Lock()
+		pending := maps.Clone(s.seqs)
+		s.mu.Unlock()
+		for seq, deliveries := range pending {
+			ictx, cancel := context.WithTimeout(ctx, defaultIOTimeout)
+			err := o.buryExhausted(ictx, seq, deliveries)
+			cancel()
+			if err != nil {
+				o.log.Debug("stranded input still cannot be dead-lettered", "seq", seq, "err", err)
+			}
+		}
+	}
+}
+
+// strandedInterval is how often stranded inputs are tried again.
+const strandedInterval = 5 * time.Second

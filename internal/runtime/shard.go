@@ -195,6 +195,9 @@ func (s *shard) bury(log *slog.Logger, msg jetstream.Msg, kind, reason string) {
 	defer cancel()
 	if err := s.o.deadLetter(ctx, msg, kind, reason); err != nil {
 		log.Error("cannot write the dead letter; the input comes again", "err", err)
+		if md, err := msg.Metadata(); err == nil {
+			s.o.stranded.failed(md.Sequence.Stream, reason)
+		}
 		_ = msg.NakWithDelay(backoff(InboxMaxDeliver))
 		return
 	}
