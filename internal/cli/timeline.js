@@ -379,9 +379,11 @@ function mount(tl) {
   });
   document.addEventListener("keydown", function (e) { if (e.key === "Escape" && !reset.hidden) reset.click(); });
 
+  var shownID = "";
   function show(n, x, y) {
     var build = tips.get(n);
     if (!build) return;
+    shownID = n.id;
     tip.textContent = "";
     tip.appendChild(build());
     tip.hidden = false;
@@ -414,14 +416,23 @@ function mount(tl) {
   // a zoom the reader chose.
   function update(next) {
     var zoomed = !reset.hidden, hadLong = longPauses.length > 0;
+    var shown = tip.hidden ? "" : shownID;
     tl = next;
     full = [0, Math.max(tl.end_ms, 0.05)];
     if (!zoomed) domain = full.slice();
     longPauses = findLongPauses();
     if (!hadLong && longPauses.length) compress = box.checked;
     document.getElementById("compress").hidden = longPauses.length === 0;
-    tip.hidden = true; // its node may be gone
     render();
+    // Details shown stay shown, with what the new drawing says, while
+    // their bar is still there.
+    var n = shown && document.getElementById(shown);
+    if (n && tips.has(n)) {
+      tip.textContent = "";
+      tip.appendChild(tips.get(n)());
+    } else {
+      tip.hidden = true;
+    }
   }
 
   // A link to a bar (page.html#call-ID, #model-3, #finish) opens with that

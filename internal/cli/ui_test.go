@@ -365,22 +365,7 @@ func TestUIRefusesCrossSiteRequests(t *testing.T) {
 // no controls, and its control requests are refused; with the client role
 // the same request resumes the turn.
 func TestUIViewerIsReadOnly(t *testing.T) {
-	srv := natstest.StartConfig(t, filepath.Join("..", "..", "nats.conf"))
-	admin := func(t testing.TB) (*nats.Conn, jetstream.JetStream) {
-		nc, err := dialAs(srv.ClientURL(), "admin")(nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			t.Logf("admin: %v", err)
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nc, js
-	}
-	e := newEnvOn(t, srv, admin)
+	e, srv := newRolesEnv(t)
 	submitScript(t, e.js, "ui-ro", "Asker", askJSON)
 	e.waitType("ui-ro", events.TurnPaused)
 
@@ -430,6 +415,28 @@ func TestUIViewerIsReadOnly(t *testing.T) {
 	if fin := e.finished("ui-ro"); fin.StopReason != events.StopCompleted {
 		t.Fatalf("ui-ro: %+v", fin)
 	}
+}
+
+// newRolesEnv is newEnv on a server with the repository's nats.conf, its
+// orchestrator and worker connected as admin.
+func newRolesEnv(t *testing.T) (*env, *natstest.Server) {
+	t.Helper()
+	srv := natstest.StartConfig(t, filepath.Join("..", "..", "nats.conf"))
+	admin := func(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+		nc, err := dialAs(srv.ClientURL(), "admin")(nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			t.Logf("admin: %v", err)
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nc, js
+	}
+	return newEnvOn(t, srv, admin), srv
 }
 
 // The dead letters page lists a dead submission, shows it, and a retry

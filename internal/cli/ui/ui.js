@@ -323,6 +323,21 @@
       send({ action: "abort", reason: "aborted from jetloop ui" }, $("abort"));
     });
 
+    // A running turn goes on between its events: what is open (a model
+    // call, a tool call, a pause) is drawn up to now, once a second.
+    setInterval(function () {
+      var tl = current && current.timeline;
+      if (!tl || !tl.running || !chart) return;
+      var now = Date.now() - Date.parse(tl.started), last = tl.end_ms;
+      if (!(now > last)) return;
+      function grow(x) { if (x && x.open && x.end_ms >= last) x.end_ms = now; }
+      tl.steps.forEach(function (s) { grow(s); grow(s.model); s.tools.forEach(grow); });
+      tl.pauses.forEach(grow);
+      grow(tl.summary);
+      tl.end_ms = now;
+      chart.update(tl);
+    }, 1000);
+
     live("/api/turns/" + encodeURIComponent(id) + "/live", {
       turn: render,
       delta: function (d) {
