@@ -59,6 +59,7 @@ usage: jetloop COMMAND [flags] [args]
                            or report how the server differs from the table
   ui [--addr HOST:PORT]    serve a live web view of turns and dead letters
                            (default 127.0.0.1:8080)
+  top [--once]             one screen of running turns, rates, tool latency, dead letters
 
 Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222),
 --creds FILE / --user (NATS_USER) / --password-file FILE (NATS_PASSWORD) / --tls-ca
@@ -129,6 +130,7 @@ func init() {
 		"bench":   benchCmd,
 		"streams": streams,
 		"ui":      ui,
+		"top":     topCmd,
 	}
 }
 
