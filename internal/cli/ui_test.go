@@ -405,6 +405,17 @@ func TestUIViewerIsReadOnly(t *testing.T) {
 	}
 	nextSSE(t, openSSE(t, vts.URL+"/api/dead/live"), "letters", "the viewer's dead letters", func([]Letter) bool { return true })
 
+	// top reads the same data, and so works as viewer too.
+	var out, errOut strings.Builder
+	if code := Main(t.Context(), []string{"top", "--once", "--nats", srv.ClientURL(), "--user", "viewer", "--password-file",
+		filepath.Join("..", "..", "deploy", "dev", "viewer.password")}, &out, &errOut); code != ExitOK ||
+		!strings.Contains(out.String(), "paused 1") {
+		t.Fatalf("top as viewer: exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	if errOut.Len() > 0 {
+		t.Errorf("top as viewer complained: %s", errOut.String())
+	}
+
 	client, cts := startUI(t, dialAs(srv.ClientURL(), "client"))
 	if !client.canControl.Load() || !client.canSubmit.Load() {
 		t.Fatalf("client: can control %v, can submit %v", client.canControl.Load(), client.canSubmit.Load())
