@@ -526,3 +526,37 @@ func TestUICommand(t *testing.T) {
 		t.Fatalf("exit %d; stderr: %s", c, stderr.String())
 	}
 }
+
+// The page's approve and abort do what jetloop approve and abort do.
+func TestUIApproveAndAbort(t *testing.T) {
+	e := newEnv(t)
+	_, ts := startUI(t, dialURL(e.srv.ClientURL()))
+	submitScript(t, e.js, "ui-gate", "Gated", `{"responses":[{"text":"echo needs a yes","tool_calls":[{"name":"echo","arguments":{"text":"hi"}}]},{"text":"done"}]}`)
+	submitScript(t, e.js, "ui-stop", "Asker", askJSON)
+	e.waitType("ui-gate", events.TurnPaused)
+	e.waitType("ui-stop", events.TurnPaused)
+	v := nextSSE(t, openSSE(t, ts.URL+"/api/turns/ui-gate/live"), "turn", "ui-gate waiting", func(v TurnView) bool {
+		return v.Summary != nil && v.Summary.Waiting != nil
+	})
+	if w := v.Summary.Waiting; w.Kind != events.PauseApproval || w.Tool != "echo" {
+		t.Fatalf("ui-gate waits for %+v", w)
+	}
+	yes := true
+	if code, body := postControl(t, ts.URL, "ui-gate", events.Control{Action: events.ActionApprove, CallID: "not-this-one",
+		Approved: &yes}); code != http.StatusConflict {
+		t.Fatalf("an approval of another call: %d %s", code, body)
+	}
+	if code, body := postControl(t, ts.URL, "ui-gate", events.Control{Action: events.ActionApprove, CallID: v.Summary.Waiting.CallID,
+		Approved: &yes, Note: "fine"}); code != http.StatusAccepted {
+		t.Fatalf("approve: %d %s", code, body)
+	}
+	if code, body := postControl(t, ts.URL, "ui-stop", events.Control{Action: events.ActionAbort, Reason: "from the page"}); code != http.StatusAccepted {
+		t.Fatalf("abort: %d %s", code, body)
+	}
+	if fin := e.finished("ui-gate"); fin.StopReason != events.StopCompleted {
+		t.Fatalf("ui-gate: %+v", fin)
+	}
+	if fin := e.finished("ui-stop"); fin.StopReason != events.StopAborted {
+		t.Fatalf("ui-stop: %+v", fin)
+	}
+}
