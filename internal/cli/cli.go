@@ -57,6 +57,9 @@ usage: jetloop COMMAND [flags] [args]
   bench [--quick] [--json] measure the cost of a durable step (see BENCHMARKS.md)
   streams apply|check      provision the streams, buckets and consumers (as admin),
                            or report how the server differs from the table
+  ui [--addr HOST:PORT]    serve a live web view of turns and dead letters
+                           (default 127.0.0.1:8080)
+  top [--once]             one screen of running turns, rates, tool latency, dead letters
 
 Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222),
 --creds FILE / --user (NATS_USER) / --password-file FILE (NATS_PASSWORD) / --tls-ca
@@ -96,6 +99,9 @@ type command struct {
 	auth           runtime.Auth
 	noColor        bool
 	stdout, stderr io.Writer
+	// asyncErr, when set, takes the connection's asynchronous errors
+	// instead of stderr (ui turns a denied publish into a hidden button).
+	asyncErr func(error)
 }
 
 // color reports whether the command's output gets colour: on a terminal,
@@ -123,6 +129,8 @@ func init() {
 		"show":    show,
 		"bench":   benchCmd,
 		"streams": streams,
+		"ui":      ui,
+		"top":     topCmd,
 	}
 }
 
@@ -153,6 +161,10 @@ func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
 	}
 	opts = append(opts, nats.Timeout(3*time.Second), nats.RetryOnFailedConnect(false))
 	nc, err := runtime.Connect(url, "jetloop "+c.name, func(err error) {
+		if c.asyncErr != nil {
+			c.asyncErr(err)
+			return
+		}
 		fmt.Fprintf(c.stderr, "jetloop %s: %v\n", c.name, err)
 	}, opts...)
 	if err != nil {
@@ -233,7 +245,7 @@ func control(ctx context.Context, c *command, turn string, ctl events.Control) i
 	if err := applies(ctx, js, turn, ctl); err != nil {
 		return c.fail("%v", err)
 	}
-	if _, err := js.Publish(ctx, events.ControlSubject(turn), data, jetstream.WithMsgID("control:"+turn+":"+NewID())); err != nil {
+	if err := publishControl(ctx, js, turn, data); err != nil {
 		return c.fail("%v", err)
 	}
 	return ExitOK

@@ -179,24 +179,62 @@ var retrySchemas = map[string]string{
 	"submit": "submit", "control": "control", "result": "tool_result", "model": "model_result", "timer": "timer",
 }
 
-// retryLetter re-sends a dead letter, or the fixed payload in file, to the
-// subject it was first sent to, and deletes it from the dead stream once the
-// publish is acknowledged. Its Nats-Msg-Id names the dead letter, so running
-// the command again after a failure between the two does not send it twice.
+// retryLetter re-sends a dead letter, or the fixed payload in file, as
+// resendLetter does, and says what became of it.
 func (c *command) retryLetter(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, seq uint64, file string) int {
+	var fixed []byte
+	if file != "" {
+		var err error
+		if fixed, err = os.ReadFile(file); err != nil {
+			return c.fail("%v", err)
+		}
+	}
+	r, err := resendLetter(ctx, js, stream, seq, fixed)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	if r.DeleteErr != nil {
+		return c.fail("dead letter %d was re-sent (%s seq %d) but is still listed (removing it takes the admin user): %v",
+			seq, r.Stream, r.StreamSeq, r.DeleteErr)
+	}
+	fmt.Fprintf(c.stdout, "re-sent dead letter %d to %s (%s seq %d)\n", seq, r.Subject, r.Stream, r.StreamSeq)
+	if r.Kind == "submit" && r.Turn != "" {
+		fmt.Fprintf(c.stdout, "follow it with: jetloop watch %s\n", r.Turn)
+	}
+	return ExitOK
+}
+
+// Resent is what became of a dead letter sent again: where it went, and
+// whether it could be removed from the dead stream.
+type Resent struct {
+	Seq       uint64 `json:"seq"`
+	Subject   string `json:"subject"`
+	Kind      string `json:"kind"`              // of the subject: submit, control, result…
+	Turn      string `json:"turn_id,omitempty"` // of a submission
+	Stream    string `json:"stream"`
+	StreamSeq uint64 `json:"stream_seq"`
+	// DeleteErr says why the letter is still listed: only admin may
+	// delete a message of the dead stream.
+	DeleteErr error `json:"-"`
+}
+
+// resendLetter re-sends a dead letter, or the fixed payload when it is not
+// nil, to the subject it was first sent to, and deletes it from the dead
+// stream once the publish is acknowledged. Its Nats-Msg-Id names the dead
+// letter, so running it again after a failure between the two does not send
+// it twice.
+func resendLetter(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, seq uint64, fixed []byte) (Resent, error) {
 	m, err := stream.GetMsg(ctx, seq)
 	if err != nil {
-		return c.fail("dead letter %d: %v", seq, err)
+		return Resent{}, fmt.Errorf("dead letter %d: %w", seq, err)
 	}
 	subject := m.Header.Get(headerSubject)
 	if subject == "" {
-		return c.fail("dead letter %d does not say where it was sent (no %s header)", seq, headerSubject)
+		return Resent{}, fmt.Errorf("dead letter %d does not say where it was sent (no %s header)", seq, headerSubject)
 	}
 	data := m.Data
-	if file != "" {
-		if data, err = os.ReadFile(file); err != nil {
-			return c.fail("%v", err)
-		}
+	if fixed != nil {
+		data = fixed
 	}
 	kind, _, _ := events.InboxKind(subject)
 	name, ok := retrySchemas[kind]
@@ -208,7 +246,7 @@ func (c *command) retryLetter(ctx context.Context, js jetstream.JetStream, strea
 	}
 	if ok {
 		if err := schemas.Validate(name, data); err != nil {
-			return c.fail("dead letter %d would fail again: %v (fix it and pass --file)", seq, err)
+			return Resent{}, fmt.Errorf("dead letter %d would fail again: %w (fix it and pass --file)", seq, err)
 		}
 	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
@@ -220,31 +258,25 @@ func (c *command) retryLetter(ctx context.Context, js jetstream.JetStream, strea
 	}
 	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID("retry:"+events.StreamDead+":"+strconv.FormatUint(seq, 10)))
 	if err != nil {
-		return c.fail("re-send dead letter %d to %s: %v", seq, subject, err)
+		return Resent{}, fmt.Errorf("re-send dead letter %d to %s: %w", seq, subject, err)
+	}
+	r := Resent{Seq: seq, Subject: subject, Kind: kind, Stream: ack.Stream, StreamSeq: ack.Sequence}
+	if kind == "submit" {
+		r.Turn = letterOf(m).Turn
+		if fixed != nil {
+			var p struct {
+				TurnID string `json:"turn_id"`
+			}
+			_ = json.Unmarshal(data, &p)
+			r.Turn = p.TurnID
+		}
 	}
 	// Only admin may delete a message of the dead stream: a denied delete
 	// gets no answer, so it is not given the whole command's time.
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := stream.DeleteMsg(dctx, seq); err != nil {
-		return c.fail("dead letter %d was re-sent (%s seq %d) but is still listed (removing it takes the admin user): %v",
-			seq, ack.Stream, ack.Sequence, err)
-	}
-	fmt.Fprintf(c.stdout, "re-sent dead letter %d to %s (%s seq %d)\n", seq, subject, ack.Stream, ack.Sequence)
-	if kind == "submit" {
-		l := letterOf(m)
-		if file != "" {
-			var p struct {
-				TurnID string `json:"turn_id"`
-			}
-			_ = json.Unmarshal(data, &p)
-			l.Turn = p.TurnID
-		}
-		if l.Turn != "" {
-			fmt.Fprintf(c.stdout, "follow it with: jetloop watch %s\n", l.Turn)
-		}
-	}
-	return ExitOK
+	r.DeleteErr = stream.DeleteMsg(dctx, seq)
+	return r, nil
 }
 
 func orDash(s string) string {

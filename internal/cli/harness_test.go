@@ -61,13 +61,23 @@ type env struct {
 	dir   string
 	stopO func()
 	calls *modelJobs
+	// connect opens the connections of the orchestrator and the worker.
+	connect func(testing.TB) (*nats.Conn, jetstream.JetStream)
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	srv := natstest.Start(t)
-	nc, js := srv.Connect(t)
-	e := &env{t: t, srv: srv, nc: nc, js: js, dir: t.TempDir(), calls: &modelJobs{jobs: map[string][]model.Request{}}}
+	return newEnvOn(t, srv, srv.Connect)
+}
+
+// newEnvOn is newEnv on a server of the test's own, whose processes connect
+// with connect (a server with nats.conf's users needs credentials).
+func newEnvOn(t *testing.T, srv *natstest.Server, connect func(testing.TB) (*nats.Conn, jetstream.JetStream)) *env {
+	t.Helper()
+	nc, js := connect(t)
+	e := &env{t: t, srv: srv, nc: nc, js: js, dir: t.TempDir(), calls: &modelJobs{jobs: map[string][]model.Request{}},
+		connect: connect}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := runtime.EnsureStreams(ctx, js); err != nil {
@@ -107,7 +117,7 @@ func (e *env) orchestrator() (stop func()) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	nc, js := e.srv.Connect(e.t)
+	nc, js := e.connect(e.t)
 	o, err := runtime.New(nc, js, e.logger(), set, runtime.WithAckWait(time.Second), runtime.WithAllowScripts(true),
 		runtime.WithProvider("script", recorder{e.calls}))
 	if err != nil {
@@ -118,7 +128,7 @@ func (e *env) orchestrator() (stop func()) {
 
 func (e *env) worker() {
 	e.t.Helper()
-	nc, js := e.srv.Connect(e.t)
+	nc, js := e.connect(e.t)
 	builtins, err := tools.Builtins(e.t.TempDir(), false)
 	if err != nil {
 		e.t.Fatal(err)

@@ -15,12 +15,18 @@ import (
 	"github.com/jetloop/jetloop/internal/fsm"
 )
 
-// The timeline page is one file: its CSS and script are in the template, and
+// The timeline page is one file: its CSS and script are inlined in it, and
 // the turn travels inside it as JSON, so it opens offline, from an e-mail or a
-// bug report, and never fetches anything.
-//
-//go:embed timeline.html
-var timelineHTML string
+// bug report, and never fetches anything. The CSS and script are files of
+// their own because `jetloop ui` serves the same ones to draw a turn live.
+var (
+	//go:embed timeline.html
+	timelineHTML string
+	//go:embed timeline.css
+	timelineCSS string
+	//go:embed timeline.js
+	timelineJS string
+)
 
 var timelinePage = template.Must(template.New("timeline").Funcs(template.FuncMap{
 	"since": func(ms int64) string { return since(time.Duration(ms) * time.Millisecond) },
@@ -380,7 +386,9 @@ func writePage(w io.Writer, tl *Timeline, log []events.Envelope) error {
 		Status   string
 		Timeline *Timeline
 		Events   []events.Envelope
-	}{title, status, tl, log})
+		Style    template.CSS
+		Script   template.JS
+	}{title, status, tl, log, template.CSS(timelineCSS), template.JS(timelineJS)})
 }
 
 // writeTimelineFile writes the page to path, through a temporary file so a

@@ -145,51 +145,63 @@ func newLister(ctx context.Context, js jetstream.JetStream) (*lister, error) {
 
 // list summarizes the turns of session ("" for all), in parallel.
 func (l *lister) list(ctx context.Context, session string) ([]Summary, error) {
+	var (
+		mu  sync.Mutex
+		out []Summary
+	)
+	err := l.each(ctx, session, func(ctx context.Context, subj string) error {
+		s, folded, err := l.summary(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil // purged since the listing: no turn any more
+		}
+		if err != nil {
+			return err
+		}
+		if s.Turn == "" {
+			return nil // not a turn's log: no turn.started (a workflow's)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, s)
+		if folded {
+			l.folded++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortSummaries(out)
+	return out, nil
+}
+
+// each calls f, in parallel, with the subject of every log of session (""
+// for all) in the events stream.
+func (l *lister) each(ctx context.Context, session string, f func(ctx context.Context, subject string) error) error {
 	filter := "jetloop.events.*.*"
 	if session != "" {
 		filter = events.SessionEventsFilter(session)
 	}
 	info, err := l.stream.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
-		return nil, fmt.Errorf("list turns: %w", err)
+		return fmt.Errorf("list turns: %w", err)
 	}
-	subjects := make([]string, 0, len(info.State.Subjects))
-	for s := range info.State.Subjects {
-		subjects = append(subjects, s)
-	}
-	out := make([]Summary, len(subjects))
-	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
-	for i, subj := range subjects {
-		g.Go(func() error {
-			s, folded, err := l.summary(gctx, subj)
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				return nil // purged since the listing: no turn any more
-			}
-			if err != nil {
-				return err
-			}
-			out[i] = s
-			if folded {
-				mu.Lock()
-				l.folded++
-				mu.Unlock()
-			}
-			return nil
-		})
+	for subj := range info.State.Subjects {
+		g.Go(func() error { return f(gctx, subj) })
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	out = slices.DeleteFunc(out, func(s Summary) bool { return s.Turn == "" })
-	slices.SortFunc(out, func(a, b Summary) int {
+	return g.Wait()
+}
+
+// sortSummaries puts the newest turns first.
+func sortSummaries(list []Summary) {
+	slices.SortFunc(list, func(a, b Summary) int {
 		if c := b.Started.Compare(a.Started); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Turn, b.Turn)
 	})
-	return out, nil
 }
 
 func (l *lister) summary(ctx context.Context, subject string) (Summary, bool, error) {

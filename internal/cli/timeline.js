@@ -1,0 +1,457 @@
+// timeline.js draws a turn's timeline from the JSON of cli.Timeline. The page
+// of `jetloop replay --html` inlines it and carries its turn in
+// #timeline-data; `jetloop ui` serves it as a file and calls
+// jetloopTimeline(tl) itself, then update(tl) as the turn's events arrive.
+// Both pages hold the same elements (#timeline, #tooltip, the toolbar's).
+"use strict";
+var jetloopTimeline = (function () {
+function mount(tl) {
+  var root = document.getElementById("timeline");
+  var tip = document.getElementById("tooltip");
+  var note = document.getElementById("zoom-note");
+  var reset = document.getElementById("zoom-reset");
+  var full = [0, Math.max(tl.end_ms, 0.05)];
+  var domain = full.slice();
+  var tips = new WeakMap();
+
+  // el builds an element; text only ever goes in through textContent, so no
+  // string from the log is parsed as HTML.
+  function el(tag, cls, attrs, text) {
+    var n = document.createElement(tag);
+    if (cls) n.className = cls;
+    for (var k in attrs || {}) n.setAttribute(k, attrs[k]);
+    if (text !== undefined && text !== null) n.textContent = String(text);
+    return n;
+  }
+  function ms(v) {
+    if (v === 0) return "0ms";
+    if (v < 1) return Math.round(v * 1000) + "µs";
+    if (v < 10) return v.toFixed(1) + "ms";
+    if (v < 1000) return Math.round(v) + "ms";
+    if (v < 60000) return (v / 1000).toFixed(v < 10000 ? 2 : 1) + "s";
+    return Math.floor(v / 60000) + "m" + Math.round((v % 60000) / 1000) + "s";
+  }
+
+  // Long pauses (a person answering, an approval) would squeeze the steps
+  // into slivers: on the whole-turn view, each pause longer than a fifth of
+  // the turn is drawn at a small fixed width with its real length on it.
+  var BREAK_SHARE = 0.06;
+  var longPauses = findLongPauses();
+  function findLongPauses() {
+    var out = [];
+    tl.pauses.map(function (p) { return [p.start_ms, p.end_ms]; })
+      .sort(function (a, b) { return a[0] - b[0]; })
+      .forEach(function (p) {
+        var last = out[out.length - 1];
+        if (last && p[0] <= last[1]) last[1] = Math.max(last[1], p[1]); else out.push(p.slice());
+      });
+    return out.filter(function (b) { return b[1] - b[0] > (full[1] - full[0]) / 5; });
+  }
+  var compress = longPauses.length > 0;
+  var breaks = [], breakW = 0;
+  function setScale() {
+    var whole = domain[0] === full[0] && domain[1] === full[1];
+    breaks = compress && whole ? longPauses : [];
+    var cut = breaks.reduce(function (a, b) { return a + b[1] - b[0]; }, 0);
+    breakW = BREAK_SHARE * (domain[1] - domain[0] - cut) / (1 - breaks.length * BREAK_SHARE);
+  }
+  // virt maps a time to the drawn axis: linear, except inside breaks.
+  function virt(v) {
+    var x = v - domain[0];
+    breaks.forEach(function (b) {
+      var len = b[1] - b[0];
+      if (v >= b[1]) x -= len - breakW;
+      else if (v > b[0]) x -= (v - b[0]) * (1 - breakW / len);
+    });
+    return x;
+  }
+  // A little room after the end keeps the last marker in view.
+  function pct(v) { return virt(v) / (virt(domain[1]) * 1.025) * 100; }
+  // tickLabel writes a tick's time with as many digits as the ticks' spacing
+  // needs, so +2.143s and +2.145s stay apart.
+  var tickStep = 1;
+  function tickLabel(t) {
+    if (t === 0) return "0";
+    if (t < 1000 || tickStep >= 1000) return "+" + ms(t);
+    return "+" + (t / 1000).toFixed(Math.min(6, Math.max(0, Math.ceil(-Math.log10(tickStep / 1000) - 1e-9)))) + "s";
+  }
+  // ticks returns round times to mark, none inside a break.
+  function ticks() {
+    var raw = virt(domain[1]) / 6 || 1, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = [1, 2, 5, 10].map(function (m) { return m * mag; }).find(function (s) { return s >= raw; });
+    tickStep = step;
+    var segs = [], from = domain[0], out = [];
+    breaks.forEach(function (b) { segs.push([from, b[0]]); from = b[1]; });
+    segs.push([from, domain[1]]);
+    segs.forEach(function (sg) {
+      for (var t = Math.ceil(sg[0] / step - 1e-9) * step; t <= sg[1] + 1e-9; t += step) out.push(t);
+    });
+    return out;
+  }
+  function place(n, a, b) {
+    n.style.left = pct(a) + "%";
+    n.style.width = Math.max(0, pct(b) - pct(a)) + "%";
+  }
+  // label puts a bar's caption after its end, or before its start when the
+  // bar ends near the right edge.
+  function label(lane, a, b, parts) {
+    var pa = Math.max(pct(a), 0), pb = pct(b), where = pb <= 72 ? "" : pa >= 28 ? " left" : " inside";
+    var l = el("span", "bar-label" + where);
+    l.style.left = (where === "" ? pb : where === " left" ? pa : pa + 0.3) + "%";
+    parts.forEach(function (p) {
+      l.appendChild(typeof p === "string" ? document.createTextNode(p) : p);
+    });
+    lane.appendChild(l);
+  }
+  function tipFor(n, build) {
+    tips.set(n, build);
+    if (!n.hasAttribute("tabindex")) n.setAttribute("tabindex", "0");
+  }
+  function dl(pairs) {
+    var d = el("dl");
+    pairs.forEach(function (p) {
+      if (p[1] === undefined || p[1] === null || p[1] === "") return;
+      d.appendChild(el("dt", "", {}, p[0]));
+      d.appendChild(el("dd", "", {}, p[1]));
+    });
+    return d;
+  }
+  function pre(text) { return el("pre", "", {}, text); }
+  function tokens(u) { return u ? u.input_tokens + " in / " + u.output_tokens + " out" : ""; }
+  function span(a, b, open) { return ms(b - a) + (open ? (tl.running ? " so far (running)" : " (cut short)") : ""); }
+
+  function axis() {
+    var row = el("div", "row axis");
+    row.appendChild(el("div", "label", {}, "+time"));
+    var plot = el("div", "plot");
+    var lastLabel = -100;
+    ticks().forEach(function (t) {
+      var tick = el("div", "tick"), at = pct(t);
+      tick.style.left = at + "%";
+      // After a break, ticks of both sides may crowd: label only those apart.
+      if (at < 94 && at - lastLabel > 7) {
+        tick.appendChild(el("span", "", {}, tickLabel(t)));
+        lastLabel = at;
+      }
+      plot.appendChild(tick);
+    });
+    breaks.forEach(function (b) {
+      var n = el("div", "axis-break");
+      place(n, b[0], b[1]);
+      n.appendChild(el("span", "", {}, "≈ " + ms(b[1] - b[0])));
+      plot.appendChild(n);
+    });
+    row.appendChild(plot);
+    return row;
+  }
+  function grid(plot) {
+    ticks().forEach(function (t) {
+      var g = el("div", "grid");
+      g.style.left = pct(t) + "%";
+      plot.appendChild(g);
+    });
+  }
+
+  function stepRow(s) {
+    var row = el("div", "row step", { id: "step-" + s.step, "data-step": s.step });
+    if (s.decision) row.setAttribute("data-decision", s.decision);
+    if (s.stop_reason) row.setAttribute("data-stop-reason", s.stop_reason);
+    var lab = el("div", "label");
+    var name = el("button", "name", { type: "button", title: "zoom to step " + s.step }, "Step " + s.step);
+    name.addEventListener("click", function () { zoom(s.start_ms, s.end_ms, "step " + s.step); });
+    lab.appendChild(name);
+    var sub = s.open ? (tl.running ? "running" : "cut short") : s.decision === "stop" ? "stop: " + s.stop_reason : "continue";
+    lab.appendChild(el("span", "sub" + (s.decision === "stop" ? " stop stop-" + s.stop_reason : ""), {}, sub));
+    lab.appendChild(el("span", "sub", {}, ms(s.end_ms - s.start_ms)));
+    row.appendChild(lab);
+
+    var plot = el("div", "plot");
+    grid(plot);
+    var band = el("div", "step-span");
+    place(band, s.start_ms, s.end_ms);
+    plot.appendChild(band);
+
+    var m = s.model;
+    var lane = el("div", "lane model-lane");
+    var bar = el("div", "bar model-bar" + (m.error ? " error" : "") + (m.open ? " open" : ""),
+      { id: "model-" + s.step, "data-step": s.step, "aria-label": "model call of step " + s.step });
+    place(bar, m.start_ms, m.end_ms);
+    tipFor(bar, function () {
+      var f = document.createDocumentFragment();
+      f.appendChild(el("div", "t", {}, "model call · step " + s.step));
+      f.appendChild(dl([
+        ["time", span(m.start_ms, m.end_ms, m.open)],
+        ["provider", m.open ? "" : m.duration_ms + " ms"],
+        ["tokens", m.open ? "" : tokens(m.usage)],
+        ["finish", m.finish_reason],
+        ["attempts", m.attempts],
+        ["tool calls", m.tool_calls ? m.tool_calls.map(function (c) {
+          // A call the turn stopped before running (doom loop, budget) has no bar.
+          return c.name + (s.tools.some(function (t) { return t.call_id === c.call_id; }) ? "" : " (not run)");
+        }).join(", ") : (m.open ? "" : "none")],
+        ["error", m.error]
+      ]));
+      if (m.text) f.appendChild(pre(m.text));
+      return f;
+    });
+    lane.appendChild(bar);
+    var cap = [m.open ? (tl.running ? "model call (running)" : "model call (cut short)") : "model " + ms(m.end_ms - m.start_ms)];
+    if (!m.open) cap.push(el("span", "dim", {}, " · " + m.usage.input_tokens + "→" + m.usage.output_tokens + " tok · " +
+      (m.tool_calls ? m.tool_calls.length : 0) + " call(s)"));
+    if (m.error) cap.push(el("span", "err", {}, " · " + m.error));
+    label(lane, m.start_ms, m.end_ms, cap);
+    plot.appendChild(lane);
+
+    s.tools.forEach(function (c) {
+      var lane = el("div", "lane tool-lane", { "data-lane": c.lane });
+      var bar = el("div", "bar tool-bar" + (c.is_error ? " error" : "") + (c.final ? " final" : "") + (c.open ? " open" : ""),
+        { id: "call-" + c.call_id, "data-call-id": c.call_id, "data-step": s.step, "data-tool": c.name,
+          "aria-label": c.name + " " + c.call_id });
+      place(bar, c.start_ms, c.end_ms);
+      tipFor(bar, function () {
+        var f = document.createDocumentFragment();
+        f.appendChild(el("div", "t", {}, c.name + (c.is_error ? " · error" : "") + (c.final ? " · final" : "")));
+        f.appendChild(dl([
+          ["call", c.call_id],
+          ["time", span(c.start_ms, c.end_ms, c.open)],
+          ["worker time", c.open ? "" : c.duration_ms + " ms"],
+          ["worker", c.worker],
+          ["attempts", c.attempts]
+        ]));
+        f.appendChild(el("div", "", {}, "arguments"));
+        f.appendChild(pre(c.arguments || "{}"));
+        if (!c.open) {
+          f.appendChild(el("div", "", {}, "output"));
+          f.appendChild(pre(c.output || "(empty)"));
+        }
+        return f;
+      });
+      lane.appendChild(bar);
+      var cap = [c.name + " "];
+      cap.push(el("span", c.is_error ? "err" : "dim", {}, c.open ? (tl.running ? "running" : "cut short") :
+        (c.is_error ? "error " : "") + ms(c.end_ms - c.start_ms)));
+      label(lane, c.start_ms, c.end_ms, cap);
+      plot.appendChild(lane);
+    });
+    row.appendChild(plot);
+    return row;
+  }
+
+  function summaryRow(sm) {
+    var row = el("div", "row summary", { id: "summary", "data-step": sm.step });
+    var lab = el("div", "label");
+    lab.appendChild(el("span", "name", {}, "Summary"));
+    lab.appendChild(el("span", "sub", {}, "not a step"));
+    lab.appendChild(el("span", "sub", {}, ms(sm.end_ms - sm.start_ms)));
+    row.appendChild(lab);
+    var plot = el("div", "plot");
+    grid(plot);
+    var lane = el("div", "lane");
+    var bar = el("div", "bar summary-bar" + (sm.open ? " open" : ""), { "data-step": sm.step, "aria-label": "summary call" });
+    place(bar, sm.start_ms, sm.end_ms);
+    tipFor(bar, function () {
+      var f = document.createDocumentFragment();
+      f.appendChild(el("div", "t", {}, "summary call (no tools)"));
+      f.appendChild(dl([["time", span(sm.start_ms, sm.end_ms, sm.open)], ["tokens", tokens(sm.usage)]]));
+      if (tl.sentinel) f.appendChild(pre(tl.sentinel.text));
+      return f;
+    });
+    lane.appendChild(bar);
+    label(lane, sm.start_ms, sm.end_ms, ["summary " + (sm.open ? "(running)" : ms(sm.end_ms - sm.start_ms))]);
+    plot.appendChild(lane);
+    row.appendChild(plot);
+    return row;
+  }
+
+  // markLabel captions a pause or a marker in the chart's bottom row: from the
+  // span's start, or ending at its end when that is near the right edge.
+  var marks;
+  function markLabel(o, a, b, cls, text) {
+    var left = pct(a) > 60;
+    var l = el("span", "mark-label " + cls + (left ? " left" : ""), {}, text);
+    l.style.left = (left ? pct(b) : pct(a)) + "%";
+    marks.appendChild(l);
+  }
+  function marksRow() {
+    var row = el("div", "row marks");
+    row.appendChild(el("div", "label", {}, ""));
+    var plot = marks = el("div", "plot");
+    grid(plot);
+    row.appendChild(plot);
+    return row;
+  }
+
+  function overlay() {
+    var o = el("div", "overlay");
+    tl.pauses.forEach(function (p) {
+      var n = el("div", "pause" + (breaks.some(function (b) { return p.start_ms >= b[0] && p.end_ms <= b[1]; }) ? " compressed" : ""), { "data-call-id": p.call_id, "data-kind": p.kind, "data-step": p.step });
+      place(n, p.start_ms, p.end_ms);
+      markLabel(o, p.start_ms, p.end_ms, "pause-label", "paused: " + (p.kind === "approval" ? "approval of " + p.tool : "reply") +
+        " · " + ms(p.end_ms - p.start_ms));
+      tipFor(n, function () {
+        var f = document.createDocumentFragment();
+        f.appendChild(el("div", "t", {}, p.kind === "approval" ? "waiting for approval of " + p.tool : "waiting for a reply"));
+        f.appendChild(dl([
+          ["call", p.call_id],
+          ["time", span(p.start_ms, p.end_ms, p.open)],
+          ["answer", p.answer],
+          ["approved", p.approved === undefined || p.approved === null ? "" : String(p.approved)],
+          ["note", p.note]
+        ]));
+        if (p.question) f.appendChild(pre(p.question));
+        return f;
+      });
+      o.appendChild(n);
+    });
+    if (tl.sentinel) {
+      var sn = el("div", "marker sentinel-marker", { id: "sentinel", "data-kind": tl.sentinel.kind, "data-reason": tl.sentinel.reason });
+      sn.style.left = pct(tl.sentinel.at_ms) + "%";
+      markLabel(o, tl.sentinel.at_ms, tl.sentinel.at_ms, "sentinel-label", "sentinel: " + tl.sentinel.reason);
+      tipFor(sn, function () {
+        var f = document.createDocumentFragment();
+        f.appendChild(el("div", "t", {}, "turn.sentinel · " + tl.sentinel.kind));
+        f.appendChild(pre(tl.sentinel.text));
+        return f;
+      });
+      o.appendChild(sn);
+    }
+    var fin = tl.finished;
+    var mk = el("div", fin ? "marker finish-marker stop-" + fin.stop_reason : "marker now-marker",
+      fin ? { id: "finish", "data-stop-reason": fin.stop_reason } : { id: "now" });
+    mk.style.left = pct(fin ? fin.at_ms : tl.end_ms) + "%";
+    markLabel(o, fin ? fin.at_ms : tl.end_ms, fin ? fin.at_ms : tl.end_ms,
+      "finish-label" + (fin ? " stop-" + fin.stop_reason : " running"), fin ? "stopped: " + fin.stop_reason : "running");
+    tipFor(mk, function () {
+      var f = document.createDocumentFragment();
+      if (!fin) {
+        f.appendChild(el("div", "t", {}, "still running at +" + ms(tl.end_ms)));
+        return f;
+      }
+      f.appendChild(el("div", "t", {}, "turn.finished · " + fin.stop_reason));
+      var mt = fin.metrics;
+      f.appendChild(dl([
+        ["at", "+" + ms(fin.at_ms)],
+        ["steps", mt.steps], ["tool calls", mt.tool_calls], ["model calls", mt.model_calls],
+        ["tokens", mt.input_tokens + " in / " + mt.output_tokens + " out"], ["error", fin.error]
+      ]));
+      if (fin.output) f.appendChild(pre(fin.output));
+      return f;
+    });
+    o.appendChild(mk);
+    return o;
+  }
+
+  function render() {
+    setScale();
+    root.textContent = "";
+    root.appendChild(axis());
+    tl.steps.forEach(function (s) { root.appendChild(stepRow(s)); });
+    if (tl.summary) root.appendChild(summaryRow(tl.summary));
+    if (!tl.steps.length && !tl.summary) {
+      var row = el("div", "row");
+      row.appendChild(el("div", "label", {}, "no steps"));
+      var plot = el("div", "plot lane");
+      grid(plot);
+      row.appendChild(plot);
+      root.appendChild(row);
+    }
+    root.appendChild(marksRow());
+    root.appendChild(overlay());
+    root.setAttribute("data-steps", tl.steps.length);
+    root.setAttribute("data-rendered", "true");
+  }
+  function zoom(a, b, what) {
+    var pad = Math.max((b - a) * 0.08, 0.05);
+    domain = [Math.max(0, a - pad), Math.min(full[1], b + pad)];
+    if (domain[1] - domain[0] < 0.1) domain[1] = domain[0] + 0.1;
+    note.textContent = "showing " + what + ": +" + ms(domain[0]) + " to +" + ms(domain[1]);
+    reset.hidden = false;
+    render();
+  }
+  var box = document.getElementById("compress-box");
+  document.getElementById("compress").hidden = longPauses.length === 0;
+  box.addEventListener("change", function () { compress = box.checked; render(); });
+  reset.addEventListener("click", function () {
+    domain = full.slice();
+    note.textContent = "";
+    reset.hidden = true;
+    render();
+  });
+  document.addEventListener("keydown", function (e) { if (e.key === "Escape" && !reset.hidden) reset.click(); });
+
+  var shownID = "";
+  function show(n, x, y) {
+    var build = tips.get(n);
+    if (!build) return;
+    shownID = n.id;
+    tip.textContent = "";
+    tip.appendChild(build());
+    tip.hidden = false;
+    var r = tip.getBoundingClientRect();
+    var left = Math.min(x + 14, window.innerWidth - r.width - 8);
+    var top = y + 16 + r.height > window.innerHeight ? y - r.height - 12 : y + 16;
+    tip.style.left = Math.max(8, left) + "px";
+    tip.style.top = Math.max(8, top) + "px";
+  }
+  function target(e) {
+    for (var n = e.target; n && n !== document; n = n.parentNode) if (tips.has(n)) return n;
+    return null;
+  }
+  root.addEventListener("mousemove", function (e) {
+    var n = target(e);
+    if (n) show(n, e.clientX, e.clientY); else tip.hidden = true;
+  });
+  root.addEventListener("mouseleave", function () { tip.hidden = true; });
+  root.addEventListener("focusin", function (e) {
+    var n = target(e);
+    if (!n) return;
+    var r = n.getBoundingClientRect();
+    show(n, r.left, r.bottom);
+  });
+  root.addEventListener("focusout", function () { tip.hidden = true; });
+
+  render();
+
+  // update redraws the chart from a newer timeline of the same turn, keeping
+  // a zoom the reader chose.
+  function update(next) {
+    var zoomed = !reset.hidden, hadLong = longPauses.length > 0;
+    var shown = tip.hidden ? "" : shownID;
+    tl = next;
+    full = [0, Math.max(tl.end_ms, 0.05)];
+    if (!zoomed) domain = full.slice();
+    longPauses = findLongPauses();
+    if (!hadLong && longPauses.length) compress = box.checked;
+    document.getElementById("compress").hidden = longPauses.length === 0;
+    render();
+    // Details shown stay shown, with what the new drawing says, while
+    // their bar is still there.
+    var n = shown && document.getElementById(shown);
+    if (n && tips.has(n)) {
+      tip.textContent = "";
+      tip.appendChild(tips.get(n)());
+    } else {
+      tip.hidden = true;
+    }
+  }
+
+  // A link to a bar (page.html#call-ID, #model-3, #finish) opens with that
+  // bar's details shown; a link to a step (#step-3) zoomed to that step.
+  var linkID = decodeURIComponent(location.hash.slice(1));
+  var linkStep = tl.steps.find(function (s) { return "step-" + s.step === linkID; });
+  if (linkStep) zoom(linkStep.start_ms, linkStep.end_ms, "step " + linkStep.step);
+  var linked = linkID && document.getElementById(linkID);
+  if (linked && tips.has(linked)) {
+    // Scroll the window only: the chart's boxes clip and must not scroll.
+    window.scrollTo(0, Math.max(0, linked.getBoundingClientRect().top + window.scrollY - window.innerHeight / 4));
+    linked.focus({ preventScroll: true });
+    var r = linked.getBoundingClientRect();
+    show(linked, r.left, r.bottom);
+  }
+  return { update: update };
+}
+
+var data = document.getElementById("timeline-data");
+if (data) mount(JSON.parse(data.textContent));
+return mount;
+})();

@@ -1,0 +1,759 @@
+package cli
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/schemas"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The web view's pages, script and style are files in the binary: no build
+// step, nothing fetched from anywhere else. The timeline is drawn by the
+// same script and style as the page of replay --html.
+//
+//go:embed ui
+var uiFiles embed.FS
+
+// uiHeader is the header every control request must carry. A page of
+// another site can make the browser send a form or a simple fetch to this
+// server, but not with a custom header: that needs a CORS preflight, which
+// this server never answers with an allow.
+const uiHeader = "X-Jetloop-Ui"
+
+// uiCSP lets the pages run only the scripts and styles this server serves:
+// no inline script or style attribute, no other origin, no framing. Text
+// from a log that slipped into the markup would still not run.
+const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// uiServer is `jetloop ui`: pages and server-sent events read from the
+// streams with the command's connection, and controls sent with it.
+type uiServer struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	lister *lister
+	store  *runtime.Store
+	dead   jetstream.Stream
+	// anyHost accepts requests for any host name: set when the server is
+	// bound to other than loopback. On loopback, only loopback names are
+	// served, so a site whose name an attacker points at 127.0.0.1 (DNS
+	// rebinding) gets nothing.
+	anyHost bool
+
+	canControl, canSubmit atomic.Bool
+	// denials receives the subjects of publishes the server refused, as the
+	// connection's error handler reports them.
+	denials chan string
+	cop     *http.CrossOriginProtection
+}
+
+func newUIServer() *uiServer {
+	return &uiServer{denials: make(chan string, 16), cop: http.NewCrossOriginProtection()}
+}
+
+// asyncErr is the connection's error handler: a refused publish is how the
+// server says these credentials may not do something.
+func (u *uiServer) asyncErr(err error) {
+	msg := err.Error()
+	i := strings.Index(strings.ToLower(msg), `publish to "`)
+	if i < 0 {
+		return
+	}
+	subj, _, _ := strings.Cut(msg[i+len(`publish to "`):], `"`)
+	if strings.HasPrefix(subj, "jetloop.inbox.control.") {
+		u.canControl.Store(false)
+	}
+	select {
+	case u.denials <- subj:
+	default:
+	}
+}
+
+// start binds the streams and finds out what the credentials allow.
+func (u *uiServer) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) error {
+	u.nc, u.js = nc, js
+	var err error
+	if u.lister, err = newLister(ctx, js); err != nil {
+		return err
+	}
+	u.store = u.lister.store
+	if u.dead, err = js.Stream(ctx, events.StreamDead); err != nil {
+		return fmt.Errorf("%s: %w", events.StreamDead, err)
+	}
+	u.canControl.Store(u.probe(ctx, events.ControlSubject("ui-probe")))
+	u.canSubmit.Store(u.probe(ctx, events.SubjectSubmit))
+	return nil
+}
+
+// probe reports whether the server lets these credentials publish on
+// subject, without storing anything: the message expects a stream that does
+// not exist, so JetStream refuses it with an error of its own (it was
+// allowed), or the server refuses it as a permissions violation first.
+func (u *uiServer) probe(ctx context.Context, subject string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for len(u.denials) > 0 {
+		<-u.denials
+	}
+	msg := nats.NewMsg(subject)
+	msg.Header.Set(jetstream.ExpectedStreamHeader, "JETLOOP_UI_PROBE")
+	msg.Data = []byte("{}")
+	res := make(chan error, 1)
+	go func() {
+		_, err := u.js.PublishMsg(ctx, msg)
+		res <- err
+	}()
+	for {
+		select {
+		case err := <-res:
+			var apiErr *jetstream.APIError
+			return errors.As(err, &apiErr)
+		case s := <-u.denials:
+			if s == subject {
+				cancel()
+				<-res
+				return false
+			}
+		}
+	}
+}
+
+// handler serves the pages and the API.
+func (u *uiServer) handler() http.Handler {
+	static, _ := fs.Sub(uiFiles, "ui")
+	mux := http.NewServeMux()
+	page := func(name string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			data, err := fs.ReadFile(static, name)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = w.Write(data)
+		}
+	}
+	mux.HandleFunc("GET /{$}", page("turns.html"))
+	mux.HandleFunc("GET /turn/{id}", page("turn.html"))
+	mux.HandleFunc("GET /dead", page("dead.html"))
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /static/timeline.js", asset("text/javascript", timelineJS))
+	mux.HandleFunc("GET /static/timeline.css", asset("text/css", timelineCSS))
+
+	mux.HandleFunc("GET /api/info", u.info)
+	mux.HandleFunc("GET /api/turns/live", u.turnsLive)
+	mux.HandleFunc("GET /api/turns/{id}/live", u.turnLive)
+	mux.HandleFunc("POST /api/turns/{id}/control", u.control)
+	mux.HandleFunc("GET /api/dead/live", u.deadLive)
+	mux.HandleFunc("GET /api/dead/{seq}", u.deadShow)
+	mux.HandleFunc("POST /api/dead/{seq}/retry", u.deadRetry)
+	return u.guard(mux)
+}
+
+func asset(ctype, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", ctype+"; charset=utf-8")
+		_, _ = w.Write([]byte(body))
+	}
+}
+
+// guard refuses what a page of another site could make a browser do here,
+// and sets the headers that keep the pages to their own scripts.
+func (u *uiServer) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", uiCSP)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.Set("Cross-Origin-Resource-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		if !u.anyHost && !loopbackHost(r.Host) {
+			uiError(w, http.StatusMisdirectedRequest, "this server answers to localhost only, not to %q", r.Host)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if err := u.cop.Check(r); err != nil {
+				uiError(w, http.StatusForbidden, "cross-origin request refused")
+				return
+			}
+			if r.Header.Get(uiHeader) != "1" {
+				uiError(w, http.StatusForbidden, "a control request needs the %s header", uiHeader)
+				return
+			}
+			if t, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); t != "application/json" {
+				uiError(w, http.StatusUnsupportedMediaType, "a control request is JSON")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether a Host header names this machine's loopback.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func uiError(w http.ResponseWriter, code int, format string, a ...any) {
+	writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, a...)})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// uiInfo is what the pages need to know of the server: which buttons to
+// show.
+type uiInfo struct {
+	CanControl bool   `json:"can_control"`
+	CanRetry   bool   `json:"can_retry"`
+	Server     string `json:"server"`
+}
+
+func (u *uiServer) info(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, uiInfo{CanControl: u.canControl.Load(), CanRetry: u.canSubmit.Load(),
+		Server: u.nc.ConnectedUrlRedacted()})
+}
+
+// sse writes server-sent events.
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func startSSE(w http.ResponseWriter) *sse {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &sse{w: w, rc: http.NewResponseController(w)}
+	_ = s.rc.Flush()
+	return s
+}
+
+// send writes one event. JSON has no line breaks, so the data is one line.
+func (s *sse) send(event string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// ping keeps proxies from closing an idle stream and finds a browser gone.
+func (s *sse) ping() error {
+	if _, err := fmt.Fprint(s.w, ": ping\n\n"); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+const ssePing = 20 * time.Second
+
+// follow delivers the messages of an ordered consumer to a channel until ctx
+// ends; its error channel says why it stopped otherwise.
+func follow(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.OrderedConsumerConfig) (<-chan jetstream.Msg, <-chan error, func(), error) {
+	cons, err := js.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	msgs := make(chan jetstream.Msg, 64)
+	errs := make(chan error, 1)
+	go func() {
+		for {
+			m, err := it.Next()
+			if err != nil {
+				errs <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return msgs, errs, it.Stop, nil
+}
+
+// UIRow is a row of the turns page: a turn's summary, or for a log that is
+// not a turn's (a workflow's, or of a kind this build does not know) what
+// its envelopes say.
+type UIRow struct {
+	Summary
+	// Kind is "turn", or the first word of the log's first event type
+	// ("workflow").
+	Kind string `json:"kind"`
+	// LastType is the type of the log's last event.
+	LastType string `json:"last_type,omitempty"`
+}
+
+// row describes the log on subject.
+func (u *uiServer) row(ctx context.Context, subject string) (UIRow, error) {
+	s, _, err := u.lister.summary(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil {
+		return UIRow{}, err
+	}
+	if err == nil && s.Turn != "" {
+		return UIRow{Summary: s, Kind: "turn"}, nil
+	}
+	// Not a turn, or one that does not fold: show the envelopes, which
+	// every log has. This is where workflows get their own summary.
+	var first, last events.Envelope
+	lm, lerr := u.lister.stream.GetLastMsgForSubject(ctx, subject)
+	fm, ferr := u.lister.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+	if lerr != nil || ferr != nil {
+		return UIRow{}, errors.Join(lerr, ferr)
+	}
+	_ = json.Unmarshal(lm.Data, &last)
+	_ = json.Unmarshal(fm.Data, &first)
+	kind, _, _ := strings.Cut(string(first.Type), ".")
+	r := UIRow{Kind: kind, LastType: string(last.Type), Summary: Summary{Turn: last.TurnID, Session: last.SessionID,
+		Status: StatusRunning, Started: first.Time, Last: last.Time, Events: last.Seq}}
+	if err != nil && kind == "turn" {
+		r.Error = err.Error()
+	}
+	if strings.HasSuffix(r.LastType, ".finished") {
+		r.Status = StatusFinished
+	}
+	var d struct {
+		Agent string `json:"agent"`
+	}
+	if json.Unmarshal(first.Data, &d) == nil {
+		r.Agent = d.Agent
+	}
+	if r.Turn == "" {
+		// The subject names it even when the envelope does not.
+		parts := strings.Split(subject, ".")
+		r.Session, r.Turn = parts[len(parts)-2], parts[len(parts)-1]
+	}
+	return r, nil
+}
+
+// turnsLive streams the turns page: every log's row once, then the row of
+// each log again whenever it gets events.
+func (u *uiServer) turnsLive(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	// Follow first, list second: an event between the two is seen twice
+	// rather than missed, and a row is always read whole from the stream.
+	msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"jetloop.events.>"}, DeliverPolicy: jetstream.DeliverNewPolicy, HeadersOnly: true})
+	if err != nil {
+		uiError(w, http.StatusBadGateway, "follow %s: %v", events.StreamEvents, err)
+		return
+	}
+	defer stop()
+	var mu sync.Mutex
+	rows := []UIRow{} // null would be no list to the page
+	err = u.lister.each(ctx, "", func(ctx context.Context, subj string) error {
+		row, err := u.row(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		rows = append(rows, row)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		uiError(w, http.StatusBadGateway, "%v", err)
+		return
+	}
+	s := startSSE(w)
+	if s.send("rows", rows) != nil {
+		return
+	}
+	ping := time.NewTicker(ssePing)
+	defer ping.Stop()
+	dirty := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-errs:
+			_ = s.send("failure", map[string]string{"error": err.Error()})
+			return
+		case <-ping.C:
+			if s.ping() != nil {
+				return
+			}
+			continue
+		case m := <-msgs:
+			dirty[m.Subject()] = true
+		}
+		// A burst of events of one turn becomes one row: read what is
+		// already waiting before describing the turns it touched.
+	drain:
+		for {
+			select {
+			case m := <-msgs:
+				dirty[m.Subject()] = true
+			default:
+				break drain
+			}
+		}
+		var batch []UIRow
+		for subj := range dirty {
+			row, err := u.row(ctx, subj)
+			if err == nil {
+				batch = append(batch, row)
+			}
+			delete(dirty, subj)
+		}
+		if len(batch) > 0 && s.send("rows", batch) != nil {
+			return
+		}
+	}
+}
+
+// TurnView is a turn as its page draws it.
+type TurnView struct {
+	Turn string `json:"turn_id"`
+	// Timeline is nil when the log is not a turn's (a workflow's): Rows
+	// then lists its events as they are.
+	Timeline *Timeline `json:"timeline"`
+	Rows     []Row     `json:"rows,omitempty"`
+	Summary  *Summary  `json:"summary,omitempty"`
+	Error    string    `json:"error,omitempty"`
+}
+
+func viewOf(turn string, log []events.Envelope) TurnView {
+	v := TurnView{Turn: turn}
+	if len(log) == 0 {
+		return v
+	}
+	if log[0].Type == events.TurnStarted || log[0].Type == events.TurnFinished {
+		tl, err := BuildTimeline(log)
+		if err == nil {
+			v.Timeline = tl
+			if st, err := fsm.Fold(log); err == nil {
+				s := summarize(st)
+				v.Summary = &s
+			}
+			return v
+		}
+		v.Error = err.Error()
+	}
+	for _, e := range log {
+		v.Rows = append(v.Rows, Row{Seq: e.Seq, Step: e.Step, Type: e.Type, Time: e.Time,
+			SinceMs: e.Time.Sub(log[0].Time).Milliseconds(), Detail: clip(string(e.Data), 300)})
+	}
+	return v
+}
+
+// turnLive streams a turn's page: the view after every batch of events, and
+// the model's text as it is streamed.
+func (u *uiServer) turnLive(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	turn := r.PathValue("id")
+	if !events.ValidID(turn) {
+		uiError(w, http.StatusBadRequest, "invalid turn id %q", turn)
+		return
+	}
+	deltas := make(chan *nats.Msg, 1024)
+	sub, err := u.nc.ChanSubscribe(events.DeltaSubject(turn), deltas)
+	if err != nil {
+		uiError(w, http.StatusBadGateway, "subscribe deltas: %v", err)
+		return
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{events.TurnEventsFilter(turn)}})
+	if err != nil {
+		uiError(w, http.StatusBadGateway, "follow turn %s: %v", turn, err)
+		return
+	}
+	defer stop()
+	s := startSSE(w)
+	var log []events.Envelope
+	if _, _, ok, err := u.store.Last(ctx, turn); err == nil && !ok {
+		// Nothing to replay: say so now rather than after the first event.
+		if s.send("turn", viewOf(turn, nil)) != nil {
+			return
+		}
+	}
+	ping := time.NewTicker(ssePing)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-errs:
+			_ = s.send("failure", map[string]string{"error": err.Error()})
+			return
+		case <-ping.C:
+			if s.ping() != nil {
+				return
+			}
+		case m := <-deltas:
+			var d events.Delta
+			if json.Unmarshal(m.Data, &d) == nil && s.send("delta", d) != nil {
+				return
+			}
+		case m := <-msgs:
+			var e events.Envelope
+			if err := json.Unmarshal(m.Data(), &e); err != nil {
+				_ = s.send("failure", map[string]string{"error": fmt.Sprintf("event %s: %v", m.Subject(), err)})
+				return
+			}
+			log = append(log, e)
+			// Draw once the log read so far is caught up, not at every
+			// event of a long replay.
+			if md, err := m.Metadata(); err == nil && md.NumPending > 0 {
+				continue
+			}
+			if s.send("turn", viewOf(turn, log)) != nil {
+				return
+			}
+		}
+	}
+}
+
+// control sends a control message as the CLI's abort, reply, approve and
+// deny do, after the same check that it applies to the turn as it is.
+func (u *uiServer) control(w http.ResponseWriter, r *http.Request) {
+	turn := r.PathValue("id")
+	if !events.ValidID(turn) {
+		uiError(w, http.StatusBadRequest, "invalid turn id %q", turn)
+		return
+	}
+	if !u.canControl.Load() {
+		uiError(w, http.StatusForbidden, "these NATS credentials may not send control messages (read only)")
+		return
+	}
+	var ctl events.Control
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ctl); err != nil {
+		uiError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	data, err := jsonMarshal(ctl)
+	if err == nil {
+		err = schemas.Validate("control", data)
+	}
+	if err != nil {
+		uiError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	if err := applies(ctx, u.js, turn, ctl); err != nil {
+		uiError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	if err := publishControl(ctx, u.js, turn, data); err != nil {
+		if !u.canControl.Load() {
+			uiError(w, http.StatusForbidden, "the server refused the control message: these credentials are read only")
+			return
+		}
+		uiError(w, http.StatusBadGateway, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"sent": string(ctl.Action)})
+}
+
+// deadLive streams the dead letters: those there are, then each new one.
+func (u *uiServer) deadLive(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	msgs, errs, stop, err := follow(ctx, u.js, events.StreamDead, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"jetloop.dead.>"}, DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err != nil {
+		uiError(w, http.StatusBadGateway, "follow %s: %v", events.StreamDead, err)
+		return
+	}
+	defer stop()
+	letters, err := listLetters(ctx, u.dead)
+	if err != nil {
+		uiError(w, http.StatusBadGateway, "%v", err)
+		return
+	}
+	if letters == nil {
+		letters = []Letter{} // null would be no list to the page
+	}
+	s := startSSE(w)
+	if s.send("letters", letters) != nil {
+		return
+	}
+	ping := time.NewTicker(ssePing)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-errs:
+			_ = s.send("failure", map[string]string{"error": err.Error()})
+			return
+		case <-ping.C:
+			if s.ping() != nil {
+				return
+			}
+		case m := <-msgs:
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			l := letterOf(&jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: md.Sequence.Stream, Header: m.Headers(),
+				Data: m.Data(), Time: md.Timestamp})
+			if s.send("letters", []Letter{l}) != nil {
+				return
+			}
+		}
+	}
+}
+
+// deadLetter is a dead letter as its page shows it.
+type deadLetter struct {
+	Letter
+	Headers map[string][]string `json:"headers"`
+	Payload string              `json:"payload"`
+}
+
+func (u *uiServer) deadShow(w http.ResponseWriter, r *http.Request) {
+	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+	if err != nil || seq == 0 {
+		uiError(w, http.StatusBadRequest, "not a sequence number: %q", r.PathValue("seq"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	m, err := u.dead.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		uiError(w, http.StatusNotFound, "no dead letter %d", seq)
+		return
+	}
+	if err != nil {
+		uiError(w, http.StatusBadGateway, "dead letter %d: %v", seq, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, deadLetter{Letter: letterOf(m), Headers: m.Header, Payload: string(m.Data)})
+}
+
+// deadRetry is `jetloop dead retry SEQ`.
+func (u *uiServer) deadRetry(w http.ResponseWriter, r *http.Request) {
+	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+	if err != nil || seq == 0 {
+		uiError(w, http.StatusBadRequest, "not a sequence number: %q", r.PathValue("seq"))
+		return
+	}
+	if !u.canSubmit.Load() {
+		uiError(w, http.StatusForbidden, "these NATS credentials may not re-send messages (read only)")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+	defer cancel()
+	res, err := resendLetter(ctx, u.js, u.dead, seq, nil)
+	if err != nil {
+		uiError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	out := struct {
+		Resent
+		Removed bool   `json:"removed"`
+		Note    string `json:"note,omitempty"`
+	}{Resent: res, Removed: res.DeleteErr == nil}
+	if res.DeleteErr != nil {
+		out.Note = fmt.Sprintf("re-sent, but still listed: removing it takes the admin user (%v)", res.DeleteErr)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ui serves the web view until the command is stopped.
+func ui(ctx context.Context, c *command, args []string) int {
+	addr := c.flags.String("addr", "127.0.0.1:8080", "address to serve on; anything but loopback lets others read every turn")
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	if c.flags.NArg() != 0 {
+		return c.usageErr("usage: jetloop ui [--addr HOST:PORT]")
+	}
+	u := newUIServer()
+	c.asyncErr = func(err error) {
+		u.asyncErr(err)
+		if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+			fmt.Fprintf(c.stderr, "jetloop ui: %v\n", err)
+		}
+	}
+	nc, js, err := c.connect()
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer nc.Close()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = u.start(sctx, nc, js)
+	cancel()
+	if err != nil {
+		return c.fail("%v (are the streams provisioned? jetloop streams apply)", err)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	host, _, _ := net.SplitHostPort(ln.Addr().String())
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		fmt.Fprintf(c.stdout, "jetloop ui: http://%s/ (bound to loopback: only this machine can open it)\n", ln.Addr())
+	} else {
+		u.anyHost = true
+		fmt.Fprintf(c.stderr, "jetloop ui: warning: bound to %s, not loopback: whoever reaches it reads every turn "+
+			"and, with these credentials, steers them; there is no login\n", ln.Addr())
+		fmt.Fprintf(c.stdout, "jetloop ui: http://%s/\n", ln.Addr())
+	}
+	if u.canControl.Load() {
+		fmt.Fprintln(c.stdout, "jetloop ui: its buttons send control messages with this command's NATS credentials")
+	} else {
+		fmt.Fprintln(c.stdout, "jetloop ui: read only: these NATS credentials may not send control messages")
+	}
+	srv := &http.Server{Handler: u.handler(), ReadHeaderTimeout: 10 * time.Second,
+		// Requests end with the command, live streams included.
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return c.fail("%v", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return ExitOK
+}
