@@ -2,7 +2,6 @@ package worker
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -114,15 +113,14 @@ func structSchema(t reflect.Type, seen map[reflect.Type]bool) (map[string]any, e
 	props := map[string]any{}
 	required := []string{}
 	for f := range t.Fields() {
-		if !f.IsExported() {
-			continue
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" && tag != "-" {
+			// encoding/json would promote its fields, exported or not.
+			return nil, fmt.Errorf("embedded field %s: embedding is not supported, name the field", f.Name)
 		}
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" && opts == "" {
+		if !f.IsExported() || tag == "-" {
 			continue
-		}
-		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
-			return nil, errors.New("embedded structs are not supported: name the field")
 		}
 		if name == "" {
 			name = f.Name

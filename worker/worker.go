@@ -115,6 +115,7 @@ type Worker struct {
 	mu      sync.Mutex
 	tools   map[string]tool
 	running bool
+	ready   chan struct{}
 }
 
 // New returns a worker on nc with no tools yet. The connection stays the
@@ -152,7 +153,8 @@ func New(nc *nats.Conn, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &Worker{nc: nc, js: js, log: opts.Logger, opts: opts, cancels: runtime.NewCancels(), tools: map[string]tool{}}, nil
+	return &Worker{nc: nc, js: js, log: opts.Logger, opts: opts, cancels: runtime.NewCancels(), tools: map[string]tool{},
+		ready: make(chan struct{})}, nil
 }
 
 // cmp returns v, or def when v is zero.
@@ -166,6 +168,11 @@ func cmp[T comparable](v, def T) T {
 
 // Name is the worker's name in results and the registry.
 func (w *Worker) Name() string { return w.opts.Name }
+
+// Ready is closed once Run serves the tools: their consumers are bound and
+// the registry lists them, so a turn that starts now is offered them. It is
+// never closed when Run fails to start.
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
 // ToolOption sets more of what the registry says of a tool.
 type ToolOption func(*events.ToolSpec) error
@@ -330,6 +337,7 @@ func (w *Worker) run(ctx context.Context) error {
 		}
 	}
 	w.log.Info("serving", "worker", w.opts.Name, "tools", len(w.tools), "concurrency", w.opts.Concurrency)
+	close(w.ready)
 	wg.Wait()
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), ioTimeout)
 	defer wcancel()

@@ -83,9 +83,24 @@ func newEnvTTL(t *testing.T, ttl time.Duration) *env {
 // connection; kill closes that connection under it, like a crash.
 func (e *env) worker(extra []tools.Tool, opts worker.Options) (stop, kill func()) {
 	e.t.Helper()
-	nc, _ := e.srv.Connect(e.t)
 	ts, err := tools.Builtins(e.t.TempDir(), false)
 	must(e.t, err)
+	return e.serve(opts, func(w *worker.Worker) []string {
+		all := append(ts, extra...)
+		must(e.t, tools.Register(w, all...))
+		names := make([]string, len(all))
+		for i, t := range all {
+			names[i] = t.Spec().Name
+		}
+		return names
+	})
+}
+
+// serve runs a worker with the tools register registers and names, and
+// returns once they are advertised.
+func (e *env) serve(opts worker.Options, register func(*worker.Worker) []string) (stop, kill func()) {
+	e.t.Helper()
+	nc, _ := e.srv.Connect(e.t)
 	opts.Logger = slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// Calls still running when a test ends are cut short at once.
 	if opts.DrainGrace == 0 {
@@ -93,7 +108,7 @@ func (e *env) worker(extra []tools.Tool, opts worker.Options) (stop, kill func()
 	}
 	w, err := worker.New(nc, opts)
 	must(e.t, err)
-	must(e.t, tools.Register(w, append(ts, extra...)...))
+	names := register(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -103,8 +118,8 @@ func (e *env) worker(extra []tools.Tool, opts worker.Options) (stop, kill func()
 		}
 	}()
 	e.waitFor("the worker's tools", func() bool {
-		for _, tool := range append(ts, extra...) {
-			if e.info(tool.Spec().Name) == nil {
+		for _, name := range names {
+			if e.info(name) == nil {
 				return false
 			}
 		}
