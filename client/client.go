@@ -129,9 +129,13 @@ func (c *Client) events(ctx context.Context) (*runtime.Store, error) {
 	return s, nil
 }
 
-// Submit is a turn request. Only Input is needed when the orchestrator
-// defines exactly one agent; TurnID defaults to a new UUIDv7 and SessionID
-// to the turn id. See CONTRACT.md, "Submit".
+// Submit is a turn request: TurnID, SessionID (earlier finished turns of
+// the session are the new turn's history), Agent, Input, Model (an
+// override), Script (an inline scripted model), Limits (which only
+// tighten the agent's), Metadata (copied to turn.started) and ForkedFrom.
+// Only Input is needed when the orchestrator defines exactly one agent;
+// TurnID defaults to a new UUIDv7 and SessionID to the turn id. See
+// CONTRACT.md, "Submit".
 type Submit = events.Submit
 
 // Text is the input of a turn that says one thing as the user.

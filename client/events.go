@@ -44,43 +44,76 @@ const (
 )
 
 // The data of each event type, as the log holds it (CONTRACT.md, "Events").
-// Their fields are promoted into the events below.
-type (
-	TurnStartedData    = events.TurnStartedData
-	ModelCompletedData = events.ModelCompletedData
-	ToolRequestedData  = events.ToolRequestedData
-	ToolCompletedData  = events.ToolCompletedData
-	TurnPausedData     = events.TurnPausedData
-	TurnResumedData    = events.TurnResumedData
-	StepCheckedData    = events.StepCheckedData
-	TurnSentinelData   = events.TurnSentinelData
-	TurnFinishedData   = events.TurnFinishedData
-)
+// Their fields are promoted into the events that embed them: e.Output of a
+// ToolCompleted e.
 
-// Types that event data and submissions are made of.
-type (
-	// Message is one entry of a conversation: a user or assistant message,
-	// or the result of a tool call.
-	Message = events.Message
-	// Role is a message's role.
-	Role = events.Role
-	// ToolCall is one call a model asked for.
-	ToolCall = events.ToolCall
-	// Limits tighten a turn's limits in a submission; turn.started holds the
-	// effective ones.
-	Limits = events.Limits
-	// Metrics sum up a finished turn.
-	Metrics = events.Metrics
-	// Usage counts a model call's tokens.
-	Usage = events.Usage
-	// ForkedFrom names the turn and step a forked turn starts from.
-	ForkedFrom = events.ForkedFrom
-	// PauseKind says what a paused turn waits for: PauseInput or
-	// PauseApproval.
-	PauseKind = events.PauseKind
-	// Delta is a piece of model text streamed while a model call runs.
-	Delta = events.Delta
-)
+// TurnStartedData is turn.started's: Agent, Model, Input (this turn's new
+// messages), History (messages carried from the session's earlier turns),
+// Tools (the names offered), Limits (the effective ones), Metadata (the
+// submission's), ForkedFrom when forked, and the contract's extensions.
+type TurnStartedData = events.TurnStartedData
+
+// ModelCompletedData is model.completed's: Text, ToolCalls, FinishReason,
+// Usage, DurationMs, Attempts, and Error when the call failed for good.
+type ModelCompletedData = events.ModelCompletedData
+
+// ToolRequestedData is tool.requested's: CallID, Name, Arguments.
+type ToolRequestedData = events.ToolRequestedData
+
+// ToolCompletedData is tool.completed's: CallID, Name, Output, IsError,
+// Final, DurationMs, Worker, Attempts.
+type ToolCompletedData = events.ToolCompletedData
+
+// TurnPausedData is turn.paused's: CallID, Kind, and the Question of an
+// ask_user call or the Tool and Arguments of a call that waits for approval.
+type TurnPausedData = events.TurnPausedData
+
+// TurnResumedData is turn.resumed's: CallID, and the Answer to a question
+// or Approved (a *bool) and Note.
+type TurnResumedData = events.TurnResumedData
+
+// StepCheckedData is step.checked's: Decision ("continue" or "stop") and the
+// StopReason of a stop.
+type StepCheckedData = events.StepCheckedData
+
+// TurnSentinelData is turn.sentinel's: Kind ("cap_hit" or "doom_loop"),
+// Reason (a StopReason) and Text (the cause line and a summary).
+type TurnSentinelData = events.TurnSentinelData
+
+// TurnFinishedData is turn.finished's: StopReason, Output, Error, Metrics.
+type TurnFinishedData = events.TurnFinishedData
+
+// Message is one entry of a conversation: Role, Content, and for an
+// assistant message its ToolCalls, or for a tool result CallID, Name and
+// IsError.
+type Message = events.Message
+
+// Role is a message's role.
+type Role = events.Role
+
+// ToolCall is one call a model asked for: CallID, Name, Arguments (JSON).
+type ToolCall = events.ToolCall
+
+// Limits tighten a turn's limits in a submission (Steps, a *int; Budget;
+// TimeoutMs; DoomLoop); turn.started holds the effective ones.
+type Limits = events.Limits
+
+// Metrics sum up a finished turn: Steps, ToolCalls, ModelCalls,
+// InputTokens, OutputTokens, DurationMs.
+type Metrics = events.Metrics
+
+// Usage counts a model call's tokens: InputTokens, OutputTokens.
+type Usage = events.Usage
+
+// ForkedFrom names the TurnID and Step a forked turn starts from.
+type ForkedFrom = events.ForkedFrom
+
+// PauseKind says what a paused turn waits for: PauseInput or PauseApproval.
+type PauseKind = events.PauseKind
+
+// Delta is a piece of model text (Delta) streamed while the model call of
+// step Step of turn TurnID runs.
+type Delta = events.Delta
 
 // Conversation roles.
 const (

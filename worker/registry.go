@@ -15,11 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// BucketWorkers holds one key per live worker of each tool,
-// "<tool>.<worker>", so that a tool's entry in JETLOOP_TOOLS can say how
-// many workers serve it. Keys expire with their worker's heartbeat.
-const BucketWorkers = "JETLOOP_WORKERS"
-
 // registry keeps a worker's tools advertised in KV JETLOOP_TOOLS.
 type registry struct {
 	tools   jetstream.KeyValue
@@ -48,18 +43,18 @@ func newRegistry(ctx context.Context, js jetstream.JetStream, name string, specs
 	}
 	// Bound first: where provisioning is admin's alone, a worker may not
 	// even ask to create what exists.
-	workers, err := js.KeyValue(ctx, BucketWorkers)
+	workers, err := js.KeyValue(ctx, runtime.BucketWorkers)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		workers, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: BucketWorkers, Description: "jetloop: live workers of each tool",
+			Bucket: runtime.BucketWorkers, Description: "jetloop: live workers of each tool",
 			TTL: ttl, Storage: jetstream.FileStorage,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			workers, err = js.KeyValue(ctx, BucketWorkers)
+			workers, err = js.KeyValue(ctx, runtime.BucketWorkers)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("worker: bucket %s: %w", BucketWorkers, err)
+		return nil, fmt.Errorf("worker: bucket %s: %w", runtime.BucketWorkers, err)
 	}
 	if status, err := workers.Status(ctx); err == nil && status.TTL() > 0 {
 		ttl = min(ttl, status.TTL())

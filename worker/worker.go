@@ -32,8 +32,8 @@ const (
 	ioTimeout          = 5 * time.Second
 )
 
-// MaxOutput bounds a result's output: a longer one is cut to fit, with a
-// note that says how much was dropped. A model cannot use more, and a result
+// MaxOutput bounds a result's output (256 KiB): a longer one is cut to fit,
+// with a note that says how much was dropped. A model cannot use more, and a result
 // must fit in one NATS message.
 const MaxOutput = output.Max
 
@@ -175,17 +175,17 @@ func (w *Worker) Name() string { return w.opts.Name }
 func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
 // ToolOption sets more of what the registry says of a tool.
-type ToolOption func(*events.ToolSpec) error
+type ToolOption func(*tool) error
 
 // WithTimeout advertises how long a call of the tool may take: the
 // orchestrator gives each call that deadline (from its own default when
 // unset).
 func WithTimeout(d time.Duration) ToolOption {
-	return func(s *events.ToolSpec) error {
+	return func(t *tool) error {
 		if d < time.Millisecond {
 			return fmt.Errorf("timeout must be ≥ 1ms, got %s", d)
 		}
-		s.TimeoutMs = d.Milliseconds()
+		t.spec.TimeoutMs = d.Milliseconds()
 		return nil
 	}
 }
@@ -206,13 +206,13 @@ func (w *Worker) Handle(name, description string, params any, fn Func, opts ...T
 	if err != nil {
 		return fmt.Errorf("worker: tool %s: %w", name, err)
 	}
-	spec := events.ToolSpec{Name: name, Description: description, Parameters: schema}
+	t := tool{spec: events.ToolSpec{Name: name, Description: description, Parameters: schema}, fn: fn}
 	for _, opt := range opts {
-		if err := opt(&spec); err != nil {
+		if err := opt(&t); err != nil {
 			return fmt.Errorf("worker: tool %s: %w", name, err)
 		}
 	}
-	return w.add(tool{spec: spec, fn: fn})
+	return w.add(t)
 }
 
 func (w *Worker) add(t tool) error {
