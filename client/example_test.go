@@ -114,11 +114,11 @@ func ExampleClient_Events() {
 	if _, err := c.Wait(ctx, id); err != nil {
 		log.Fatal(err)
 	}
-	log, err := c.Events(ctx, id)
+	evs, err := c.Events(ctx, id)
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-	for _, ev := range log {
+	for _, ev := range evs {
 		fmt.Println(ev.Info().Seq, ev.Info().Type)
 	}
 	// Output:
