@@ -20,8 +20,8 @@ import (
 	"github.com/jetloop/jetloop/internal/cli"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func main() {
@@ -38,9 +38,9 @@ func run() int {
 	url := flag.String("nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else "+runtime.DefaultURL+")")
 	root := flag.String("root", ".", "directory the file tools are confined to")
 	only := flag.String("tools", "", "comma-separated tools to serve, built-in or MCP (default all)")
-	concurrency := flag.Int("concurrency", tools.DefaultConcurrency, "calls of each tool run at once")
-	ackWait := flag.Duration("ack-wait", tools.DefaultAckWait, "how long a job stays with this worker between heartbeats")
-	maxDeliver := flag.Int("max-deliver", tools.DefaultMaxDeliver, "deliveries of a job before it is answered with an error")
+	concurrency := flag.Int("concurrency", worker.DefaultConcurrency, "calls of each tool run at once")
+	ackWait := flag.Duration("ack-wait", worker.DefaultAckWait, "how long a job stays with this worker between heartbeats")
+	maxDeliver := flag.Int("max-deliver", worker.DefaultMaxDeliver, "deliveries of a job before it is answered with an error")
 	allowShell := flag.Bool("allow-shell", false, "serve the shell tool")
 	protectList := flag.String("protect", strings.Join(tools.DefaultProtect, ","), "comma-separated directory names the file tools refuse at any depth under --root (\"\" protects nothing)")
 	name := flag.String("name", "", "worker name in results (default host-pid)")
@@ -134,16 +134,16 @@ func run() int {
 		return 1
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		log.Error("jetstream", "err", err)
-		return 1
+	// Zero is "the default" to worker.New, but a mistake on a command line.
+	if *concurrency < 1 || *maxDeliver < 1 || *ackWait <= 0 {
+		log.Error("bad configuration: --concurrency, --max-deliver and --ack-wait must be positive")
+		return 2
 	}
-	wopts := []tools.Option{tools.WithConcurrency(*concurrency), tools.WithAckWait(*ackWait), tools.WithMaxDeliver(*maxDeliver)}
-	if *name != "" {
-		wopts = append(wopts, tools.WithName(*name))
+	w, err := worker.New(nc, worker.Options{Name: *name, Concurrency: *concurrency, AckWait: *ackWait,
+		MaxDeliver: *maxDeliver, Logger: log})
+	if err == nil {
+		err = tools.Register(w, served...)
 	}
-	w, err := tools.NewWorker(nc, js, log, served, wopts...)
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		return 2

@@ -22,6 +22,7 @@ import (
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -152,7 +153,7 @@ func (tt timedTool) Call(ctx context.Context, args json.RawMessage) (tools.Resul
 // startWorker runs the stock tool worker with the echo tool on its own
 // connection, as a toolworker process would, until ctx ends; it returns once
 // echo is advertised.
-func (s *site) startWorker(ctx context.Context, g *errgroup.Group, log *slog.Logger, t *timings, opts ...tools.Option) error {
+func (s *site) startWorker(ctx context.Context, g *errgroup.Group, log *slog.Logger, t *timings) error {
 	builtins, err := tools.Builtins(s.dir, false)
 	if err != nil {
 		return err
@@ -163,11 +164,14 @@ func (s *site) startWorker(ctx context.Context, g *errgroup.Group, log *slog.Log
 			echo = append(echo, timedTool{Tool: b, t: t})
 		}
 	}
-	nc, js, err := s.connect("jetloop bench toolworker", log)
+	nc, _, err := s.connect("jetloop bench toolworker", log)
 	if err != nil {
 		return err
 	}
-	w, err := tools.NewWorker(nc, js, log.With("process", "toolworker"), echo, opts...)
+	w, err := worker.New(nc, worker.Options{Logger: log.With("process", "toolworker")})
+	if err == nil {
+		err = tools.Register(w, echo...)
+	}
 	if err != nil {
 		nc.Close()
 		return err

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/lmittmann/tint"
@@ -237,53 +237,32 @@ func control(ctx context.Context, c *command, turn string, ctl events.Control) i
 	if err := schemas.Validate("control", data); err != nil {
 		return c.usageErr("%v", err) // say so here, not in a dead letter
 	}
-	nc, js, err := c.connect()
+	nc, _, err := c.connect()
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
-	if err := applies(ctx, js, turn, ctl); err != nil {
+	cl, err := client.New(nc)
+	if err != nil {
 		return c.fail("%v", err)
 	}
-	if err := publishControl(ctx, js, turn, data); err != nil {
+	// The client refuses at once what cannot move the turn as it is now (no
+	// such turn, finished, not waiting on that call), instead of sending it
+	// to become a dead letter or be ignored.
+	switch {
+	case ctl.Action == events.ActionAbort:
+		err = cl.Abort(ctx, turn, ctl.Reason)
+	case ctl.Action == events.ActionReply:
+		err = cl.Reply(ctx, turn, ctl.CallID, ctl.Answer)
+	case *ctl.Approved:
+		err = cl.Approve(ctx, turn, ctl.CallID, ctl.Note)
+	default:
+		err = cl.Deny(ctx, turn, ctl.CallID, ctl.Note)
+	}
+	if err != nil {
 		return c.fail("%v", err)
 	}
 	return ExitOK
-}
-
-// applies tells the operator at once when a control message cannot move
-// the turn as it is now (no such turn, finished, not waiting on that call),
-// instead of sending it to become a dead letter or be ignored. The
-// orchestrator still judges the message against the log when it arrives.
-func applies(ctx context.Context, js jetstream.JetStream, turn string, ctl events.Control) error {
-	store, err := runtime.NewStore(ctx, js)
-	if err != nil {
-		return err
-	}
-	st, _, err := store.Load(ctx, turn)
-	switch {
-	case err != nil:
-		return err
-	case !st.Exists():
-		return fmt.Errorf("no turn %q", turn)
-	case st.Done():
-		return fmt.Errorf("turn %q has finished (%s): nothing to %s", turn, st.Finished.StopReason, ctl.Action)
-	case ctl.Action == events.ActionAbort:
-		return nil
-	}
-	p := st.Pending()
-	want := map[events.Action]fsm.Gate{events.ActionReply: fsm.GateInput, events.ActionApprove: fsm.GateApproval}[ctl.Action]
-	switch {
-	case p == nil:
-		return fmt.Errorf("turn %q is not paused: nothing to %s", turn, ctl.Action)
-	case p.CallID != ctl.CallID || p.Gate != want:
-		what := "a reply to"
-		if p.Gate == fsm.GateApproval {
-			what = "an approval of"
-		}
-		return fmt.Errorf("turn %q waits for %s call %s (%s), not for this", turn, what, p.CallID, p.Name)
-	}
-	return nil
 }
 
 func abort(ctx context.Context, c *command, args []string) int {

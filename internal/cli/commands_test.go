@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/turnlog"
 )
 
 const askScript = `responses:
@@ -35,7 +36,7 @@ func rows(t *testing.T, out string) map[string]Summary {
 		if err := json.Unmarshal([]byte(line), &s); err != nil {
 			t.Fatalf("%v: %s", err, line)
 		}
-		got[s.Turn] = s
+		got[s.TurnID] = s
 	}
 	return got
 }
@@ -62,7 +63,7 @@ func TestTurnsShowAndControl(t *testing.T) {
 		e.mustRun(ExitOK, "submit", "--agent", "Gated", "--script", gate, "--turn", turn, "say hi")
 		e.waitType(turn, events.TurnPaused)
 	}
-	if err := Submit(t.Context(), e.js, events.Submit{TurnID: "rej", Agent: "Nobody"}); err != nil {
+	if err := Submit(t.Context(), e.nc, events.Submit{TurnID: "rej", Agent: "Nobody"}); err != nil {
 		t.Fatal(err)
 	}
 	e.finished("rej")
@@ -71,7 +72,7 @@ func TestTurnsShowAndControl(t *testing.T) {
 	if len(all) != 7 {
 		t.Fatalf("turns --json: %d turns: %+v", len(all), all)
 	}
-	check := func(turn, status string, reason events.StopReason, agent string, steps, calls int) {
+	check := func(turn string, status turnlog.Status, reason events.StopReason, agent string, steps, calls int) {
 		t.Helper()
 		s := all[turn]
 		if s.Status != status || s.StopReason != reason || s.Agent != agent || s.Steps != steps || s.ToolCalls != calls {
@@ -89,7 +90,7 @@ func TestTurnsShowAndControl(t *testing.T) {
 	if w := all["gate1"].Waiting; w == nil || w.Kind != events.PauseApproval || w.Tool != "echo" {
 		t.Errorf("gate1 waits for %+v", w)
 	}
-	if all["capped"].Session != "s1" || all["capped"].Started.IsZero() {
+	if all["capped"].SessionID != "s1" || all["capped"].Started.IsZero() {
 		t.Errorf("capped: %+v", all["capped"])
 	}
 

@@ -20,7 +20,7 @@ func TestDeadListShowRetry(t *testing.T) {
 	bad := events.Submit{TurnID: "bad1", Agent: "Nobody", Model: "script",
 		Script: json.RawMessage(`{"responses":[{"text":"hello"}]}`),
 		Input:  []events.Message{{Role: events.RoleUser, Content: "hi"}}}
-	if err := Submit(t.Context(), e.js, bad); err != nil {
+	if err := Submit(t.Context(), e.nc, bad); err != nil {
 		t.Fatal(err)
 	}
 	if fin := e.finished("bad1"); fin.StopReason != events.StopRejected {

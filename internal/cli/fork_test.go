@@ -105,7 +105,7 @@ func TestForkRefusals(t *testing.T) {
 		"f-step":    {TurnID: "f-step", ForkedFrom: &events.ForkedFrom{TurnID: "orig", Step: 9}},
 		"f-agent":   {TurnID: "f-agent", Agent: "Nobody", ForkedFrom: &events.ForkedFrom{TurnID: "orig", Step: 1}},
 	} {
-		if err := Submit(t.Context(), e.js, sub); err != nil {
+		if err := Submit(t.Context(), e.nc, sub); err != nil {
 			t.Fatal(err)
 		}
 		fin := e.finished(turn)

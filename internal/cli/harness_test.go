@@ -18,6 +18,7 @@ import (
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -128,12 +129,15 @@ func (e *env) orchestrator() (stop func()) {
 
 func (e *env) worker() {
 	e.t.Helper()
-	nc, js := e.connect(e.t)
+	nc, _ := e.connect(e.t)
 	builtins, err := tools.Builtins(e.t.TempDir(), false)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	w, err := tools.NewWorker(nc, js, e.logger(), builtins)
+	w, err := worker.New(nc, worker.Options{Logger: e.logger()})
+	if err == nil {
+		err = tools.Register(w, builtins...)
+	}
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/turnlog"
 )
 
 // show prints one turn on one screen: where it stands, what it runs with,
@@ -44,7 +45,7 @@ func show(ctx context.Context, c *command, args []string) int {
 
 // detailed is a turn's summary with everything show prints.
 func detailed(st *fsm.State, log []events.Envelope) Summary {
-	s := summarize(st)
+	s := Summary{Turn: turnlog.Of(st)}
 	d := &Detail{Tools: []string{}, Input: []events.Message{}, ModelCalls: st.ModelCalls,
 		InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, Metadata: st.Metadata}
 	if log[0].Type == events.TurnStarted {
@@ -68,9 +69,9 @@ func detailed(st *fsm.State, log []events.Envelope) Summary {
 func printShow(w io.Writer, s Summary, now time.Time) {
 	d := s.Detail
 	row := func(k, format string, a ...any) { fmt.Fprintf(w, "%-11s %s\n", k, fmt.Sprintf(format, a...)) }
-	row("turn", "%s", s.Turn)
-	row("session", "%s", s.Session)
-	row("status", "%s", s.statusText())
+	row("turn", "%s", s.TurnID)
+	row("session", "%s", s.SessionID)
+	row("status", "%s", statusText(s.Turn))
 	if s.Agent != "" {
 		row("agent", "%s, model %s", s.Agent, s.Model)
 		timeout := "none"
@@ -107,10 +108,10 @@ func printShow(w io.Writer, s Summary, now time.Time) {
 	if wt := s.Waiting; wt != nil {
 		if wt.Kind == events.PauseInput {
 			row("waits for", "a reply to call %s: %s", wt.CallID, wt.Question)
-			row("", "jetloop reply %s %s TEXT", s.Turn, wt.CallID)
+			row("", "jetloop reply %s %s TEXT", s.TurnID, wt.CallID)
 		} else {
 			row("waits for", "approval of %s %s (call %s)", wt.Tool, clip(string(wt.Arguments), 60), wt.CallID)
-			row("", "jetloop approve|deny %s %s", s.Turn, wt.CallID)
+			row("", "jetloop approve|deny %s %s", s.TurnID, wt.CallID)
 		}
 	}
 	if s.Error != "" {

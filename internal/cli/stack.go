@@ -13,6 +13,7 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -77,13 +78,16 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 	if err != nil {
 		return fail(err)
 	}
-	worker, err := tools.NewWorker(nc, js, log.With("process", "toolworker"), builtins)
+	w, err := worker.New(nc, worker.Options{Logger: log.With("process", "toolworker")})
+	if err == nil {
+		err = tools.Register(w, builtins...)
+	}
 	if err != nil {
 		return fail(err)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return orch.Run(gctx) })
-	g.Go(func() error { return worker.Run(gctx) })
+	g.Go(func() error { return w.Run(gctx) })
 	s := &stack{srv: srv, nc: nc, js: js, g: g, ctx: gctx}
 	if err := s.waitForTools(ctx, len(builtins)); err != nil {
 		s.stop()
@@ -161,7 +165,7 @@ func demo(ctx context.Context, c *command, args []string) int {
 	}
 	fmt.Fprintf(c.stdout, "jetloop demo: embedded JetStream at %s, orchestrator and tool worker in this process\n\n", s.srv.ClientURL())
 	sub := demoTurn()
-	if err := Submit(ctx, s.js, sub); err != nil {
+	if err := Submit(ctx, s.nc, sub); err != nil {
 		stop()
 		_ = s.stop()
 		return c.fail("%v", err)

@@ -156,7 +156,7 @@ func submit(ctx context.Context, c *command, args []string) int {
 func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, sub events.Submit, watch bool) int {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := Submit(pctx, js, sub); err != nil {
+	if err := Submit(pctx, nc, sub); err != nil {
 		return c.fail("%v", err)
 	}
 	fmt.Fprintln(c.stdout, sub.TurnID)

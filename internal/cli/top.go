@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -20,12 +21,12 @@ import (
 // rates of steps, tool calls and finished turns, each tool's latency, and the
 // dead letters, redrawn every interval from the events stream.
 type top struct {
-	lister *lister
+	lister *turnlog.Lister
 	dead   jetstream.Stream
 	window time.Duration
 	// turns is every turn's summary by its log's subject; dirty are those
 	// with events since the last screen.
-	turns map[string]Summary
+	turns map[string]turnlog.Turn
 	dirty map[string]bool
 	// In the window: when steps started and turns finished, and each
 	// tool's calls.
@@ -59,7 +60,7 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	t := &top{window: *window, dirty: map[string]bool{}, tools: map[string][]toolSample{}}
-	if t.lister, err = newLister(cctx, js); err != nil {
+	if t.lister, err = turnlog.NewLister(cctx, js); err != nil {
 		return c.fail("%v", err)
 	}
 	if t.dead, err = js.Stream(cctx, events.StreamDead); err != nil {
@@ -74,13 +75,13 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 		return c.fail("follow %s: %v", events.StreamEvents, err)
 	}
 	defer stop()
-	all, err := t.lister.list(cctx, "")
+	all, err := t.lister.List(cctx, "")
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	t.turns = make(map[string]Summary, len(all))
+	t.turns = make(map[string]turnlog.Turn, len(all))
 	for _, s := range all {
-		t.turns[events.EventsSubject(s.Session, s.Turn)] = s
+		t.turns[events.EventsSubject(s.SessionID, s.TurnID)] = s
 	}
 	caughtUp := t.caughtUp(cctx, start)
 	tty := !*once && c.color()
@@ -128,7 +129,7 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 // caughtUp reports whether there is nothing to read from the window: no
 // event since start.
 func (t *top) caughtUp(ctx context.Context, start time.Time) bool {
-	m, err := t.lister.stream.GetLastMsgForSubject(ctx, "jetloop.events.>")
+	m, err := t.lister.Stream().GetLastMsgForSubject(ctx, "jetloop.events.>")
 	return errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Time.Before(start)
 }
 
@@ -157,13 +158,13 @@ func (t *top) add(m jetstream.Msg) {
 // window and counts the dead letters.
 func (t *top) refresh(ctx context.Context) error {
 	for subj := range t.dirty {
-		s, _, err := t.lister.summary(ctx, subj)
+		s, err := t.lister.Summary(ctx, subj)
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 			delete(t.turns, subj)
 		case err != nil:
 			return err
-		case s.Turn != "": // a workflow's log is not a turn
+		case s.TurnID != "": // a workflow's log is not a turn
 			t.turns[subj] = s
 		}
 		delete(t.dirty, subj)
@@ -200,8 +201,8 @@ func (t *top) screen(w io.Writer, now time.Time, rows int, color bool) {
 		}
 		return s
 	}
-	var live []Summary
-	byStatus := map[string]int{}
+	var live []turnlog.Turn
+	byStatus := map[turnlog.Status]int{}
 	byReason := map[events.StopReason]int{}
 	for _, s := range t.turns {
 		byStatus[s.Status]++
@@ -230,7 +231,7 @@ func (t *top) screen(w io.Writer, now time.Time, rows int, color bool) {
 		float64(len(t.steps))/secs, float64(calls)/secs, float64(len(t.finished))/secs)
 	fmt.Fprintf(w, "dead    %d dead letters (jetloop dead)\n\n", t.deadLetters)
 
-	sortSummaries(live)
+	turnlog.Sort(live)
 	fmt.Fprintln(w, bold("RUNNING AND PAUSED"))
 	if len(live) == 0 {
 		fmt.Fprintln(w, "none")
@@ -242,7 +243,7 @@ func (t *top) screen(w io.Writer, now time.Time, rows int, color bool) {
 				fmt.Fprintf(tw, "… %d more\t\t\t\t\t\t\n", len(live)-rows)
 				break
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s ago\n", s.Turn, orDash(s.Agent), s.statusText(), s.Steps, s.ToolCalls,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s ago\n", s.TurnID, orDash(s.Agent), statusText(s), s.Steps, s.ToolCalls,
 				age(now.Sub(s.Started)), age(now.Sub(s.Last)))
 		}
 		_ = tw.Flush()

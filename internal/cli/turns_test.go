@@ -9,6 +9,7 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/internal/turnlog"
 )
 
 // seedTurns stores n copies of the recorded logs under new turn ids: most
@@ -64,16 +65,16 @@ func seedTurns(tb testing.TB, n int) *natstest.Server {
 func TestListerFoldsOnlyUnfinishedTurns(t *testing.T) {
 	srv := seedTurns(t, 30)
 	_, js := srv.Connect(t)
-	l, err := newLister(t.Context(), js)
+	l, err := turnlog.NewLister(t.Context(), js)
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := l.list(t.Context(), "")
+	list, err := l.List(t.Context(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 30 || l.folded != 3 {
-		t.Fatalf("%d turns, %d folded", len(list), l.folded)
+	if len(list) != 30 || l.Folded() != 3 {
+		t.Fatalf("%d turns, %d folded", len(list), l.Folded())
 	}
 	paused := 0
 	for _, s := range list {
@@ -102,11 +103,11 @@ func BenchmarkTurns1000(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for b.Loop() {
-		l, err := newLister(ctx, js)
+		l, err := turnlog.NewLister(ctx, js)
 		if err != nil {
 			b.Fatal(err)
 		}
-		list, err := l.list(ctx, "")
+		list, err := l.List(ctx, "")
 		if err != nil || len(list) != 1000 {
 			b.Fatalf("%d %v", len(list), err)
 		}
@@ -119,14 +120,14 @@ func BenchmarkTurns1000FoldAll(b *testing.B) {
 	srv := seedTurns(b, 1000)
 	_, js := srv.Connect(b)
 	ctx := context.Background()
-	l, err := newLister(ctx, js)
+	l, err := turnlog.NewLister(ctx, js)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for b.Loop() {
 		for i := range 1000 {
-			if _, err := l.fold(ctx, fmt.Sprintf("t%04d", i)); err != nil {
+			if _, err := l.Fold(ctx, fmt.Sprintf("t%04d", i)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -16,10 +16,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/runtime"
-	"github.com/jetloop/jetloop/schemas"
+	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -48,7 +49,7 @@ const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 
 type uiServer struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	lister *lister
+	lister *turnlog.Lister
 	store  *runtime.Store
 	dead   jetstream.Stream
 	// anyHost accepts requests for any host name: set when the server is
@@ -90,10 +91,10 @@ func (u *uiServer) asyncErr(err error) {
 func (u *uiServer) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) error {
 	u.nc, u.js = nc, js
 	var err error
-	if u.lister, err = newLister(ctx, js); err != nil {
+	if u.lister, err = turnlog.NewLister(ctx, js); err != nil {
 		return err
 	}
-	u.store = u.lister.store
+	u.store = u.lister.Store()
 	if u.dead, err = js.Stream(ctx, events.StreamDead); err != nil {
 		return fmt.Errorf("%s: %w", events.StreamDead, err)
 	}
@@ -326,26 +327,26 @@ type UIRow struct {
 
 // row describes the log on subject.
 func (u *uiServer) row(ctx context.Context, subject string) (UIRow, error) {
-	s, _, err := u.lister.summary(ctx, subject)
+	s, err := u.lister.Summary(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil {
 		return UIRow{}, err
 	}
-	if err == nil && s.Turn != "" {
-		return UIRow{Summary: s, Kind: "turn"}, nil
+	if err == nil && s.TurnID != "" {
+		return UIRow{Summary: Summary{Turn: s}, Kind: "turn"}, nil
 	}
 	// Not a turn, or one that does not fold: show the envelopes, which
 	// every log has. This is where workflows get their own summary.
 	var first, last events.Envelope
-	lm, lerr := u.lister.stream.GetLastMsgForSubject(ctx, subject)
-	fm, ferr := u.lister.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+	lm, lerr := u.lister.Stream().GetLastMsgForSubject(ctx, subject)
+	fm, ferr := u.lister.Stream().GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
 	if lerr != nil || ferr != nil {
 		return UIRow{}, errors.Join(lerr, ferr)
 	}
 	_ = json.Unmarshal(lm.Data, &last)
 	_ = json.Unmarshal(fm.Data, &first)
 	kind, _, _ := strings.Cut(string(first.Type), ".")
-	r := UIRow{Kind: kind, LastType: string(last.Type), Summary: Summary{Turn: last.TurnID, Session: last.SessionID,
-		Status: StatusRunning, Started: first.Time, Last: last.Time, Events: last.Seq}}
+	r := UIRow{Kind: kind, LastType: string(last.Type), Summary: Summary{Turn: turnlog.Turn{TurnID: last.TurnID, SessionID: last.SessionID,
+		Status: StatusRunning, Started: first.Time, Last: last.Time, Events: last.Seq}}}
 	if err != nil && kind == "turn" {
 		r.Error = err.Error()
 	}
@@ -358,10 +359,10 @@ func (u *uiServer) row(ctx context.Context, subject string) (UIRow, error) {
 	if json.Unmarshal(first.Data, &d) == nil {
 		r.Agent = d.Agent
 	}
-	if r.Turn == "" {
+	if r.TurnID == "" {
 		// The subject names it even when the envelope does not.
 		parts := strings.Split(subject, ".")
-		r.Session, r.Turn = parts[len(parts)-2], parts[len(parts)-1]
+		r.SessionID, r.TurnID = parts[len(parts)-2], parts[len(parts)-1]
 	}
 	return r, nil
 }
@@ -381,7 +382,7 @@ func (u *uiServer) turnsLive(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	var mu sync.Mutex
 	rows := []UIRow{} // null would be no list to the page
-	err = u.lister.each(ctx, "", func(ctx context.Context, subj string) error {
+	err = u.lister.Each(ctx, "", func(ctx context.Context, subj string) error {
 		row, err := u.row(ctx, subj)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil
@@ -466,8 +467,7 @@ func viewOf(turn string, log []events.Envelope) TurnView {
 		if err == nil {
 			v.Timeline = tl
 			if st, err := fsm.Fold(log); err == nil {
-				s := summarize(st)
-				v.Summary = &s
+				v.Summary = &Summary{Turn: turnlog.Of(st)}
 			}
 			return v
 		}
@@ -567,25 +567,34 @@ func (u *uiServer) control(w http.ResponseWriter, r *http.Request) {
 		uiError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	data, err := jsonMarshal(ctl)
-	if err == nil {
-		err = schemas.Validate("control", data)
-	}
-	if err != nil {
-		uiError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	if err := applies(ctx, u.js, turn, ctl); err != nil {
-		uiError(w, http.StatusConflict, "%v", err)
-		return
-	}
-	if err := publishControl(ctx, u.js, turn, data); err != nil {
-		if !u.canControl.Load() {
-			uiError(w, http.StatusForbidden, "the server refused the control message: these credentials are read only")
+	// The client checks the message against its schema and against the
+	// turn as it is now, as the CLI's commands do, then sends it.
+	cl, err := client.New(u.nc)
+	if err == nil {
+		switch {
+		case ctl.Action == events.ActionAbort:
+			err = cl.Abort(ctx, turn, ctl.Reason)
+		case ctl.Action == events.ActionReply:
+			err = cl.Reply(ctx, turn, ctl.CallID, ctl.Answer)
+		case ctl.Action == events.ActionApprove && ctl.Approved != nil && *ctl.Approved:
+			err = cl.Approve(ctx, turn, ctl.CallID, ctl.Note)
+		case ctl.Action == events.ActionApprove && ctl.Approved != nil:
+			err = cl.Deny(ctx, turn, ctl.CallID, ctl.Note)
+		default:
+			uiError(w, http.StatusBadRequest, "no control action %q (with approved for approve)", ctl.Action)
 			return
 		}
+	}
+	switch {
+	case errors.Is(err, client.ErrTurnNotFound), errors.Is(err, client.ErrTurnFinished), errors.Is(err, client.ErrNotWaiting):
+		uiError(w, http.StatusConflict, "%v", err)
+		return
+	case err != nil && !u.canControl.Load():
+		uiError(w, http.StatusForbidden, "the server refused the control message: these credentials are read only")
+		return
+	case err != nil:
 		uiError(w, http.StatusBadGateway, "%v", err)
 		return
 	}

@@ -27,8 +27,11 @@ const askJSON = `{"responses":[{"text":"asking","tool_calls":[{"name":"ask_user"
 
 func submitScript(t *testing.T, js jetstream.JetStream, turn, agent, script string) {
 	t.Helper()
-	err := Submit(t.Context(), js, events.Submit{TurnID: turn, Agent: agent, Model: "script", Script: json.RawMessage(script),
+	data, err := json.Marshal(events.Submit{TurnID: turn, Agent: agent, Model: "script", Script: json.RawMessage(script),
 		Input: []events.Message{{Role: events.RoleUser, Content: "paint it"}}})
+	if err == nil {
+		_, err = js.Publish(t.Context(), events.SubjectSubmit, data, jetstream.WithMsgID(turn))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +161,7 @@ func nextSSE[T any](t *testing.T, ch <-chan sseEvent, name, what string, cond fu
 
 func rowOf(rows []UIRow, turn string) (UIRow, bool) {
 	for _, r := range rows {
-		if r.Turn == turn {
+		if r.TurnID == turn {
 			return r, true
 		}
 	}

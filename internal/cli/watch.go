@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -22,29 +24,23 @@ func Watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn stri
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 
-	cons, err := js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.TurnEventsFilter(turn)},
-	})
-	if err != nil {
-		return fin, fmt.Errorf("watch: %w", err)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type item struct {
+		e   events.Envelope
+		err error
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fin, fmt.Errorf("watch: %w", err)
-	}
-	defer it.Stop()
-	evs := make(chan jetstream.Msg)
-	errs := make(chan error, 1)
+	// The log is read on its own goroutine so that deltas print between
+	// its events.
+	evs := make(chan item)
 	go func() {
-		for {
-			m, err := it.Next()
-			if err != nil {
-				errs <- err
+		for e, err := range turnlog.Follow(ctx, js, turn, turnlog.FromFirst) {
+			select {
+			case evs <- item{e, err}:
+			case <-ctx.Done():
 				return
 			}
-			select {
-			case evs <- m:
-			case <-ctx.Done():
+			if err != nil {
 				return
 			}
 		}
@@ -53,23 +49,20 @@ func Watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn stri
 		select {
 		case <-ctx.Done():
 			return fin, ctx.Err()
-		case err := <-errs:
-			return fin, fmt.Errorf("watch: %w", err)
 		case m := <-deltas:
 			var d events.Delta
 			if json.Unmarshal(m.Data, &d) == nil {
 				t.Delta(d)
 			}
-		case m := <-evs:
-			e, _, err := events.Decode(m.Data())
-			if err != nil {
-				return fin, fmt.Errorf("watch: event %s: %w", m.Subject(), err)
+		case it := <-evs:
+			if it.err != nil {
+				return fin, it.err
 			}
-			if err := t.Event(e); err != nil {
+			if err := t.Event(it.e); err != nil {
 				return fin, fmt.Errorf("watch: %w", err)
 			}
-			if e.Type == events.TurnFinished {
-				_ = json.Unmarshal(e.Data, &fin)
+			if it.e.Type == events.TurnFinished {
+				_ = json.Unmarshal(it.e.Data, &fin)
 				return fin, nil
 			}
 		}
@@ -77,13 +70,11 @@ func Watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn stri
 }
 
 // Submit publishes a turn request and returns once the inbox has it.
-func Submit(ctx context.Context, js jetstream.JetStream, sub events.Submit) error {
-	data, err := json.Marshal(sub)
+func Submit(ctx context.Context, nc *nats.Conn, sub events.Submit) error {
+	c, err := client.New(nc)
 	if err != nil {
 		return err
 	}
-	if _, err := js.Publish(ctx, events.SubjectSubmit, data, jetstream.WithMsgID(sub.TurnID)); err != nil {
-		return fmt.Errorf("submit: %w", err)
-	}
-	return nil
+	_, err = c.Submit(ctx, sub)
+	return err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -229,20 +230,23 @@ func (h *harness) orchestratorKill(opts ...runtime.Option) (stop, kill func()) {
 }
 
 // worker runs a tool worker with the built-in tools and count.
-func (h *harness) worker(opts ...tools.Option) (stop func()) {
+func (h *harness) worker() (stop func()) {
 	h.t.Helper()
-	return h.workerIn(h.t.TempDir(), opts...)
+	return h.workerIn(h.t.TempDir())
 }
 
 // workerIn runs a tool worker whose file tools are confined to root.
-func (h *harness) workerIn(root string, opts ...tools.Option) (stop func()) {
+func (h *harness) workerIn(root string) (stop func()) {
 	h.t.Helper()
-	nc, js := h.srv.Connect(h.t)
+	nc, _ := h.srv.Connect(h.t)
 	builtins, err := tools.Builtins(root, false)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	w, err := tools.NewWorker(nc, js, h.log.With("process", "toolworker"), append(builtins, h.calls, &meeting{all: make(chan struct{})}), opts...)
+	w, err := worker.New(nc, worker.Options{Logger: h.log.With("process", "toolworker")})
+	if err == nil {
+		err = tools.Register(w, append(builtins, h.calls, &meeting{all: make(chan struct{})})...)
+	}
 	if err != nil {
 		h.t.Fatal(err)
 	}

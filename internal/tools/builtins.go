@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/output"
 )
 
 // Limits of the built-in tools.
@@ -217,13 +218,13 @@ func (f files) read(_ context.Context, a readArgs) (Result, error) {
 					kept++
 				}
 				if out.Len()+len(chunk) > room {
-					cut := cutAt(string(chunk), room-out.Len())
+					cut := output.CutAt(string(chunk), room-out.Len())
 					out.Write(chunk[:cut])
 					rest := int64(len(chunk) - cut)
 					if info.Mode().IsRegular() {
 						rest = info.Size() - pos + int64(len(chunk)-cut)
 					}
-					out.WriteString(truncated(rest))
+					out.WriteString(output.Note(rest))
 					fmt.Fprintf(&out, " [read on with offset %d]", line)
 					break
 				}
@@ -281,7 +282,7 @@ func (f files) list(_ context.Context, a pathArgs) (Result, error) {
 	if len(names) == 0 {
 		return Result{Output: "(empty directory)"}, nil
 	}
-	return Result{Output: truncate(strings.Join(names, "\n"))}, nil
+	return Result{Output: output.Cap(strings.Join(names, "\n"))}, nil
 }
 
 func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
@@ -345,7 +346,7 @@ func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
 				return errFull
 			}
 			if len(line) > maxGrepLine {
-				cut := cutAt(string(line), maxGrepLine)
+				cut := output.CutAt(string(line), maxGrepLine)
 				line = append(line[:cut:cut], fmt.Sprintf(" … [line cut: %d more bytes]", len(line)-cut)...)
 			}
 			fmt.Fprintf(&out, "%s:%d: %s\n", name, n, line)
@@ -362,7 +363,7 @@ func (f files) grep(ctx context.Context, a grepArgs) (Result, error) {
 	if matches == 0 {
 		return Result{Output: "no matches"}, nil
 	}
-	return Result{Output: truncate(out.String())}, nil
+	return Result{Output: output.Cap(out.String())}, nil
 }
 
 // grepFile calls match for each line of a text file that re matches,
@@ -433,7 +434,7 @@ func (f files) write(_ context.Context, a writeArgs) (Result, error) {
 func (f files) writeTemp(p, content string) (string, error) {
 	dir, base := filepath.Dir(p), filepath.Base(p)
 	// Hidden, and short enough for any name limit whatever base's length.
-	prefix := "." + base[:cutAt(base, 64)] + ".tmp-"
+	prefix := "." + base[:output.CutAt(base, 64)] + ".tmp-"
 	for try := 0; ; try++ {
 		tmp := filepath.Join(dir, fmt.Sprintf("%s%016x", prefix, rand.Uint64()))
 		file, err := f.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -594,8 +595,8 @@ func (c *capped) String() string {
 	}
 	// A character split by the cap is dropped whole.
 	cut := len(s)
-	if start := cutAt(s, len(s)-1); cut > 0 && !utf8.FullRuneInString(s[start:]) {
+	if start := output.CutAt(s, len(s)-1); cut > 0 && !utf8.FullRuneInString(s[start:]) {
 		cut = start
 	}
-	return s[:cut] + truncated(c.dropped+int64(len(s)-cut))
+	return s[:cut] + output.Note(c.dropped+int64(len(s)-cut))
 }

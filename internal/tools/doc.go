@@ -1,11 +1,7 @@
-// Package tools is jetloop's tool-worker runtime and its built-in tools.
-//
-// A Worker serves a set of tools: for each it binds the durable consumer
-// tool_<name> that every worker of that tool shares, pulls a job only when it
-// has a free slot for it, runs the call under the job's deadline, heartbeats
-// it with InProgress, and publishes the result to the turn's inbox before it
-// acknowledges the job. It advertises its tools in KV JETLOOP_TOOLS while it
-// runs. Anything that speaks the same two JSON messages is a worker too.
+// Package tools holds the stock tool worker's tools: the built-in tools of
+// the contract and the MCP bridge. Register serves them through the public
+// worker package, which is the one tool-worker runtime (the toolworker
+// command, jetloop dev and the examples all run it).
 //
 // MCP serves the tools of MCP servers (toolworker --mcp) as Tools like the
 // built-in ones: see its doc for naming, results and restarts.

@@ -32,6 +32,8 @@ const (
 	mcpStable       = time.Minute
 	mcpTerminate    = 2 * time.Second
 	mcpStderrTail   = 2 << 10
+	// ioTimeout bounds listing a server's tools again.
+	ioTimeout = 5 * time.Second
 )
 
 // errMCPStopped answers calls that arrive after Close.

@@ -18,6 +18,7 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/worker"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -264,7 +265,7 @@ func TestMCPServerIsRestartedAfterItDies(t *testing.T) {
 func TestMCPToolsThroughTheWorker(t *testing.T) {
 	e := newEnv(t)
 	m, _ := startMCP(t, everything(t))
-	e.worker(m.Tools(), tools.WithName("w1"))
+	e.worker(m.Tools(), worker.Options{Name: "w1"})
 	info := e.info("everything__get-sum")
 	if info == nil || !strings.Contains(string(info.Parameters), `"required":["a","b"]`) || info.Workers != 1 {
 		t.Fatalf("registry entry %+v", info)

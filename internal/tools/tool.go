@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
+	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/output"
+	"github.com/jetloop/jetloop/worker"
 )
 
 // Tool is one tool a worker serves.
@@ -20,84 +22,14 @@ type Tool interface {
 }
 
 // Result is what a call returns to the model.
-type Result struct {
-	Output  string
-	IsError bool
-	// Final marks the output as the turn's answer (synthesis_done).
-	Final bool
-}
+type Result = worker.Result
 
-// MaxOutput bounds a result's output: a model cannot use more, and a result
-// must fit in one NATS message.
-const MaxOutput = 256 << 10
-
-// maxEncodedOutput bounds an output once written as a JSON string. Text
-// takes about its own size, but a control character or a byte that is not
-// UTF-8 takes six (\u001b, \ufffd): MaxOutput bytes of a binary file would
-// make a result larger than a NATS message (1 MiB by default), which no
-// retry could ever publish.
-const maxEncodedOutput = 2 * MaxOutput
-
-// truncate cuts output to at most MaxOutput bytes, and to at most
-// maxEncodedOutput bytes once encoded as JSON, the note included, and says
-// how much it dropped. Keeping the note inside the caps makes truncate
-// idempotent: the worker applies it again to every result a tool returns.
-func truncate(s string) string {
-	// What fits is kept whole, a note of an earlier cut included: the
-	// room kept for the note is taken only from what is cut.
-	if len(s) <= MaxOutput && encodedCut(s, maxEncodedOutput) == len(s) {
-		return s
-	}
-	cut := min(encodedCut(s, maxEncodedOutput-noteRoom), cutAt(s, MaxOutput-noteRoom))
-	return s[:cut] + truncated(int64(len(s)-cut))
-}
-
-// encodedCut returns the length of the longest prefix of s, cut between
-// characters, that encoding/json writes in at most limit bytes (HTML
-// escaping off).
-func encodedCut(s string, limit int) int {
-	size := 0
-	for i := 0; i < len(s); {
-		r, width := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && width == 1, r == '\u2028', r == '\u2029':
-			size += 6
-		case r == '"', r == '\\', r == '\n', r == '\r', r == '\t', r == '\b', r == '\f':
-			size += 2
-		case r < 0x20:
-			size += 6
-		default:
-			size += width
-		}
-		if size > limit {
-			return i
-		}
-		i += width
-	}
-	return len(s)
-}
+// MaxOutput bounds a result's output: the worker cuts what is longer.
+const MaxOutput = output.Max
 
 // noteRoom is kept free under MaxOutput for the truncation note and a
 // tool's own last line (an exit status).
-const noteRoom = 256
-
-// truncated is the explicit marker of a cut output.
-func truncated(dropped int64) string {
-	return fmt.Sprintf("\n… [output truncated: %d more bytes]", dropped)
-}
-
-// cutAt returns n, or less so as not to split a UTF-8 sequence.
-func cutAt(s string, n int) int {
-	if n >= len(s) {
-		return len(s)
-	}
-	for n > 0 && !validStart(s[n]) {
-		n--
-	}
-	return n
-}
-
-func validStart(b byte) bool { return b&0xC0 != 0x80 }
+const noteRoom = output.NoteRoom
 
 // fn is a tool made of a spec and a function with typed arguments.
 type fn[A any] struct {
@@ -115,4 +47,21 @@ func (f fn[A]) Call(ctx context.Context, raw json.RawMessage) (Result, error) {
 		}
 	}
 	return f.call(ctx, args)
+}
+
+// Register serves tools with w, each under its spec's name, with its
+// description, schema and timeout.
+func Register(w *worker.Worker, ts ...Tool) error {
+	for _, t := range ts {
+		s := t.Spec()
+		var opts []worker.ToolOption
+		if s.TimeoutMs > 0 {
+			opts = append(opts, worker.WithTimeout(time.Duration(s.TimeoutMs)*time.Millisecond))
+		}
+		call := func(ctx context.Context, c worker.Call) (worker.Result, error) { return t.Call(ctx, c.Arguments) }
+		if err := w.Handle(s.Name, s.Description, s.Parameters, call, opts...); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package tools
+package output
 
 import (
 	"bytes"
@@ -51,24 +51,24 @@ func TestEncodedCutMatchesTheEncoder(t *testing.T) {
 	}
 }
 
-// Whatever truncate keeps fits MaxOutput raw and maxEncodedOutput encoded.
+// Whatever Cap keeps fits Max raw and maxEncoded encoded.
 func TestTruncateFitsBothCaps(t *testing.T) {
 	for _, s := range []string{
 		strings.Repeat("<", 200_000),
-		strings.Repeat("<", MaxOutput*2),
-		strings.Repeat("\x00", MaxOutput),
-		strings.Repeat("\xff\u2028é", MaxOutput/3),
-		strings.Repeat(`"`, MaxOutput+1),
+		strings.Repeat("<", Max*2),
+		strings.Repeat("\x00", Max),
+		strings.Repeat("\xff\u2028é", Max/3),
+		strings.Repeat(`"`, Max+1),
 	} {
-		out := truncate(s)
-		if len(out) > MaxOutput || len(encodeResult(t, out))-2 > maxEncodedOutput {
+		out := Cap(s)
+		if len(out) > Max || len(encodeResult(t, out))-2 > maxEncoded {
 			t.Errorf("%.10q…: %d bytes, %d encoded", s, len(out), len(encodeResult(t, out)))
 		}
-		if truncate(out) != out {
+		if Cap(out) != out {
 			t.Errorf("%.10q…: truncate is not idempotent", s)
 		}
 	}
-	if s := strings.Repeat("<", 200_000); truncate(s) != s {
+	if s := strings.Repeat("<", 200_000); Cap(s) != s {
 		t.Error("200 KB of '<' was cut")
 	}
 }

@@ -1,4 +1,4 @@
-package tools
+package worker
 
 import (
 	"context"
@@ -15,11 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// BucketWorkers holds one key per live worker of each tool,
-// "<tool>.<worker>", so that a tool's entry in JETLOOP_TOOLS can say how
-// many workers serve it. Keys expire with their worker's heartbeat.
-const BucketWorkers = "JETLOOP_WORKERS"
-
 // registry keeps a worker's tools advertised in KV JETLOOP_TOOLS.
 type registry struct {
 	tools   jetstream.KeyValue
@@ -34,13 +29,13 @@ type registry struct {
 func newRegistry(ctx context.Context, js jetstream.JetStream, name string, specs []events.ToolSpec) (*registry, error) {
 	tools, err := js.KeyValue(ctx, events.BucketTools)
 	if err != nil {
-		return nil, fmt.Errorf("tools: bind %s: %w", events.BucketTools, err)
+		return nil, fmt.Errorf("worker: bind %s: %w", events.BucketTools, err)
 	}
 	// Whoever created the bucket chose its TTL; a worker follows it rather
 	// than assume the default.
 	status, err := tools.Status(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("tools: status of %s: %w", events.BucketTools, err)
+		return nil, fmt.Errorf("worker: status of %s: %w", events.BucketTools, err)
 	}
 	ttl := status.TTL()
 	if ttl <= 0 {
@@ -48,18 +43,18 @@ func newRegistry(ctx context.Context, js jetstream.JetStream, name string, specs
 	}
 	// Bound first: where provisioning is admin's alone, a worker may not
 	// even ask to create what exists.
-	workers, err := js.KeyValue(ctx, BucketWorkers)
+	workers, err := js.KeyValue(ctx, runtime.BucketWorkers)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		workers, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: BucketWorkers, Description: "jetloop: live workers of each tool",
+			Bucket: runtime.BucketWorkers, Description: "jetloop: live workers of each tool",
 			TTL: ttl, Storage: jetstream.FileStorage,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			workers, err = js.KeyValue(ctx, BucketWorkers)
+			workers, err = js.KeyValue(ctx, runtime.BucketWorkers)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("tools: bucket %s: %w", BucketWorkers, err)
+		return nil, fmt.Errorf("worker: bucket %s: %w", runtime.BucketWorkers, err)
 	}
 	if status, err := workers.Status(ctx); err == nil && status.TTL() > 0 {
 		ttl = min(ttl, status.TTL())
@@ -72,7 +67,7 @@ func newRegistry(ctx context.Context, js jetstream.JetStream, name string, specs
 func (r *registry) advertise(ctx context.Context) error {
 	for _, s := range r.specs {
 		if _, err := r.workers.Put(ctx, s.Name+"."+r.name, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
-			return fmt.Errorf("tools: announce %s: %w", s.Name, err)
+			return fmt.Errorf("worker: announce %s: %w", s.Name, err)
 		}
 		if err := r.put(ctx, s); err != nil {
 			return err
@@ -88,7 +83,7 @@ func (r *registry) put(ctx context.Context, s events.ToolSpec) error {
 	}
 	if n == 0 {
 		if err := r.tools.Delete(ctx, s.Name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("tools: withdraw %s: %w", s.Name, err)
+			return fmt.Errorf("worker: withdraw %s: %w", s.Name, err)
 		}
 		return nil
 	}
@@ -102,7 +97,7 @@ func (r *registry) put(ctx context.Context, s events.ToolSpec) error {
 		return err
 	}
 	if _, err := r.tools.Put(ctx, s.Name, info); err != nil {
-		return fmt.Errorf("tools: advertise %s: %w", s.Name, err)
+		return fmt.Errorf("worker: advertise %s: %w", s.Name, err)
 	}
 	return nil
 }
@@ -111,7 +106,7 @@ func (r *registry) put(ctx context.Context, s events.ToolSpec) error {
 func (r *registry) count(ctx context.Context, tool string) (int, error) {
 	keys, err := r.workers.ListKeysFiltered(ctx, tool+".*")
 	if err != nil {
-		return 0, fmt.Errorf("tools: count workers of %s: %w", tool, err)
+		return 0, fmt.Errorf("worker: count workers of %s: %w", tool, err)
 	}
 	n := 0
 	for k := range keys.Keys() {
@@ -192,7 +187,7 @@ func (w *Worker) gaveUp(m *nats.Msg) {
 	}
 	w.log.Warn("job delivered too often; answering with an error", "turn", job.TurnID, "call", job.CallID,
 		"tool", tool, "deliveries", adv.Deliveries)
-	res := events.ToolResult{TurnID: job.TurnID, CallID: job.CallID, Tool: tool, IsError: true, Worker: w.name,
+	res := events.ToolResult{TurnID: job.TurnID, CallID: job.CallID, Tool: tool, IsError: true, Worker: w.opts.Name,
 		Attempt: max(adv.Deliveries, 1),
 		Output:  fmt.Sprintf("%s: no worker finished the call in %d attempts (a worker crashed or timed out each time)", tool, adv.Deliveries)}
 	if err := w.publish(res); err != nil {

@@ -1,4 +1,4 @@
-package tools_test
+package worker_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/worker"
 )
 
 // angles is a tool whose output is 200 KB of '<': an HTML-escaping encoder
@@ -25,7 +26,7 @@ func (angles) Call(context.Context, json.RawMessage) (tools.Result, error) {
 // on the wire and is neither cut nor refused by the server.
 func TestResultsAreNotHTMLEscaped(t *testing.T) {
 	e := newEnv(t)
-	e.worker([]tools.Tool{angles{}})
+	e.worker([]tools.Tool{angles{}}, worker.Options{})
 	e.job(job("t1", "angles", `{}`))
 	r := e.result("t1")
 	if r.IsError || r.Output != strings.Repeat("<", 200_000) {

@@ -1,4 +1,4 @@
-package tools_test
+package worker_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -40,7 +41,7 @@ type flood struct{}
 func (flood) Spec() events.ToolSpec { return events.ToolSpec{Name: "flood", Description: "Floods."} }
 
 func (flood) Call(context.Context, json.RawMessage) (tools.Result, error) {
-	return tools.Result{Output: strings.Repeat("<&>", tools.MaxOutput*4/3)}, nil
+	return tools.Result{Output: strings.Repeat("<&>", worker.MaxOutput*4/3)}, nil
 }
 
 // answer is a tool whose result is final, and panics when asked to.
@@ -80,16 +81,34 @@ func newEnvTTL(t *testing.T, ttl time.Duration) *env {
 
 // worker runs a worker with the built-ins plus extra tools on its own
 // connection; kill closes that connection under it, like a crash.
-func (e *env) worker(extra []tools.Tool, opts ...tools.Option) (stop, kill func()) {
+func (e *env) worker(extra []tools.Tool, opts worker.Options) (stop, kill func()) {
 	e.t.Helper()
-	nc, js := e.srv.Connect(e.t)
 	ts, err := tools.Builtins(e.t.TempDir(), false)
 	must(e.t, err)
-	log := slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return e.serve(opts, func(w *worker.Worker) []string {
+		all := append(ts, extra...)
+		must(e.t, tools.Register(w, all...))
+		names := make([]string, len(all))
+		for i, t := range all {
+			names[i] = t.Spec().Name
+		}
+		return names
+	})
+}
+
+// serve runs a worker with the tools register registers and names, and
+// returns once they are advertised.
+func (e *env) serve(opts worker.Options, register func(*worker.Worker) []string) (stop, kill func()) {
+	e.t.Helper()
+	nc, _ := e.srv.Connect(e.t)
+	opts.Logger = slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// Calls still running when a test ends are cut short at once.
-	opts = append([]tools.Option{tools.WithDrainGrace(50 * time.Millisecond)}, opts...)
-	w, err := tools.NewWorker(nc, js, log, append(ts, extra...), opts...)
+	if opts.DrainGrace == 0 {
+		opts.DrainGrace = 50 * time.Millisecond
+	}
+	w, err := worker.New(nc, opts)
 	must(e.t, err)
+	names := register(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -99,8 +118,8 @@ func (e *env) worker(extra []tools.Tool, opts ...tools.Option) (stop, kill func(
 		}
 	}()
 	e.waitFor("the worker's tools", func() bool {
-		for _, tool := range append(ts, extra...) {
-			if e.info(tool.Spec().Name) == nil {
+		for _, name := range names {
+			if e.info(name) == nil {
 				return false
 			}
 		}
@@ -110,6 +129,13 @@ func (e *env) worker(extra []tools.Tool, opts ...tools.Option) (stop, kill func(
 	kill = func() { nc.Close(); cancel(); <-done }
 	e.t.Cleanup(func() { cancel(); <-done; nc.Close() })
 	return stop, kill
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 type testWriter struct{ t *testing.T }
@@ -193,7 +219,7 @@ func job(turn, tool, args string) events.ToolJob {
 
 func TestWorkerAnswersJobsAndAcknowledgesThem(t *testing.T) {
 	e := newEnv(t)
-	e.worker([]tools.Tool{answer{}}, tools.WithName("w1"))
+	e.worker([]tools.Tool{answer{}}, worker.Options{Name: "w1"})
 	e.job(job("t1", "echo", `{"text":"hi"}`))
 	r := e.result("t1")
 	want := events.ToolResult{TurnID: "t1", CallID: "c-t1", Tool: "echo", Output: "hi", Worker: "w1", Attempt: 1, DurationMs: r.DurationMs}
@@ -223,7 +249,7 @@ func TestWorkerAnswersJobsAndAcknowledgesThem(t *testing.T) {
 
 func TestInvalidJobsAreDeadLettered(t *testing.T) {
 	e := newEnv(t)
-	e.worker(nil)
+	e.worker(nil, worker.Options{})
 	e.publish(events.ToolSubject("echo"), []byte(`{not json`))
 	e.publish(events.ToolSubject("echo"), []byte(`{"turn_id":"t1","call_id":"c1","tool":"echo"}`))
 	dead := func() []*jetstream.RawStreamMsg {
@@ -254,7 +280,7 @@ func TestInvalidJobsAreDeadLettered(t *testing.T) {
 func TestCancelStopsRunningCallsOfTheTurn(t *testing.T) {
 	e := newEnv(t)
 	h := &hang{}
-	e.worker([]tools.Tool{h})
+	e.worker([]tools.Tool{h}, worker.Options{})
 	e.job(job("t1", "hang", `{}`))
 	e.waitFor("the call to start", func() bool { return h.entered.Load() == 1 })
 	nc, _ := e.srv.Connect(t)
@@ -269,22 +295,24 @@ func TestCancelStopsRunningCallsOfTheTurn(t *testing.T) {
 func TestJobOfACrashedWorkerGoesToAnother(t *testing.T) {
 	e := newEnv(t)
 	h := &hang{}
-	_, kill := e.worker([]tools.Tool{h}, tools.WithAckWait(300*time.Millisecond), tools.WithName("a"))
+	_, kill := e.worker([]tools.Tool{h}, worker.Options{AckWait: 300 * time.Millisecond, Name: "a"})
 	e.job(job("t1", "hang", `{}`))
 	e.waitFor("the call to start", func() bool { return h.entered.Load() == 1 })
 	kill()
 	// The second worker gets the job after the first one's lease ends, and
 	// runs it (attempt 2) until the turn is cancelled.
-	e.worker([]tools.Tool{h}, tools.WithAckWait(300*time.Millisecond), tools.WithName("b"))
+	e.worker([]tools.Tool{h}, worker.Options{AckWait: 300 * time.Millisecond, Name: "b"})
 	e.waitFor("the redelivery", func() bool { return h.entered.Load() == 2 })
 }
 
 func TestExhaustedJobsAreAnsweredWithAnError(t *testing.T) {
 	e := newEnv(t)
 	h := &hang{}
-	opts := []tools.Option{tools.WithAckWait(300 * time.Millisecond), tools.WithMaxDeliver(1)}
-	_, kill := e.worker([]tools.Tool{h}, append(opts, tools.WithName("a"))...)
-	e.worker([]tools.Tool{&hang{}}, append(opts, tools.WithName("b"))...)
+	opts := worker.Options{AckWait: 300 * time.Millisecond, MaxDeliver: 1}
+	a, b := opts, opts
+	a.Name, b.Name = "a", "b"
+	_, kill := e.worker([]tools.Tool{h}, a)
+	e.worker([]tools.Tool{&hang{}}, b)
 	e.job(job("t1", "hang", `{}`))
 	e.waitFor("the call to start on a", func() bool { return h.entered.Load() == 1 })
 	kill()
@@ -297,11 +325,11 @@ func TestExhaustedJobsAreAnsweredWithAnError(t *testing.T) {
 
 func TestRegistryCountsWorkers(t *testing.T) {
 	e := newEnv(t)
-	stop1, _ := e.worker(nil, tools.WithName("w1"))
+	stop1, _ := e.worker(nil, worker.Options{Name: "w1"})
 	if info := e.info("read_file"); info == nil || info.Workers != 1 || info.TimeoutMs == 0 || len(info.Parameters) == 0 {
 		t.Fatalf("read_file advertised as %+v", info)
 	}
-	stop2, _ := e.worker(nil, tools.WithName("w2"))
+	stop2, _ := e.worker(nil, worker.Options{Name: "w2"})
 	e.waitFor("two workers", func() bool { i := e.info("echo"); return i != nil && i.Workers == 2 })
 	stop1()
 	e.waitFor("one worker", func() bool { i := e.info("echo"); return i != nil && i.Workers == 1 })
@@ -312,7 +340,7 @@ func TestRegistryCountsWorkers(t *testing.T) {
 func TestParallelCallsOfOneTool(t *testing.T) {
 	e := newEnv(t)
 	h := &hang{}
-	e.worker([]tools.Tool{h}, tools.WithConcurrency(3))
+	e.worker([]tools.Tool{h}, worker.Options{Concurrency: 3})
 	for _, turn := range []string{"p1", "p2", "p3"} {
 		e.job(job(turn, "hang", `{}`))
 	}
@@ -324,8 +352,8 @@ func TestParallelCallsOfOneTool(t *testing.T) {
 // count of workers corrected, and a tool it alone served disappears.
 func TestKilledWorkersToolsExpire(t *testing.T) {
 	e := newEnvTTL(t, time.Second)
-	_, killA := e.worker([]tools.Tool{&hang{}}, tools.WithName("a"))
-	e.worker(nil, tools.WithName("b"))
+	_, killA := e.worker([]tools.Tool{&hang{}}, worker.Options{Name: "a"})
+	e.worker(nil, worker.Options{Name: "b"})
 	e.waitFor("two workers of echo", func() bool { i := e.info("echo"); return i != nil && i.Workers == 2 })
 	if i := e.info("hang"); i == nil || i.Workers != 1 {
 		t.Fatalf("hang advertised as %+v", i)
@@ -344,8 +372,8 @@ func TestLongCallsAreNotRedelivered(t *testing.T) {
 	e := newEnv(t)
 	// Heartbeats come every third of the ack wait: only a stall of more
 	// than 600 ms on a loaded machine could make this redeliver.
-	e.worker(nil, tools.WithAckWait(600*time.Millisecond), tools.WithName("a"))
-	e.worker(nil, tools.WithAckWait(600*time.Millisecond), tools.WithName("b"))
+	e.worker(nil, worker.Options{AckWait: 600 * time.Millisecond, Name: "a"})
+	e.worker(nil, worker.Options{AckWait: 600 * time.Millisecond, Name: "b"})
 	e.job(job("t1", "sleep", `{"ms":2400}`)) // four ack waits
 	if r := e.result("t1"); r.IsError || r.Output != "slept" || r.Attempt != 1 {
 		t.Errorf("a long call answered with %+v", r)
@@ -363,10 +391,10 @@ func TestLongCallsAreNotRedelivered(t *testing.T) {
 // one truncation marker.
 func TestResultsAreCapped(t *testing.T) {
 	e := newEnv(t)
-	e.worker([]tools.Tool{flood{}})
+	e.worker([]tools.Tool{flood{}}, worker.Options{})
 	e.job(job("t1", "flood", `{}`))
 	r := e.result("t1")
-	if len(r.Output) > tools.MaxOutput || strings.Count(r.Output, "[output truncated: ") != 1 || !strings.HasPrefix(r.Output, "<&><&>") {
+	if len(r.Output) > worker.MaxOutput || strings.Count(r.Output, "[output truncated: ") != 1 || !strings.HasPrefix(r.Output, "<&><&>") {
 		t.Errorf("result of %d bytes ending %q", len(r.Output), r.Output[max(len(r.Output)-80, 0):])
 	}
 }
@@ -377,8 +405,8 @@ func TestResultsAreCapped(t *testing.T) {
 func TestWorkersPullOnlyForFreeSlots(t *testing.T) {
 	e := newEnv(t)
 	h := &hang{}
-	e.worker([]tools.Tool{h}, tools.WithConcurrency(2), tools.WithName("a"))
-	e.worker([]tools.Tool{h}, tools.WithConcurrency(2), tools.WithName("b"))
+	e.worker([]tools.Tool{h}, worker.Options{Concurrency: 2, Name: "a"})
+	e.worker([]tools.Tool{h}, worker.Options{Concurrency: 2, Name: "b"})
 	for i := range 5 {
 		e.job(job(fmt.Sprintf("s%d", i), "hang", `{}`))
 	}
@@ -419,7 +447,7 @@ func (g *gate) Call(ctx context.Context, _ json.RawMessage) (tools.Result, error
 func TestAFailedPublishIsRetriedWithoutRunningTheCallAgain(t *testing.T) {
 	e := newEnv(t)
 	g := &gate{open: make(chan struct{})}
-	e.worker([]tools.Tool{g}, tools.WithName("w1"))
+	e.worker([]tools.Tool{g}, worker.Options{Name: "w1"})
 	e.job(job("t1", "gate", `{}`))
 	e.waitFor("the call to start", func() bool { return g.entered.Load() == 1 })
 	// Without the inbox stream, the result's publish reaches this
@@ -459,7 +487,7 @@ func (binary) Spec() events.ToolSpec {
 }
 
 func (binary) Call(context.Context, json.RawMessage) (tools.Result, error) {
-	return tools.Result{Output: strings.Repeat("\x00\x1b\xff", tools.MaxOutput/3)}, nil
+	return tools.Result{Output: strings.Repeat("\x00\x1b\xff", worker.MaxOutput/3)}, nil
 }
 
 // An output the size of the cap still fits in one message once encoded as
@@ -467,7 +495,7 @@ func (binary) Call(context.Context, json.RawMessage) (tools.Result, error) {
 // sequences), and says it was cut.
 func TestResultsOfBinaryOutputFitInAMessage(t *testing.T) {
 	e := newEnv(t)
-	e.worker([]tools.Tool{binary{}})
+	e.worker([]tools.Tool{binary{}}, worker.Options{})
 	e.job(job("t1", "binary", `{}`))
 	r := e.result("t1")
 	if r.Attempt != 1 || !strings.HasPrefix(r.Output, "\x00\x1b\ufffd") || !strings.Contains(r.Output, "[output truncated: ") {

@@ -1,0 +1,182 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/turnlog"
+	"github.com/nats-io/nats.go"
+)
+
+// Result is how a turn ended: its turn.finished event.
+type Result = TurnFinished
+
+// WatchOption changes where Watch starts.
+type WatchOption func(*turnlog.From)
+
+// FromNow makes Watch skip the events already in the log and yield only
+// those written from now on.
+func FromNow() WatchOption {
+	return func(f *turnlog.From) { *f = turnlog.FromNext }
+}
+
+// Watch yields a turn's events from its first one (or, with FromNow, from
+// the next one), as they are written, and ends after TurnFinished. A turn
+// not submitted yet is waited for. A failure is yielded once with a nil
+// event and ends the sequence, as does ctx ending (with ctx's error).
+func (c *Client) Watch(ctx context.Context, turnID string, opts ...WatchOption) iter.Seq2[Event, error] {
+	from := turnlog.FromFirst
+	for _, opt := range opts {
+		opt(&from)
+	}
+	return func(yield func(Event, error) bool) {
+		if !events.ValidID(turnID) {
+			yield(nil, fmt.Errorf("client: invalid turn id %q", turnID))
+			return
+		}
+		for ev, err := range c.follow(ctx, turnID, from) {
+			if !yield(ev, err) || err != nil {
+				return
+			}
+			if ev.Info().Type == TypeTurnFinished {
+				return
+			}
+		}
+	}
+}
+
+// follow types the events turnlog.Follow yields.
+func (c *Client) follow(ctx context.Context, turnID string, from turnlog.From) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		for env, err := range turnlog.Follow(ctx, c.js, turnID, from) {
+			if err != nil {
+				yield(nil, fmt.Errorf("client: %w", err))
+				return
+			}
+			ev, err := fromEnvelope(env, nil)
+			if !yield(ev, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Wait returns how a turn ended, waiting for it to finish (or to be
+// submitted) until ctx ends. A turn that finished with any stop reason is a
+// Result and no error, but for StopRejected: its submission was refused, and
+// the error is a *RejectedError with the orchestrator's reason.
+func (c *Client) Wait(ctx context.Context, turnID string) (Result, error) {
+	if !events.ValidID(turnID) {
+		return Result{}, fmt.Errorf("client: invalid turn id %q", turnID)
+	}
+	// The last event first, then every later one: a finished turn is one
+	// read, and a long log is not replayed to find its end.
+	for ev, err := range c.follow(ctx, turnID, turnlog.FromLast) {
+		if err != nil {
+			return Result{}, err
+		}
+		if fin, ok := ev.(TurnFinished); ok {
+			if fin.StopReason == StopRejected {
+				return fin, &RejectedError{TurnID: turnID, Reason: fin.Error}
+			}
+			return fin, nil
+		}
+	}
+	return Result{}, fmt.Errorf("client: wait %s: %w", turnID, ctx.Err())
+}
+
+// Events returns a turn's whole log as it is now, typed; ErrTurnNotFound
+// when the turn has none.
+func (c *Client) Events(ctx context.Context, turnID string) ([]Event, error) {
+	if !events.ValidID(turnID) {
+		return nil, fmt.Errorf("client: invalid turn id %q", turnID)
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	store, err := c.events(ctx)
+	if err != nil {
+		return nil, err
+	}
+	log, _, err := store.Read(ctx, turnID)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if len(log) == 0 {
+		return nil, notFound(turnID)
+	}
+	out := make([]Event, 0, len(log))
+	for _, env := range log {
+		ev, err := fromEnvelope(env, nil)
+		if err != nil {
+			return nil, fmt.Errorf("client: turn %s, event %d: %w", turnID, env.Seq, err)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// deltaBuffer is how many deltas StreamDeltas keeps for a caller that reads
+// slower than a model writes; beyond it, deltas are dropped (they are not
+// persisted anyway: ModelCompleted has the whole text).
+const deltaBuffer = 4096
+
+// StreamDeltas subscribes to the text a turn's model calls stream, and
+// returns the deltas in order. The subscription starts at once, before the
+// sequence is ranged over: call StreamDeltas with an id of your own (NewID)
+// before Submit to miss none. The sequence ends when the turn finishes or
+// ctx ends, and can be ranged over once. Deltas are not persisted: a model
+// call's whole text is in its ModelCompleted event.
+func (c *Client) StreamDeltas(ctx context.Context, turnID string) (iter.Seq[Delta], error) {
+	if !events.ValidID(turnID) {
+		return nil, fmt.Errorf("client: invalid turn id %q", turnID)
+	}
+	deltas := make(chan *nats.Msg, deltaBuffer)
+	sub, err := c.nc.ChanSubscribe(events.DeltaSubject(turnID), deltas)
+	if err != nil {
+		return nil, fmt.Errorf("client: stream deltas: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	// Nobody may range over the sequence: the subscription ends with ctx
+	// all the same.
+	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
+	// The end of the turn, watched from its last event on.
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		_, _ = c.Wait(ctx, turnID)
+	}()
+	return func(yield func(Delta) bool) {
+		defer cancel()
+		send := func(m *nats.Msg) bool {
+			var d Delta
+			if json.Unmarshal(m.Data, &d) != nil {
+				return true
+			}
+			return yield(d)
+		}
+		for {
+			select {
+			case m := <-deltas:
+				if !send(m) {
+					return
+				}
+			case <-finished:
+				// Deltas come before the answer that ends the turn: what
+				// has arrived is the rest of them.
+				for {
+					select {
+					case m := <-deltas:
+						if !send(m) {
+							return
+						}
+					default:
+						return
+					}
+				}
+			}
+		}
+	}, nil
+}

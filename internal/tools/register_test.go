@@ -1,0 +1,129 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/worker"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The worker runtime has its own tests (package worker); these serve tools
+// of this package through it.
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+type env struct {
+	t   *testing.T
+	srv *natstest.Server
+	js  jetstream.JetStream
+}
+
+func newEnv(t *testing.T) *env {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	must(t, runtime.EnsureStreams(ctx, js))
+	return &env{t: t, srv: srv, js: js}
+}
+
+// worker serves ts through a worker.Worker until the test ends, and returns
+// once they are advertised.
+func (e *env) worker(ts []tools.Tool, opts worker.Options) {
+	e.t.Helper()
+	nc, _ := e.srv.Connect(e.t)
+	opts.Logger = slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts.DrainGrace = 50 * time.Millisecond
+	w, err := worker.New(nc, opts)
+	must(e.t, err)
+	must(e.t, tools.Register(w, ts...))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil {
+			e.t.Errorf("worker: %v", err)
+		}
+	}()
+	e.t.Cleanup(func() { cancel(); <-done })
+	natstest.WaitFor(e.t, "the worker's tools", func() bool {
+		for _, tool := range ts {
+			if e.info(tool.Spec().Name) == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (e *env) info(tool string) *events.ToolInfo {
+	kv, err := e.js.KeyValue(context.Background(), events.BucketTools)
+	if err != nil {
+		return nil
+	}
+	entry, err := kv.Get(context.Background(), tool)
+	if err != nil {
+		return nil
+	}
+	var info events.ToolInfo
+	must(e.t, json.Unmarshal(entry.Value(), &info))
+	return &info
+}
+
+func (e *env) job(j events.ToolJob) {
+	e.t.Helper()
+	data, err := json.Marshal(j)
+	must(e.t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = e.js.Publish(ctx, events.ToolSubject(j.Tool), data)
+	must(e.t, err)
+}
+
+// result waits for the result of a turn's call in the inbox.
+func (e *env) result(turn string) events.ToolResult {
+	e.t.Helper()
+	var msg *jetstream.RawStreamMsg
+	natstest.WaitFor(e.t, "a result of "+turn, func() bool {
+		s, err := e.js.Stream(context.Background(), events.StreamInbox)
+		if err != nil {
+			return false
+		}
+		msg, err = s.GetLastMsgForSubject(context.Background(), events.ResultSubject(turn))
+		return err == nil
+	})
+	var r events.ToolResult
+	must(e.t, json.Unmarshal(msg.Data, &r))
+	return r
+}
+
+func job(turn, tool, args string) events.ToolJob {
+	return events.ToolJob{TurnID: turn, SessionID: turn, Step: 1, CallID: "c-" + turn, Tool: tool,
+		Arguments: json.RawMessage(args), Deadline: time.Now().Add(time.Minute).UTC()}
+}
+
+// The built-in tools reach the registry with their schemas and timeouts,
+// and answer jobs.
+func TestBuiltinsThroughTheWorker(t *testing.T) {
+	e := newEnv(t)
+	ts, err := tools.Builtins(t.TempDir(), false)
+	must(t, err)
+	e.worker(ts, worker.Options{Name: "w1"})
+	if info := e.info("read_file"); info == nil || info.Workers != 1 || info.TimeoutMs != 30_000 || len(info.Parameters) == 0 {
+		t.Fatalf("read_file advertised as %+v", info)
+	}
+	e.job(job("t1", "echo", `{"text":"hi"}`))
+	if r := e.result("t1"); r.Output != "hi" || r.IsError || r.Worker != "w1" {
+		t.Errorf("echo answered %+v", r)
+	}
+}

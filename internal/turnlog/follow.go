@@ -1,0 +1,73 @@
+package turnlog
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// From says where Follow starts in a log.
+type From int
+
+// Where to start following.
+const (
+	FromFirst From = iota // every event, from seq 1
+	FromLast              // the last event written, then every later one
+	FromNext              // only events written from now on
+)
+
+// Follow yields the events of a turn's log, checked against their schemas,
+// as they are written (a log that does not exist yet is waited for), until
+// ctx ends or the caller stops. It never ends on its own: a caller stops
+// after turn.finished. A failure is its last item, ctx's error when ctx
+// ended.
+func Follow(ctx context.Context, js jetstream.JetStream, turn string, from From) iter.Seq2[events.Envelope, error] {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.TurnEventsFilter(turn)}}
+	switch from {
+	case FromLast:
+		cfg.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
+	case FromNext:
+		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	return func(yield func(events.Envelope, error) bool) {
+		fail := func(err error) {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			yield(events.Envelope{}, fmt.Errorf("watch %s: %w", turn, err))
+		}
+		cons, err := js.OrderedConsumer(ctx, events.StreamEvents, cfg)
+		if err != nil {
+			fail(err)
+			return
+		}
+		msgs, err := cons.Messages()
+		if err != nil {
+			fail(err)
+			return
+		}
+		defer msgs.Stop()
+		// Next has no context of its own: stopping the iterator is what
+		// ends a Next that waits.
+		stop := context.AfterFunc(ctx, msgs.Stop)
+		defer stop()
+		for {
+			m, err := msgs.Next()
+			if err != nil {
+				fail(err)
+				return
+			}
+			e, _, err := events.Decode(m.Data())
+			if err != nil {
+				yield(events.Envelope{}, fmt.Errorf("watch %s: event on %s: %w", turn, m.Subject(), err))
+				return
+			}
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,551 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/output"
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/schemas"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of Options, the same as the toolworker's flags.
+const (
+	DefaultConcurrency = 4
+	DefaultAckWait     = 30 * time.Second
+	DefaultMaxDeliver  = 5
+	DefaultDrainGrace  = 10 * time.Second
+	ioTimeout          = 5 * time.Second
+)
+
+// MaxOutput bounds a result's output (256 KiB): a longer one is cut to fit,
+// with a note that says how much was dropped. A model cannot use more, and a result
+// must fit in one NATS message.
+const MaxOutput = output.Max
+
+// Options configure a Worker. The zero value of each field is its default.
+type Options struct {
+	// Name names the worker in results and the registry (default
+	// host-pid); it must match [A-Za-z0-9_-]{1,64}.
+	Name string
+	// Concurrency is how many calls of each tool the worker runs at once
+	// (default 4). Slots are per tool, so a slow tool never starves a fast
+	// one, and a slot asks for a job only when it is free.
+	Concurrency int
+	// AckWait is how long a job stays with this worker without a heartbeat
+	// before it goes to another (default 30 s). Running calls are
+	// heartbeated every third of it, so it bounds how long a dead worker
+	// holds a job, not how long a call may run. All workers of a tool
+	// share one consumer: the last one to start sets it.
+	AckWait time.Duration
+	// MaxDeliver is how many times a job is delivered before the worker
+	// side answers it with an error result (default 5).
+	MaxDeliver int
+	// DrainGrace is how long running calls may go on once Run's context
+	// ends (default 10 s); a call still running then is cut short and its
+	// job handed back for another worker.
+	DrainGrace time.Duration
+	// Logger gets the worker's warnings and errors (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Call is one call of a tool, as its job asks for it.
+type Call struct {
+	TurnID    string
+	SessionID string
+	Step      int
+	CallID    string
+	Tool      string
+	// Arguments are the model's, valid against the tool's schema.
+	Arguments json.RawMessage
+	// Deadline is when the turn stops waiting for the result; the call's
+	// context ends then.
+	Deadline time.Time
+	// Attempt counts the deliveries of the job: more than 1 when a worker
+	// died or timed out with it before.
+	Attempt int
+}
+
+// Result is what a call returns to the model.
+type Result struct {
+	Output string
+	// IsError tells the model the call failed; Output says why.
+	IsError bool
+	// Final makes Output the turn's answer: the turn stops with
+	// synthesis_done.
+	Final bool
+}
+
+// Func runs a call. A returned error becomes an error result with the
+// error's text, which the model sees; so does a panic. When the call's
+// context ends because the turn was aborted or the worker is stopping, the
+// result is not sent.
+type Func func(ctx context.Context, call Call) (Result, error)
+
+// tool is one served tool: what the registry says of it, and its function.
+type tool struct {
+	spec events.ToolSpec
+	fn   Func
+}
+
+// Worker serves tools to jetloop turns. Register them with Handle or
+// HandleFunc, then Run. Run as many workers of a tool as you like: they share
+// its durable consumer tool_<name>.
+type Worker struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	log     *slog.Logger
+	opts    Options
+	cancels *runtime.Cancels
+
+	mu      sync.Mutex
+	tools   map[string]tool
+	running bool
+	ready   chan struct{}
+}
+
+// New returns a worker on nc with no tools yet. The connection stays the
+// caller's; close it after Run returns. Connecting as the toolworker role of
+// the shipped nats.conf needs nats.CustomInboxPrefix("_INBOX_toolworker").
+func New(nc *nats.Conn, opts Options) (*Worker, error) {
+	if nc == nil {
+		return nil, errors.New("worker: nil connection")
+	}
+	if opts.Name == "" {
+		host, _ := os.Hostname()
+		opts.Name = sanitize(fmt.Sprintf("%s-%d", host, os.Getpid()))
+	}
+	if !events.ValidID(opts.Name) {
+		return nil, fmt.Errorf("worker: name %q must match [A-Za-z0-9_-]{1,64}", opts.Name)
+	}
+	switch {
+	case opts.Concurrency < 0:
+		return nil, fmt.Errorf("worker: concurrency must be ≥ 1, got %d", opts.Concurrency)
+	case opts.AckWait < 0 || opts.AckWait > 0 && opts.AckWait < 100*time.Millisecond:
+		return nil, fmt.Errorf("worker: ack wait must be ≥ 100ms, got %s", opts.AckWait)
+	case opts.MaxDeliver < 0:
+		return nil, fmt.Errorf("worker: max deliver must be ≥ 1, got %d", opts.MaxDeliver)
+	case opts.DrainGrace < 0:
+		return nil, fmt.Errorf("worker: drain grace must be ≥ 0, got %s", opts.DrainGrace)
+	}
+	opts.Concurrency = cmp(opts.Concurrency, DefaultConcurrency)
+	opts.AckWait = cmp(opts.AckWait, DefaultAckWait)
+	opts.MaxDeliver = cmp(opts.MaxDeliver, DefaultMaxDeliver)
+	opts.DrainGrace = cmp(opts.DrainGrace, DefaultDrainGrace)
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	return &Worker{nc: nc, js: js, log: opts.Logger, opts: opts, cancels: runtime.NewCancels(), tools: map[string]tool{},
+		ready: make(chan struct{})}, nil
+}
+
+// cmp returns v, or def when v is zero.
+func cmp[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Name is the worker's name in results and the registry.
+func (w *Worker) Name() string { return w.opts.Name }
+
+// Ready is closed once Run serves the tools: their consumers are bound and
+// the registry lists them, so a turn that starts now is offered them. It is
+// never closed when Run fails to start.
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
+
+// ToolOption sets more of what the registry says of a tool.
+type ToolOption func(*tool) error
+
+// WithTimeout advertises how long a call of the tool may take: the
+// orchestrator gives each call that deadline (from its own default when
+// unset).
+func WithTimeout(d time.Duration) ToolOption {
+	return func(t *tool) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("timeout must be ≥ 1ms, got %s", d)
+		}
+		t.spec.TimeoutMs = d.Milliseconds()
+		return nil
+	}
+}
+
+// Handle registers a tool: its name (as models call it, [A-Za-z0-9_-]{1,64}),
+// a description models read to decide when to call it, the JSON Schema of
+// its arguments and the function that runs a call. params is a schema given
+// as json.RawMessage, []byte, string or map[string]any, or a Go struct (or a
+// pointer to one) whose schema Schema derives; nil accepts any object. The
+// worker checks every call's arguments against the schema before fn sees
+// them, and answers a call that fails it with an error result. Register
+// every tool before Run.
+func (w *Worker) Handle(name, description string, params any, fn Func, opts ...ToolOption) error {
+	if fn == nil {
+		return fmt.Errorf("worker: tool %s: nil function", name)
+	}
+	schema, err := schemaOf(params)
+	if err != nil {
+		return fmt.Errorf("worker: tool %s: %w", name, err)
+	}
+	t := tool{spec: events.ToolSpec{Name: name, Description: description, Parameters: schema}, fn: fn}
+	for _, opt := range opts {
+		if err := opt(&t); err != nil {
+			return fmt.Errorf("worker: tool %s: %w", name, err)
+		}
+	}
+	return w.add(t)
+}
+
+func (w *Worker) add(t tool) error {
+	name := t.spec.Name
+	if !events.ValidID(name) {
+		return fmt.Errorf("worker: tool name %q must match [A-Za-z0-9_-]{1,64}", name)
+	}
+	if len(t.spec.Parameters) > 0 {
+		if err := schemas.CheckParameters(t.spec.Parameters); err != nil {
+			return fmt.Errorf("worker: tool %s: %w", name, err)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running {
+		return fmt.Errorf("worker: tool %s registered after Run", name)
+	}
+	if _, dup := w.tools[name]; dup {
+		return fmt.Errorf("worker: tool %s registered twice", name)
+	}
+	w.tools[name] = t
+	return nil
+}
+
+// HandleFunc registers a tool whose arguments are decoded into an Args: its
+// schema is Schema of an Args (a struct), so models are told its fields, and
+// fn gets the arguments typed. Use Handle for a hand-written schema or to
+// see the whole Call.
+func HandleFunc[Args any](w *Worker, name, description string, fn func(ctx context.Context, args Args) (Result, error), opts ...ToolOption) error {
+	var zero Args
+	schema, err := Schema(zero)
+	if err != nil {
+		return fmt.Errorf("worker: tool %s: %w", name, err)
+	}
+	if fn == nil {
+		return fmt.Errorf("worker: tool %s: nil function", name)
+	}
+	return w.Handle(name, description, schema, func(ctx context.Context, c Call) (Result, error) {
+		var args Args
+		if len(c.Arguments) > 0 {
+			if err := json.Unmarshal(c.Arguments, &args); err != nil {
+				return Result{}, fmt.Errorf("arguments: %w", err)
+			}
+		}
+		return fn(ctx, args)
+	}, opts...)
+}
+
+// Run serves the tools until ctx ends: it creates (or binds) each tool's
+// durable consumer, advertises the tools in the registry while it runs,
+// pulls a job whenever a slot is free, heartbeats running calls and answers
+// each with a result. When ctx ends it stops taking jobs, lets running calls
+// finish within the drain grace, withdraws its tools and returns nil. It
+// returns an error when it cannot start (no tools, the streams missing,
+// permissions). Run once.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.running {
+		w.mu.Unlock()
+		return errors.New("worker: Run called twice")
+	}
+	w.running = true
+	n := len(w.tools)
+	w.mu.Unlock()
+	if n == 0 {
+		return errors.New("worker: no tools: register them with Handle before Run")
+	}
+	err := w.run(ctx)
+	if err != nil && ctx.Err() != nil {
+		// Stopped while still setting up: a graceful stop like any other.
+		return nil
+	}
+	return err
+}
+
+func (w *Worker) run(ctx context.Context) error {
+	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := runtime.EnsureStreams(setup, w.js); err != nil {
+		return err
+	}
+	reg, err := newRegistry(setup, w.js, w.opts.Name, w.specs())
+	if err != nil {
+		return err
+	}
+	consumers := map[string]jetstream.Consumer{}
+	for name := range w.tools {
+		c, err := w.js.CreateOrUpdateConsumer(setup, events.StreamJobs, jetstream.ConsumerConfig{
+			Durable:       events.ToolConsumer(name),
+			FilterSubject: events.ToolSubject(name),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       w.opts.AckWait,
+			MaxDeliver:    w.opts.MaxDeliver,
+			MaxAckPending: 10_000,
+		})
+		if err != nil {
+			return fmt.Errorf("worker: consumer %s: %w", events.ToolConsumer(name), err)
+		}
+		consumers[name] = c
+	}
+	cancelSub, err := w.nc.Subscribe(events.CancelSubject("*"), func(m *nats.Msg) {
+		w.cancels.Cancel(runtime.TurnOf(m.Subject))
+	})
+	if err != nil {
+		return fmt.Errorf("worker: subscribe cancels: %w", err)
+	}
+	defer func() { _ = cancelSub.Unsubscribe() }()
+	advisories, err := w.nc.Subscribe(maxDeliveriesSubject("*"), w.gaveUp)
+	if err != nil {
+		return fmt.Errorf("worker: subscribe advisories: %w", err)
+	}
+	defer func() { _ = advisories.Unsubscribe() }()
+	if err := reg.advertise(setup); err != nil {
+		return err
+	}
+
+	var wg sync.WaitGroup
+	wg.Go(func() { reg.keepAlive(ctx, w.log) })
+	for name, c := range consumers {
+		for range w.opts.Concurrency {
+			wg.Go(func() { w.pull(ctx, name, c) })
+		}
+	}
+	w.log.Info("serving", "worker", w.opts.Name, "tools", len(w.tools), "concurrency", w.opts.Concurrency)
+	close(w.ready)
+	wg.Wait()
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), ioTimeout)
+	defer wcancel()
+	if err := reg.withdraw(wctx); err != nil {
+		w.log.Warn("could not withdraw tools; they expire on their own", "err", err)
+	}
+	return nil
+}
+
+func (w *Worker) specs() []events.ToolSpec {
+	out := make([]events.ToolSpec, 0, len(w.tools))
+	for _, t := range w.tools {
+		out = append(out, t.spec)
+	}
+	slices.SortFunc(out, func(a, b events.ToolSpec) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// pull is one slot of a tool: it asks for a job only when it can run it at
+// once, so no job waits in a buffer while its ack timer runs.
+func (w *Worker) pull(ctx context.Context, tool string, c jetstream.Consumer) {
+	runtime.PullEach(ctx, c, w.log.With("tool", tool), func(msg jetstream.Msg) { w.handle(ctx, tool, msg) })
+}
+
+// handle runs one job and answers it. Every path ends in exactly one of: a
+// result published then the job acknowledged; a dead letter then Term; or a
+// Nak that hands the job to the next delivery.
+func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
+	if stop.Err() != nil {
+		// A job that arrived as the worker began to stop: no new call
+		// starts during a drain, so it goes back for another worker now
+		// rather than after the ack wait.
+		_ = msg.Nak()
+		return
+	}
+	attempt := 1
+	if md, err := msg.Metadata(); err == nil {
+		attempt = int(md.NumDelivered)
+	}
+	var job events.ToolJob
+	if err := schemas.Validate("tool_job", msg.Data()); err != nil {
+		w.reject(msg, err.Error())
+		return
+	}
+	if err := json.Unmarshal(msg.Data(), &job); err != nil {
+		w.reject(msg, err.Error())
+		return
+	}
+	if job.Tool != tool {
+		w.reject(msg, fmt.Sprintf("job for tool %q on the subject of %q", job.Tool, tool))
+		return
+	}
+	log := w.log.With("turn", job.TurnID, "call", job.CallID, "tool", tool, "attempt", attempt)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if !job.Deadline.IsZero() {
+		var dcancel context.CancelFunc
+		ctx, dcancel = context.WithDeadline(ctx, job.Deadline)
+		defer dcancel()
+	}
+	var aborted atomic.Bool
+	forget := w.cancels.Add(job.TurnID, func() { aborted.Store(true); cancel() })
+	defer forget()
+	// On shutdown a call gets the drain grace to finish before it is cut
+	// short.
+	grace := context.AfterFunc(stop, func() {
+		t := time.AfterFunc(w.opts.DrainGrace, cancel)
+		context.AfterFunc(ctx, func() { t.Stop() })
+	})
+	defer grace()
+	beat := runtime.Heartbeat(ctx, msg, w.opts.AckWait/3)
+	defer beat()
+
+	began := time.Now()
+	var res Result
+	var err error
+	if deadlinePassed(job.Deadline) {
+		// The turn has given up on this call already; running it now
+		// would only do work nobody sees.
+		err = context.DeadlineExceeded
+	} else {
+		res, err = w.call(ctx, Call{TurnID: job.TurnID, SessionID: job.SessionID, Step: job.Step, CallID: job.CallID,
+			Tool: tool, Arguments: job.Arguments, Deadline: job.Deadline, Attempt: attempt})
+	}
+	duration := time.Since(began)
+	switch {
+	case err == nil:
+	case aborted.Load():
+		// The turn has finished: nobody waits for this result.
+		log.Info("call aborted with its turn")
+		_ = msg.Ack()
+		return
+	case stop.Err() != nil && ctx.Err() != nil && !deadlinePassed(job.Deadline):
+		log.Info("call cut short by shutdown; handed back")
+		_ = msg.Nak()
+		return
+	case deadlinePassed(job.Deadline):
+		res = Result{Output: fmt.Sprintf("%s: the call's deadline passed after %s", tool, duration.Round(time.Millisecond)), IsError: true}
+	default:
+		res = Result{Output: err.Error(), IsError: true}
+	}
+	r := events.ToolResult{TurnID: job.TurnID, CallID: job.CallID, Tool: tool, Output: output.Cap(res.Output),
+		IsError: res.IsError, Final: res.Final, DurationMs: duration.Milliseconds(), Worker: w.opts.Name, Attempt: attempt}
+	if err := w.answer(msg, r, log); err != nil {
+		log.Warn("cannot publish a result; the job will be redelivered", "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if err := msg.Ack(); err != nil {
+		log.Debug("ack failed; a redelivery's result is deduplicated", "err", err)
+	}
+}
+
+// call runs a tool, turning invalid arguments and panics into error results
+// rather than a dead worker.
+func (w *Worker) call(ctx context.Context, c Call) (res Result, err error) {
+	t := w.tools[c.Tool]
+	if err := schemas.ValidateArgs(t.spec.Parameters, c.Arguments); err != nil {
+		return Result{Output: fmt.Sprintf("error: invalid arguments for %s: %v", c.Tool, err), IsError: true}, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error("tool panicked", "tool", c.Tool, "panic", p, "stack", string(debug.Stack()))
+			res, err = Result{Output: fmt.Sprintf("%s: internal error: %v", c.Tool, p), IsError: true}, nil
+		}
+	}()
+	return t.fn(ctx, c)
+}
+
+// How often, and how far apart, answer tries to publish a result.
+const (
+	publishTries = 5
+	publishPause = time.Second
+)
+
+// answer publishes a call's result, trying again when a publish fails. A
+// publish whose acknowledgement was lost may well have stored the result,
+// and a job handed back would run its call a second time (a shell command,
+// a write); the same result published again under its message id is
+// dropped as a duplicate. The job is heartbeated meanwhile, so it stays
+// with this worker.
+func (w *Worker) answer(msg jetstream.Msg, r events.ToolResult, log *slog.Logger) error {
+	beat := runtime.Heartbeat(context.Background(), msg, w.opts.AckWait/3)
+	defer beat()
+	for try := 1; ; try++ {
+		err := w.publish(r)
+		if err == nil || try == publishTries {
+			return err
+		}
+		log.Warn("cannot publish a result; trying again", "err", err, "try", try)
+		time.Sleep(publishPause)
+	}
+}
+
+func deadlinePassed(d time.Time) bool { return !d.IsZero() && !time.Now().Before(d) }
+
+func (w *Worker) publish(r events.ToolResult) error {
+	// Without HTML escaping an output of '<' and '&' keeps its size: a
+	// capped output must still fit in one message.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	_, err := w.js.Publish(ctx, events.ResultSubject(r.TurnID), bytes.TrimSuffix(buf.Bytes(), []byte("\n")), jetstream.WithMsgID("result:"+r.CallID))
+	return err
+}
+
+// reject keeps a job no worker can run in the dead-letter stream. When the
+// job names its call, the turn also gets an error result, so it does not
+// wait for its deadline.
+func (w *Worker) reject(msg jetstream.Msg, reason string) {
+	w.log.Warn("dead letter", "subject", msg.Subject(), "reason", reason)
+	var ids struct {
+		TurnID string `json:"turn_id"`
+		CallID string `json:"call_id"`
+	}
+	if json.Unmarshal(msg.Data(), &ids) == nil && events.ValidID(ids.TurnID) && events.ValidID(ids.CallID) {
+		tool := runtime.TurnOf(msg.Subject())
+		if err := w.publish(events.ToolResult{TurnID: ids.TurnID, CallID: ids.CallID, Tool: tool,
+			Output: "invalid job: " + reason, IsError: true, Worker: w.opts.Name, Attempt: 1}); err != nil {
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	if err := runtime.DeadLetter(ctx, w.js, msg, "job", reason); err != nil {
+		w.log.Warn("cannot dead-letter a job", "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	_ = msg.TermWithReason(reason)
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
+}
