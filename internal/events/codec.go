@@ -25,6 +25,14 @@ var newData = map[Type]func() any{
 	StepChecked:    func() any { return new(StepCheckedData) },
 	TurnSentinel:   func() any { return new(TurnSentinelData) },
 	TurnFinished:   func() any { return new(TurnFinishedData) },
+
+	WorkflowStarted:      func() any { return new(WorkflowStartedData) },
+	TaskStarted:          func() any { return new(TaskStartedData) },
+	TaskFinished:         func() any { return new(TaskFinishedData) },
+	WorkflowCheckpointed: func() any { return new(WorkflowCheckpointedData) },
+	WorkflowGated:        func() any { return new(WorkflowGatedData) },
+	WorkflowResumed:      func() any { return new(WorkflowResumedData) },
+	WorkflowFinished:     func() any { return new(WorkflowFinishedData) },
 }
 
 // DataSchema returns the schema name of an event type's data

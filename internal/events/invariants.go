@@ -14,6 +14,9 @@ func CheckLog(log []Envelope) error {
 	if len(log) == 0 {
 		return nil
 	}
+	if log[0].Type.Workflow() {
+		return checkWorkflowLog(log)
+	}
 	turn, session := log[0].TurnID, log[0].SessionID
 	requested := map[string]bool{}
 	completed := map[string]bool{}
@@ -82,6 +85,69 @@ func CheckLog(log []Envelope) error {
 			// did (error) may end a step before its check.
 			if open != 0 && f.StopReason != StopAborted && f.StopReason != StopTimeout && f.StopReason != StopError {
 				return fmt.Errorf("%s: step %d never checked, yet the turn stopped with %s", at, open, f.StopReason)
+			}
+		}
+	}
+	return nil
+}
+
+// checkWorkflowLog verifies a workflow's log: one workflow, seq gap-free
+// from 1, only workflow events, workflow.started first (or a lone
+// rejection), at most one workflow.finished and it is last; tasks run one at
+// a time, numbered 1, 2, 3 …, each task.finished is followed by its
+// checkpoint, and a checkpoint counts the tasks so far.
+func checkWorkflowLog(log []Envelope) error {
+	id, session := log[0].TurnID, log[0].SessionID
+	running, done := 0, 0 // the task under way (0: none), tasks finished
+	for i, e := range log {
+		at := fmt.Sprintf("event %d (%s)", i+1, e.Type)
+		switch {
+		case e.Seq != i+1:
+			return fmt.Errorf("%s: seq %d, want %d", at, e.Seq, i+1)
+		case e.TurnID != id || e.SessionID != session:
+			return fmt.Errorf("%s: belongs to %s/%s in the log of workflow %s/%s", at, e.SessionID, e.TurnID, session, id)
+		case !e.Type.Workflow():
+			return fmt.Errorf("%s: not a workflow event", at)
+		case len(e.Data) == 0 || e.Data[0] != '{':
+			return fmt.Errorf("%s: data is not an object", at)
+		case i == 0 && e.Type != WorkflowStarted && e.Type != WorkflowFinished:
+			return fmt.Errorf("%s: a workflow's log starts with workflow.started (or a rejection)", at)
+		case i != 0 && e.Type == WorkflowStarted:
+			return fmt.Errorf("%s: workflow.started is not first", at)
+		case e.Type == WorkflowFinished && i != len(log)-1:
+			return fmt.Errorf("%s: workflow.finished is not the last event", at)
+		}
+		if i > 0 && log[i-1].Type == TaskFinished && e.Type != WorkflowCheckpointed {
+			return fmt.Errorf("%s: task %d finished without a checkpoint", at, done)
+		}
+		switch e.Type {
+		case TaskStarted:
+			var d TaskStartedData
+			_ = json.Unmarshal(e.Data, &d)
+			if running != 0 || d.Task != done+1 || e.Step != d.Task {
+				return fmt.Errorf("%s: task %d started while task %d runs after %d finished", at, d.Task, running, done)
+			}
+			running = d.Task
+		case TaskFinished:
+			var d TaskFinishedData
+			_ = json.Unmarshal(e.Data, &d)
+			if running == 0 || d.Task != running {
+				return fmt.Errorf("%s: task %d finished, but the task under way is %d", at, d.Task, running)
+			}
+			running, done = 0, d.Task
+		case WorkflowCheckpointed:
+			var d WorkflowCheckpointedData
+			_ = json.Unmarshal(e.Data, &d)
+			if d.Task != done || d.Metrics.Tasks != done {
+				return fmt.Errorf("%s: checkpoint of task %d counting %d tasks after %d finished", at, d.Task, d.Metrics.Tasks, done)
+			}
+		case WorkflowFinished:
+			var d WorkflowFinishedData
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				return fmt.Errorf("%s: %v", at, err)
+			}
+			if len(d.Tasks) != done && !(running != 0 && len(d.Tasks) == done+1) {
+				return fmt.Errorf("%s: %d task outcomes after %d tasks", at, len(d.Tasks), done)
 			}
 		}
 	}

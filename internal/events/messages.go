@@ -18,6 +18,8 @@ type Submit struct {
 	// ForkedFrom asks for a turn whose history is another turn's
 	// conversation up to a step (jetloop fork).
 	ForkedFrom *ForkedFrom `json:"forked_from,omitempty"`
+	// Workflow is set by a workflow on the turn of one of its tasks.
+	Workflow *WorkflowRef `json:"workflow,omitempty"`
 }
 
 // Action is a control message's verb.

@@ -44,6 +44,15 @@ var messages = []struct {
 	{"event.step.checked", reflect.TypeFor[events.StepCheckedData]()},
 	{"event.turn.sentinel", reflect.TypeFor[events.TurnSentinelData]()},
 	{"event.turn.finished", reflect.TypeFor[events.TurnFinishedData]()},
+	{"workflow_submit", reflect.TypeFor[events.WorkflowSubmit]()},
+	{"task_done", reflect.TypeFor[events.TaskDone]()},
+	{"event.workflow.started", reflect.TypeFor[events.WorkflowStartedData]()},
+	{"event.task.started", reflect.TypeFor[events.TaskStartedData]()},
+	{"event.task.finished", reflect.TypeFor[events.TaskFinishedData]()},
+	{"event.workflow.checkpointed", reflect.TypeFor[events.WorkflowCheckpointedData]()},
+	{"event.workflow.gated", reflect.TypeFor[events.WorkflowGatedData]()},
+	{"event.workflow.resumed", reflect.TypeFor[events.WorkflowResumedData]()},
+	{"event.workflow.finished", reflect.TypeFor[events.WorkflowFinishedData]()},
 }
 
 // validatedElsewhere are the schemas without a type in this package.
@@ -59,12 +68,16 @@ var validatedElsewhere = map[string]string{
 var mustNotBeNil = []string{
 	"Envelope.Data",
 	"ModelCompletedData.ToolCalls",
+	"Task.Input",
 	"ToolCall.Arguments",
 	"ToolInfo.Parameters",
 	"ToolJob.Arguments",
 	"ToolRequestedData.Arguments",
 	"TurnStartedData.Input",
 	"TurnStartedData.Tools",
+	"WorkflowFinishedData.Tasks",
+	"WorkflowStartedData.TaskList",
+	"WorkflowSubmit.Tasks",
 }
 
 // requiredOmitempty are fields that a schema requires although Go omits
@@ -488,6 +501,20 @@ var invalid = []struct {
 	{"script", "arguments not an object", "/responses/0/tool_calls/0/arguments", "path=main.go"},
 	{"script", "missing responses", "/responses", del},
 	{"script", "extra property", "/model", "gpt"},
+	{"workflow_submit", "no tasks", "/tasks", []any{}},
+	{"workflow_submit", "id without room for a task suffix", "/workflow_id", strings.Repeat("w", 57)},
+	{"workflow_submit", "task without input", "/tasks/0/input", del},
+	{"workflow_submit", "max_tasks over the ceiling", "/limits/max_tasks", 1001},
+	{"workflow_submit", "unknown failure policy", "/policy/on_task_failure", "retry"},
+	{"task_done", "missing finished", "/finished", del},
+	{"task_done", "task 0", "/task", 0},
+	{"event.workflow.started", "missing task list", "/task_list", del},
+	{"event.task.started", "missing turn id", "/turn_id", del},
+	{"event.task.finished", "missing metrics", "/metrics", del},
+	{"event.workflow.checkpointed", "metrics without tasks", "/metrics/tasks", del},
+	{"event.workflow.gated", "unknown decision", "/decision", "maybe"},
+	{"event.workflow.resumed", "missing approved", "/approved", del},
+	{"event.workflow.finished", "a turn's stop reason", "/stop_reason", "step_cap"},
 }
 
 func TestInvalidDocuments(t *testing.T) {
@@ -748,8 +775,10 @@ func (w *walker) check(path string, typ reflect.Type, locs []loc) {
 	s := w.shape(locs)
 	want := ""
 	switch {
+	case typ == rawType && strings.HasSuffix(path, "[]/input") && s.types["string"] && s.types["array"] && len(s.types) == 2:
+		return // a task's input: a text or a list of messages (Task.Messages reads both)
 	case typ == rawType:
-		want = "object" // every raw field here is an object: arguments, parameters, script, data
+		want = "object" // every other raw field is an object: arguments, parameters, script, data
 	case typ == timeType:
 		want = "string"
 	default:

@@ -28,9 +28,20 @@ var Types = []Type{TurnStarted, StepStarted, ModelCompleted, ToolRequested, Tool
 
 func (t Type) String() string { return string(t) }
 
-// Known reports whether t is one of the contract's event types.
+// Known reports whether t is one of the contract's event types, a turn's
+// or a workflow's.
 func (t Type) Known() bool {
 	for _, k := range Types {
+		if k == t {
+			return true
+		}
+	}
+	return t.Workflow()
+}
+
+// Workflow reports whether t is one of a workflow's event types.
+func (t Type) Workflow() bool {
+	for _, k := range WorkflowTypes {
 		if k == t {
 			return true
 		}
@@ -143,6 +154,8 @@ type TurnStartedData struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 	// ForkedFrom is set on a forked turn.
 	ForkedFrom *ForkedFrom `json:"forked_from,omitempty"`
+	// Workflow is set on the turn of a workflow's task.
+	Workflow *WorkflowRef `json:"workflow,omitempty"`
 	// HistoryTurns lists, oldest first, the finished turns of the session
 	// whose conversation is this turn's history, so a fold of this log can
 	// rebuild exactly the conversation the turn saw (an extension of the

@@ -1,0 +1,225 @@
+package events
+
+import "encoding/json"
+
+// The event types of a workflow's log (CONTRACT.md, "Workflows — the outer
+// loop"). A workflow's log is on jetloop.events.<session_id>.<workflow_id>,
+// in the same envelope as a turn's: turn_id holds the workflow id and step
+// the task number.
+const (
+	WorkflowStarted      Type = "workflow.started"
+	TaskStarted          Type = "task.started"
+	TaskFinished         Type = "task.finished"
+	WorkflowCheckpointed Type = "workflow.checkpointed"
+	WorkflowGated        Type = "workflow.gated"
+	WorkflowResumed      Type = "workflow.resumed"
+	WorkflowFinished     Type = "workflow.finished"
+)
+
+// WorkflowTypes lists every workflow event type.
+var WorkflowTypes = []Type{WorkflowStarted, TaskStarted, TaskFinished, WorkflowCheckpointed,
+	WorkflowGated, WorkflowResumed, WorkflowFinished}
+
+// The workflow stop reasons that a turn does not have; completed, timeout,
+// budget, aborted, error and rejected are shared with turns.
+const (
+	StopMaxTasks   StopReason = "max_tasks"
+	StopTokens     StopReason = "tokens"
+	StopTaskFailed StopReason = "task_failed"
+	StopDenied     StopReason = "denied"
+)
+
+// WorkflowStopReasons lists every workflow stop reason, a closed set.
+var WorkflowStopReasons = []StopReason{StopCompleted, StopMaxTasks, StopTimeout, StopBudget, StopTokens,
+	StopTaskFailed, StopDenied, StopAborted, StopError, StopRejected}
+
+// Workflow limits: the default and the hard ceiling of max_tasks, and the
+// longest workflow id (a task's turn id is <workflow_id>-<i>, i ≤ 1000).
+const (
+	DefaultMaxTasks = 50
+	MaxTasksCeiling = 1000
+	MaxWorkflowID   = 56
+)
+
+// SubjectWorkflow is where workflows are submitted.
+const SubjectWorkflow = "jetloop.inbox.workflow"
+
+// TaskSubject is where a workflow hears that one of its tasks' turns finished.
+func TaskSubject(workflow string) string { return "jetloop.inbox.task." + workflow }
+
+// WorkflowSubmit is a workflow request, published on jetloop.inbox.workflow
+// with Nats-Msg-Id <workflow_id>.
+type WorkflowSubmit struct {
+	WorkflowID string            `json:"workflow_id"`
+	SessionID  string            `json:"session_id,omitempty"`
+	Agent      string            `json:"agent,omitempty"`
+	Tasks      []Task            `json:"tasks"`
+	Limits     *WorkflowLimits   `json:"limits,omitempty"`
+	Policy     *Policy           `json:"policy,omitempty"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+}
+
+// Task is one task of a workflow: what its turn is submitted with. Input is
+// a text or a list of messages.
+type Task struct {
+	Input  json.RawMessage `json:"input"`
+	Agent  string          `json:"agent,omitempty"`
+	Model  string          `json:"model,omitempty"`
+	Script json.RawMessage `json:"script,omitempty"`
+	Limits *Limits         `json:"limits,omitempty"`
+}
+
+// Messages is the task's input as messages: a text is one user message.
+func (t Task) Messages() ([]Message, error) {
+	var text string
+	if err := json.Unmarshal(t.Input, &text); err == nil {
+		return []Message{{Role: RoleUser, Content: text}}, nil
+	}
+	var msgs []Message
+	if err := json.Unmarshal(t.Input, &msgs); err != nil {
+		return nil, err
+	}
+	return msgs, nil
+}
+
+// WorkflowLimits bound a whole workflow. Zero means no bound, except
+// MaxTasks, which defaults to DefaultMaxTasks.
+type WorkflowLimits struct {
+	MaxTasks  int   `json:"max_tasks,omitempty"`
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	Budget    int   `json:"budget,omitempty"`
+	Tokens    int   `json:"tokens,omitempty"`
+}
+
+// Policy is what the gate does between tasks.
+type Policy struct {
+	ApproveBetween bool          `json:"approve_between"`
+	OnTaskFailure  FailurePolicy `json:"on_task_failure,omitempty"`
+	KeepTasks      int           `json:"keep_tasks"`
+}
+
+// FailurePolicy says what a task that did not complete does to its workflow.
+type FailurePolicy string
+
+// The failure policies; stop is the default.
+const (
+	FailureStop     FailurePolicy = "stop"
+	FailureContinue FailurePolicy = "continue"
+)
+
+// WorkflowRef ties a turn to the workflow task it runs. In a submission it
+// is accepted only from the workflow that started that task (the
+// orchestrator checks the workflow's log); KeepTasks carries the workflow's
+// policy to the history the turn is given.
+type WorkflowRef struct {
+	WorkflowID string `json:"workflow_id"`
+	Task       int    `json:"task"`
+	KeepTasks  int    `json:"keep_tasks,omitempty"`
+}
+
+// TaskDone tells a workflow that the turn of one of its tasks finished, on
+// jetloop.inbox.task.<workflow_id> with Nats-Msg-Id task:<turn_id>.
+type TaskDone struct {
+	WorkflowID string           `json:"workflow_id"`
+	Task       int              `json:"task"`
+	TurnID     string           `json:"turn_id"`
+	Finished   TurnFinishedData `json:"finished"`
+}
+
+// WorkflowStartedData is the data of workflow.started.
+type WorkflowStartedData struct {
+	Tasks    int               `json:"tasks"`
+	Agent    string            `json:"agent,omitempty"`
+	Limits   WorkflowLimits    `json:"limits"`
+	Policy   Policy            `json:"policy"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// TaskList is the submission's tasks, kept in the log so the workflow
+	// is resumed, replayed and verified without its submission.
+	TaskList []Task `json:"task_list"`
+}
+
+// TaskStartedData is the data of task.started.
+type TaskStartedData struct {
+	Task   int    `json:"task"`
+	TurnID string `json:"turn_id"`
+	Agent  string `json:"agent,omitempty"`
+}
+
+// TaskFinishedData is the data of task.finished: the task's turn's end.
+type TaskFinishedData struct {
+	Task       int        `json:"task"`
+	TurnID     string     `json:"turn_id"`
+	StopReason StopReason `json:"stop_reason"`
+	Output     string     `json:"output"`
+	Error      string     `json:"error,omitempty"`
+	Metrics    Metrics    `json:"metrics"`
+}
+
+// WorkflowMetrics sum the tasks of a workflow so far: OpenBotStack's
+// LoopMetrics (tasks are its workflow steps, steps its turns).
+type WorkflowMetrics struct {
+	Tasks        int   `json:"tasks"`
+	Steps        int   `json:"steps"`
+	ToolCalls    int   `json:"tool_calls"`
+	ModelCalls   int   `json:"model_calls"`
+	InputTokens  int   `json:"input_tokens"`
+	OutputTokens int   `json:"output_tokens"`
+	DurationMs   int64 `json:"duration_ms"`
+}
+
+// Add counts one more task's turn.
+func (m *WorkflowMetrics) Add(t Metrics) {
+	m.Tasks++
+	m.Steps += t.Steps
+	m.ToolCalls += t.ToolCalls
+	m.ModelCalls += t.ModelCalls
+	m.InputTokens += t.InputTokens
+	m.OutputTokens += t.OutputTokens
+	m.DurationMs += t.DurationMs
+}
+
+// WorkflowCheckpointedData is the data of workflow.checkpointed, and what
+// KV JETLOOP_CHECKPOINTS holds under the workflow id.
+type WorkflowCheckpointedData struct {
+	Task    int             `json:"task"`
+	Metrics WorkflowMetrics `json:"metrics"`
+}
+
+// GateDecision is what the gate decided between two tasks.
+type GateDecision string
+
+// The gate's decisions.
+const (
+	GateContinue GateDecision = "continue"
+	GateStop     GateDecision = "stop"
+	GateWait     GateDecision = "wait"
+)
+
+// WorkflowGatedData is the data of workflow.gated.
+type WorkflowGatedData struct {
+	Task     int          `json:"task"`
+	Decision GateDecision `json:"decision"`
+	Reason   string       `json:"reason"`
+}
+
+// WorkflowResumedData is the data of workflow.resumed.
+type WorkflowResumedData struct {
+	Approved bool   `json:"approved"`
+	Note     string `json:"note,omitempty"`
+}
+
+// TaskOutcome is one task's line in workflow.finished.
+type TaskOutcome struct {
+	Task       int        `json:"task"`
+	TurnID     string     `json:"turn_id"`
+	StopReason StopReason `json:"stop_reason"`
+}
+
+// WorkflowFinishedData is the data of workflow.finished, its last event.
+type WorkflowFinishedData struct {
+	StopReason StopReason      `json:"stop_reason"`
+	Output     string          `json:"output"`
+	Error      string          `json:"error,omitempty"`
+	Metrics    WorkflowMetrics `json:"metrics"`
+	Tasks      []TaskOutcome   `json:"tasks"`
+}

@@ -1,0 +1,83 @@
+package workflow
+
+import (
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+)
+
+// Job is an effect the workflow's state waits on. ID is its deterministic
+// Nats-Msg-Id, so publishing it twice does it once.
+type Job struct {
+	ID      string
+	Subject string
+	// Submit is the turn of the task under way.
+	Submit *events.Submit
+	// Abort stops the turn of a task the workflow no longer waits for.
+	Abort *events.Control
+}
+
+// Jobs derives what the state waits on: the running task's turn, or the
+// abort of a task's turn the workflow stopped under it.
+func Jobs(s *State) []Job {
+	switch {
+	case s.Phase == PhaseTaskExecute:
+		sub := s.submission()
+		return []Job{{ID: sub.TurnID, Subject: events.SubjectSubmit, Submit: sub}}
+	case s.Done() && s.Finished != nil && s.Task > 0 && len(s.Finished.Tasks) > len(s.Outcomes):
+		turn := TurnID(s.ID, s.Task)
+		return []Job{{ID: "control:" + turn + ":workflow", Subject: events.ControlSubject(turn),
+			Abort: &events.Control{Action: events.ActionAbort, Reason: "its workflow " + s.ID + " stopped: " + string(s.Finished.StopReason)}}}
+	}
+	return nil
+}
+
+// submission is the turn of the task under way: in the workflow's session,
+// with the workflow's metadata, its limits tightened so that the task
+// cannot take the workflow past its budget or its wall clock.
+func (s *State) submission() *events.Submit {
+	t := s.Tasks[s.Task-1]
+	msgs, _ := t.Messages() // the schema and the runtime's check admitted only valid inputs
+	agent := t.Agent
+	if agent == "" {
+		agent = s.Agent
+	}
+	sub := &events.Submit{TurnID: TurnID(s.ID, s.Task), SessionID: s.SessionID, Agent: agent, Input: msgs,
+		Model: t.Model, Script: t.Script, Metadata: s.Metadata,
+		Workflow: &events.WorkflowRef{WorkflowID: s.ID, Task: s.Task, KeepTasks: s.Policy.KeepTasks}}
+	var l events.Limits
+	if t.Limits != nil {
+		l = *t.Limits
+	}
+	if s.Limits.Budget > 0 {
+		left := max(s.Limits.Budget-s.Metrics.ToolCalls, 1)
+		if l.Budget == 0 || l.Budget > left {
+			l.Budget = left
+		}
+	}
+	if dl := s.Deadline(); !dl.IsZero() {
+		left := max(dl.Sub(s.TaskStarted).Milliseconds(), 1)
+		if l.TimeoutMs == 0 || l.TimeoutMs > left {
+			l.TimeoutMs = left
+		}
+	}
+	if l != (events.Limits{}) {
+		sub.Limits = &l
+	}
+	return sub
+}
+
+// Timer is a deadline the state waits on.
+type Timer struct {
+	At    time.Time
+	Timer events.Timer
+}
+
+// Timers derives the workflow's deadline, while it runs.
+func Timers(s *State) []Timer {
+	dl := s.Deadline()
+	if dl.IsZero() || s.Done() || !s.Exists() {
+		return nil
+	}
+	return []Timer{{At: dl, Timer: events.Timer{TurnID: s.ID, Kind: events.TimerTurn, At: dl}}}
+}

@@ -1,0 +1,97 @@
+package workflow
+
+import (
+	"fmt"
+
+	lfsm "github.com/looplab/fsm"
+)
+
+// Phase is where a workflow stands between two events.
+type Phase string
+
+// The phases of a workflow, as CONTRACT.md names them.
+const (
+	PhaseInit        Phase = "init"
+	PhaseTaskSelect  Phase = "task_select"
+	PhaseTaskExecute Phase = "task_execute"
+	PhaseCheckpoint  Phase = "checkpoint"
+	PhaseGate        Phase = "gate"
+	PhaseNextTask    Phase = "next_task"
+	PhasePaused      Phase = "paused"
+	PhaseDone        Phase = "done"
+)
+
+func (p Phase) String() string { return string(p) }
+
+// Transitions, named after what happens.
+const (
+	tStart      = "start"      // workflow.started
+	tRun        = "run"        // task.started
+	tTaskDone   = "task_done"  // task.finished
+	tCheckpoint = "checkpoint" // workflow.checkpointed
+	tPass       = "pass"       // workflow.gated: continue
+	tHold       = "hold"       // workflow.gated: stop (the finish follows)
+	tWait       = "wait"       // workflow.gated: wait for a person
+	tResume     = "resume"     // workflow.resumed
+	tFinish     = "finish"     // workflow.finished
+)
+
+var live = []string{string(PhaseInit), string(PhaseTaskSelect), string(PhaseTaskExecute), string(PhaseCheckpoint),
+	string(PhaseGate), string(PhaseNextTask), string(PhasePaused)}
+
+// table is the workflow machine's transition table.
+var table = lfsm.Events{
+	{Name: tStart, Src: []string{string(PhaseInit)}, Dst: string(PhaseTaskSelect)},
+	{Name: tRun, Src: []string{string(PhaseTaskSelect), string(PhaseNextTask)}, Dst: string(PhaseTaskExecute)},
+	{Name: tTaskDone, Src: []string{string(PhaseTaskExecute)}, Dst: string(PhaseCheckpoint)},
+	{Name: tCheckpoint, Src: []string{string(PhaseCheckpoint)}, Dst: string(PhaseGate)},
+	{Name: tPass, Src: []string{string(PhaseGate)}, Dst: string(PhaseNextTask)},
+	{Name: tHold, Src: []string{string(PhaseGate)}, Dst: string(PhaseGate)},
+	{Name: tWait, Src: []string{string(PhaseGate)}, Dst: string(PhasePaused)},
+	{Name: tResume, Src: []string{string(PhasePaused)}, Dst: string(PhaseNextTask)},
+	{Name: tFinish, Src: live, Dst: string(PhaseDone)},
+}
+
+type move struct {
+	from Phase
+	name string
+}
+
+// moves indexes the table once, as internal/fsm does; a test proves it
+// agrees with looplab/fsm's machine.
+var moves = func() map[move]Phase {
+	m := map[move]Phase{}
+	for _, e := range table {
+		for _, src := range e.Src {
+			m[move{Phase(src), e.Name}] = Phase(e.Dst)
+		}
+	}
+	return m
+}()
+
+// TransitionError is an event the machine cannot take in its phase: a
+// corrupt or foreign log.
+type TransitionError struct {
+	From       Phase
+	Event      string
+	Transition string
+	Seq        int
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("workflow: illegal transition %s (event %s, seq %d) from %s", e.Transition, e.Event, e.Seq, e.From)
+}
+
+func (s *State) step(name, ev string) error {
+	dst, ok := moves[move{s.Phase, name}]
+	if !ok {
+		return &TransitionError{From: s.Phase, Event: ev, Transition: name, Seq: s.Seq + 1}
+	}
+	s.Phase = dst
+	return nil
+}
+
+// Diagram renders the transition table as a Mermaid state diagram.
+func Diagram() (string, error) {
+	return lfsm.VisualizeWithType(lfsm.NewFSM(string(PhaseInit), table, nil), lfsm.MERMAID)
+}

@@ -1,0 +1,289 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	lfsm "github.com/looplab/fsm"
+)
+
+var t0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+// run is a workflow under test: its state and every event it wrote.
+type run struct {
+	t   *testing.T
+	s   *State
+	log []events.Envelope
+	now time.Time
+	n   int
+}
+
+func newRun(t *testing.T, tasks int, limits events.WorkflowLimits, policy events.Policy) *run {
+	t.Helper()
+	r := &run{t: t, s: New("wf"), now: t0}
+	list := make([]events.Task, tasks)
+	for i := range list {
+		list[i] = events.Task{Input: json.RawMessage(fmt.Sprintf("%q", fmt.Sprint("task ", i+1)))}
+	}
+	r.do(Start{WorkflowID: "wf", SessionID: "wf", Agent: "General", Tasks: list,
+		Limits: EffectiveLimits(&limits), Policy: EffectivePolicy(&policy)})
+	return r
+}
+
+func (r *run) env() Env {
+	return Env{Now: r.now, NewID: func() string { r.n++; return fmt.Sprint("e", r.n) }}
+}
+
+func (r *run) do(in Input) []events.Envelope {
+	r.t.Helper()
+	d, err := Decide(r.s, in, r.env())
+	if err != nil {
+		r.t.Fatalf("%T: %v", in, err)
+	}
+	r.s = d.State
+	r.log = append(r.log, d.Events...)
+	if err := events.CheckLog(r.log); err != nil {
+		r.t.Fatalf("log: %v", err)
+	}
+	return d.Events
+}
+
+// finish ends the running task's turn with reason and metrics, then lets
+// the gate decide, as the runtime does after its checkpoint put.
+func (r *run) finish(reason events.StopReason, m events.Metrics) {
+	r.t.Helper()
+	r.do(TaskDone{WorkflowID: "wf", Task: r.s.Task, TurnID: TurnID("wf", r.s.Task),
+		Finished: events.TurnFinishedData{StopReason: reason, Output: fmt.Sprint("out ", r.s.Task), Metrics: m}})
+	if !r.s.AwaitsGate() {
+		r.t.Fatalf("after a task: phase %s, want gate (the gate waits for the KV put)", r.s.Phase)
+	}
+	r.do(Gate{})
+}
+
+func types(log []events.Envelope) string {
+	var out []string
+	for _, e := range log {
+		out = append(out, string(e.Type))
+	}
+	return strings.Join(out, " ")
+}
+
+func one(calls, tokens int) events.Metrics {
+	return events.Metrics{Steps: 1, ToolCalls: calls, ModelCalls: 1, InputTokens: tokens, OutputTokens: 0, DurationMs: 10}
+}
+
+func TestThreeTasksComplete(t *testing.T) {
+	r := newRun(t, 3, events.WorkflowLimits{}, events.Policy{})
+	if j := Jobs(r.s); len(j) != 1 || j[0].Submit.TurnID != "wf-1" || j[0].Submit.Workflow.Task != 1 || j[0].Submit.Input[0].Content != "task 1" {
+		t.Fatalf("jobs after start: %+v", j)
+	}
+	for range 3 {
+		r.finish(events.StopCompleted, one(2, 100))
+	}
+	want := "workflow.started task.started " + strings.Repeat("task.finished workflow.checkpointed workflow.gated task.started ", 2) +
+		"task.finished workflow.checkpointed workflow.gated workflow.finished"
+	if got := types(r.log); got != want {
+		t.Fatalf("log\n got %s\nwant %s", got, want)
+	}
+	f := r.s.Finished
+	if f.StopReason != events.StopCompleted || f.Output != "out 3" || len(f.Tasks) != 3 {
+		t.Fatalf("finished %+v", f)
+	}
+	if m := f.Metrics; m != (events.WorkflowMetrics{Tasks: 3, Steps: 3, ToolCalls: 6, ModelCalls: 3, InputTokens: 300, DurationMs: 30}) {
+		t.Fatalf("metrics %+v", m)
+	}
+	if Jobs(r.s) != nil || Timers(r.s) != nil {
+		t.Fatal("a finished workflow waits on nothing")
+	}
+}
+
+// TestGateRules: each rule, and that an earlier one wins over a later one
+// that holds too.
+func TestGateRules(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		tasks  int
+		limits events.WorkflowLimits
+		policy events.Policy
+		last   events.StopReason
+		late   bool // the wall clock passed
+		want   events.StopReason
+		after  int // tasks run
+	}{
+		{"timeout over completed", 1, events.WorkflowLimits{TimeoutMs: 1000}, events.Policy{}, events.StopCompleted, true, events.StopTimeout, 1},
+		{"completed over max_tasks", 2, events.WorkflowLimits{MaxTasks: 2}, events.Policy{}, events.StopCompleted, false, events.StopCompleted, 2},
+		{"max_tasks over budget", 5, events.WorkflowLimits{MaxTasks: 1, Budget: 1}, events.Policy{}, events.StopCompleted, false, events.StopMaxTasks, 1},
+		{"budget over tokens", 5, events.WorkflowLimits{Budget: 2, Tokens: 1}, events.Policy{}, events.StopCompleted, false, events.StopBudget, 1},
+		{"tokens over task_failed", 5, events.WorkflowLimits{Tokens: 100}, events.Policy{}, events.StopStepCap, false, events.StopTokens, 1},
+		{"task_failed over approval", 5, events.WorkflowLimits{}, events.Policy{ApproveBetween: true}, events.StopError, false, events.StopTaskFailed, 1},
+		{"synthesis_done is success", 2, events.WorkflowLimits{}, events.Policy{}, events.StopSynthesisDone, false, events.StopCompleted, 2},
+		{"on_task_failure continue", 2, events.WorkflowLimits{}, events.Policy{OnTaskFailure: events.FailureContinue}, events.StopDoomLoop, false, events.StopCompleted, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRun(t, tt.tasks, tt.limits, tt.policy)
+			if tt.late {
+				r.now = t0.Add(time.Hour)
+			}
+			r.finish(tt.last, one(2, 100))
+			for !r.s.Done() {
+				r.finish(events.StopCompleted, one(2, 100))
+			}
+			if f := r.s.Finished; f.StopReason != tt.want || len(f.Tasks) != tt.after {
+				t.Fatalf("finished %s after %d tasks, want %s after %d", f.StopReason, len(f.Tasks), tt.want, tt.after)
+			}
+		})
+	}
+}
+
+func TestApprovalBetweenTasks(t *testing.T) {
+	yes, no := true, false
+	r := newRun(t, 3, events.WorkflowLimits{}, events.Policy{ApproveBetween: true})
+	r.finish(events.StopCompleted, one(0, 0))
+	if r.s.Phase != PhasePaused || Jobs(r.s) != nil {
+		t.Fatalf("phase %s, jobs %v: want paused, waiting on a person only", r.s.Phase, Jobs(r.s))
+	}
+	r.do(Command{Action: events.ActionApprove, Approved: &yes, Note: "go"})
+	if r.s.Phase != PhaseTaskExecute || r.s.Task != 2 {
+		t.Fatalf("after approval: %s task %d", r.s.Phase, r.s.Task)
+	}
+	if _, err := Decide(r.s, Command{Action: events.ActionApprove, Approved: &yes}, r.env()); !errors.As(err, new(*InputError)) {
+		t.Fatalf("approval while a task runs: %v, want an InputError", err)
+	}
+	r.finish(events.StopCompleted, one(0, 0))
+	r.do(Command{Action: events.ActionApprove, Approved: &no, Note: "enough"})
+	if f := r.s.Finished; f == nil || f.StopReason != events.StopDenied || !strings.Contains(f.Error, "enough") {
+		t.Fatalf("after denial: %+v", f)
+	}
+}
+
+func TestAbortStopsTheRunningTask(t *testing.T) {
+	r := newRun(t, 3, events.WorkflowLimits{}, events.Policy{})
+	r.finish(events.StopCompleted, one(1, 10))
+	r.do(Command{Action: events.ActionAbort, Reason: "wrong repo"})
+	f := r.s.Finished
+	if f.StopReason != events.StopAborted || len(f.Tasks) != 2 || f.Tasks[1].StopReason != events.StopAborted {
+		t.Fatalf("finished %+v", f)
+	}
+	jobs := Jobs(r.s)
+	if len(jobs) != 1 || jobs[0].Abort == nil || jobs[0].Subject != events.ControlSubject("wf-2") {
+		t.Fatalf("jobs %+v: want the abort of wf-2", jobs)
+	}
+	// The aborted task's end arrives later and changes nothing.
+	if _, err := Decide(r.s, TaskDone{WorkflowID: "wf", Task: 2, TurnID: "wf-2"}, r.env()); !errors.Is(err, ErrFinished) {
+		t.Fatalf("late task end: %v", err)
+	}
+}
+
+func TestTimeoutTickAndTightenedLimits(t *testing.T) {
+	r := newRun(t, 3, events.WorkflowLimits{TimeoutMs: 60_000, Budget: 5}, events.Policy{})
+	if ts := Timers(r.s); len(ts) != 1 || !ts[0].At.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("timers %+v", ts)
+	}
+	r.now = t0.Add(20 * time.Second)
+	r.finish(events.StopCompleted, one(3, 0))
+	sub := Jobs(r.s)[0].Submit
+	if sub.Limits == nil || sub.Limits.Budget != 2 || sub.Limits.TimeoutMs != 40_000 {
+		t.Fatalf("task 2's limits %+v: want the workflow's 2 calls and 40 s left", sub.Limits)
+	}
+	r.do(Tick{TurnID: "wf", Kind: events.TimerTurn, At: t0.Add(time.Minute)}) // early: nothing
+	if r.s.Done() {
+		t.Fatal("a tick before the deadline ended the workflow")
+	}
+	r.now = t0.Add(time.Minute)
+	r.do(Tick{TurnID: "wf", Kind: events.TimerTurn, At: t0.Add(time.Minute)})
+	if f := r.s.Finished; f == nil || f.StopReason != events.StopTimeout {
+		t.Fatalf("after the deadline: %+v", f)
+	}
+}
+
+func TestRepeatsAndStrangers(t *testing.T) {
+	r := newRun(t, 2, events.WorkflowLimits{}, events.Policy{})
+	done := TaskDone{WorkflowID: "wf", Task: 1, TurnID: "wf-1", Finished: events.TurnFinishedData{StopReason: events.StopCompleted}}
+	r.do(done)
+	if evs := r.do(done); len(evs) != 0 {
+		t.Fatalf("a repeated task end wrote %s", types(evs))
+	}
+	r.do(Gate{})
+	if evs := r.do(Gate{}); len(evs) != 0 {
+		t.Fatalf("a repeated gate wrote %s", types(evs))
+	}
+	for _, in := range []Input{
+		TaskDone{WorkflowID: "wf", Task: 2, TurnID: "someone-else"},
+		TaskDone{WorkflowID: "wf", Task: 3, TurnID: "wf-3"},
+		Command{Action: events.ActionReply, CallID: "c1", Answer: "x"},
+	} {
+		if _, err := Decide(r.s, in, r.env()); !errors.As(err, new(*InputError)) {
+			t.Errorf("%+v: %v, want an InputError", in, err)
+		}
+	}
+	if _, err := Decide(New("x"), Gate{}, r.env()); !errors.Is(err, ErrUnknownWorkflow) {
+		t.Errorf("gate of no workflow: %v", err)
+	}
+	if _, err := Decide(r.s, Start{WorkflowID: "wf"}, r.env()); !errors.Is(err, ErrExists) {
+		t.Errorf("second start: %v", err)
+	}
+	// The log folds back to the same state.
+	s, err := Fold(r.log)
+	if err != nil || s.Phase != r.s.Phase || s.Task != r.s.Task || s.Metrics != r.s.Metrics {
+		t.Fatalf("fold: %v %+v", err, s)
+	}
+}
+
+func TestReject(t *testing.T) {
+	r := &run{t: t, s: New("bad"), now: t0}
+	r.do(Reject{WorkflowID: "bad", SessionID: "bad", Reason: "no tasks"})
+	if f := r.s.Finished; f.StopReason != events.StopRejected || f.Error != "no tasks" {
+		t.Fatalf("%+v", f)
+	}
+}
+
+func TestMovesAreLooplabsTable(t *testing.T) {
+	m := lfsm.NewFSM(string(PhaseInit), table, nil)
+	phases := append([]string{string(PhaseDone)}, live...)
+	for _, p := range phases {
+		for _, e := range table {
+			m.SetState(p)
+			err := m.Event(t.Context(), e.Name)
+			dst, ok := moves[move{Phase(p), e.Name}]
+			var noTr lfsm.NoTransitionError
+			switch {
+			case ok && err != nil && !errors.As(err, &noTr):
+				t.Errorf("%s --%s--> looplab refuses: %v", p, e.Name, err)
+			case ok && m.Current() != string(dst):
+				t.Errorf("%s --%s--> %s, looplab %s", p, e.Name, dst, m.Current())
+			case !ok && err == nil:
+				t.Errorf("%s --%s--> looplab allows what the index refuses", p, e.Name)
+			}
+		}
+	}
+}
+
+// The diagram in docs/workflow.md is generated from the table.
+func TestDiagram(t *testing.T) {
+	d, err := Diagram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := "# The workflow machine\n\n" +
+		"Generated from `internal/workflow`'s transition table by\n" +
+		"`go test ./internal/workflow -run Diagram -update`; do not edit by hand.\n\n" +
+		"`finish` (workflow.finished) leaves every live state for `done`: the gate's stop, an abort,\n" +
+		"the timeout, a denial or a rejection.\n\n" +
+		"```mermaid\n" + strings.TrimSpace(d) + "\n```\n"
+	const path = "../../docs/workflow.md"
+	if os.Getenv("UPDATE") != "" {
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != doc {
+		t.Fatalf("docs/workflow.md is out of date: UPDATE=1 go test ./internal/workflow -run Diagram (%v)", err)
+	}
+}
