@@ -76,15 +76,16 @@ func CancelSubject(turn string) string { return "jetloop.cancel." + turn }
 // "result", "job") goes.
 func DeadSubject(kind string) string { return "jetloop.dead." + kind }
 
-// InboxKind splits an inbox subject into its kind ("submit", "control",
-// "result", "model", "timer") and turn id ("" for submit).
+// InboxKind splits an inbox subject into its kind ("submit", "workflow",
+// "control", "result", "model", "timer", "task") and turn or workflow id (""
+// for the two submissions).
 func InboxKind(subject string) (kind, turn string, ok bool) {
 	rest, found := strings.CutPrefix(subject, "jetloop.inbox.")
 	if !found {
 		return "", "", false
 	}
-	if rest == "submit" {
-		return "submit", "", true
+	if rest == "submit" || rest == "workflow" {
+		return rest, "", true
 	}
 	kind, turn, found = strings.Cut(rest, ".")
 	if !found || strings.Contains(turn, ".") {

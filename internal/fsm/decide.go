@@ -54,7 +54,9 @@ type Start struct {
 	Script       json.RawMessage
 	Metadata     map[string]string
 	ForkedFrom   *events.ForkedFrom
-	Digest       string
+	// Workflow is set on the turn of a workflow's task.
+	Workflow *events.WorkflowRef
+	Digest   string
 	// KeepSteps is the agent's compaction: each model call sends the first
 	// user message and the last KeepSteps steps (see Compact); 0 sends the
 	// whole conversation.
@@ -213,7 +215,7 @@ func (d *decider) apply(in Input) error {
 			Tools: names(tools),
 			Limits: events.Limits{Steps: &steps, Budget: in.Limits.Budget,
 				TimeoutMs: in.Limits.Timeout.Milliseconds(), DoomLoop: in.Limits.DoomLoop},
-			Metadata: in.Metadata, ForkedFrom: in.ForkedFrom, HistoryTurns: in.HistoryTurns,
+			Metadata: in.Metadata, ForkedFrom: in.ForkedFrom, Workflow: in.Workflow, HistoryTurns: in.HistoryTurns,
 			Script: in.Script, System: in.System, Approval: in.Approval, FinalTools: in.FinalTools,
 			ToolSpecs: tools, SubmitDigest: in.Digest, Compaction: compaction, ScriptIndex: in.ScriptIndex,
 		})

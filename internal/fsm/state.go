@@ -100,6 +100,9 @@ type State struct {
 	Digest     string
 	Metadata   map[string]string
 	ForkedFrom *events.ForkedFrom
+	// Workflow is the workflow task the turn runs, if any: its end is
+	// reported to the workflow.
+	Workflow *events.WorkflowRef
 
 	// KeepSteps is the turn's compaction (see Compact); 0 means none.
 	KeepSteps int
@@ -239,7 +242,7 @@ func evolve(s *State, e events.Envelope) error {
 		}
 		s.Tools = toolSpecs(d)
 		s.Approval, s.FinalTools = d.Approval, d.FinalTools
-		s.Script, s.Digest, s.Metadata, s.ForkedFrom = d.Script, d.SubmitDigest, d.Metadata, d.ForkedFrom
+		s.Script, s.Digest, s.Metadata, s.ForkedFrom, s.Workflow = d.Script, d.SubmitDigest, d.Metadata, d.ForkedFrom, d.Workflow
 		s.HistoryTurns, s.HistoryLen = d.HistoryTurns, d.History
 		if d.Compaction != nil {
 			s.KeepSteps = d.Compaction.KeepSteps

@@ -210,7 +210,7 @@ func inputOf(s *State, e events.Envelope) (Input, bool) {
 			// Only the history's length is in the log; it is all the
 			// machine's events depend on.
 			History: make([]events.Message, d.History), HistoryTurns: d.HistoryTurns, Script: d.Script,
-			Metadata: d.Metadata, ForkedFrom: d.ForkedFrom, Digest: d.SubmitDigest, KeepSteps: keepSteps(d.Compaction), ScriptIndex: d.ScriptIndex}, true
+			Metadata: d.Metadata, ForkedFrom: d.ForkedFrom, Workflow: d.Workflow, Digest: d.SubmitDigest, KeepSteps: keepSteps(d.Compaction), ScriptIndex: d.ScriptIndex}, true
 	case events.ModelCompleted:
 		var d events.ModelCompletedData
 		if json.Unmarshal(e.Data, &d) != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -64,6 +65,12 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 				dump = append(append(dump, line...), '\n')
 			}
 			t.Errorf("%s breaks the log invariants: %v\n%s", subject, err, dump)
+			continue
+		}
+		if log[0].Type.Workflow() {
+			if _, err := workflow.Verify(log); err != nil {
+				t.Errorf("%s does not verify against today's workflow machine: %v", subject, err)
+			}
 			continue
 		}
 		if _, err := fsm.Verify(log); err != nil {

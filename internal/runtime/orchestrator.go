@@ -56,6 +56,8 @@ type Orchestrator struct {
 	// stranded are inputs whose deliveries ran out while no dead letter
 	// could be written.
 	stranded *stranded
+	// checkpoints is KV JETLOOP_CHECKPOINTS, the workflows' last checkpoints.
+	checkpoints jetstream.KeyValue
 }
 
 // Option configures an Orchestrator.
@@ -186,6 +188,9 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	if o.tools, err = watchTools(ctx, o.js); err != nil {
 		return err
 	}
+	if o.checkpoints, err = o.js.KeyValue(setup, BucketCheckpoints); err != nil {
+		return fmt.Errorf("runtime: bucket %s: %w", BucketCheckpoints, err)
+	}
 	o.history = newHistoryCache(o.store, 1024)
 	o.timers = newTimers(o.nc, o.js, o.log)
 	defer o.timers.stopAll()
@@ -248,7 +253,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer) erro
 	var wg sync.WaitGroup
 	var stopping atomic.Bool
 	for i := range shards {
-		shards[i] = &shard{o: o, in: newQueue(), cache: map[string]*entry{}, stopping: &stopping}
+		shards[i] = &shard{o: o, in: newQueue(), cache: map[string]*entry{}, flows: map[string]*flow{}, stopping: &stopping}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -278,10 +283,11 @@ func (o *Orchestrator) shardOf(msg jetstream.Msg, n int) int {
 	_, turn, _ := events.InboxKind(msg.Subject())
 	if turn == "" {
 		var s struct {
-			TurnID string `json:"turn_id"`
+			TurnID     string `json:"turn_id"`
+			WorkflowID string `json:"workflow_id"`
 		}
 		_ = json.Unmarshal(msg.Data(), &s) // an invalid submit goes anywhere
-		turn = s.TurnID
+		turn = s.TurnID + s.WorkflowID
 	}
 	h := fnv.New32a()
 	h.Write([]byte(turn))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -33,8 +34,9 @@ type shard struct {
 	o        *Orchestrator
 	in       *queue
 	cache    map[string]*entry
-	stopping *atomic.Bool // the process is stopping: hand inputs back
-	dead     bool         // a crash hook fired: behave like a dead process
+	flows    map[string]*flow // workflows, uncapped: few and small
+	stopping *atomic.Bool     // the process is stopping: hand inputs back
+	dead     bool             // a crash hook fired: behave like a dead process
 }
 
 func (s *shard) run() {
@@ -214,7 +216,7 @@ func inputKind(subject string) (kind, turn string) {
 	switch {
 	case !ok:
 		return "unknown", ""
-	case kind == "submit", kind == "control", kind == "result", kind == "model", kind == "timer":
+	case kind == "submit", kind == "workflow", kind == "control", kind == "result", kind == "model", kind == "timer", kind == "task":
 		return kind, turn
 	}
 	return "unknown", ""
@@ -230,13 +232,36 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 	if kind == "unknown" {
 		return &deadLetter{fmt.Sprintf("no input of jetloop has the subject %q", msg.Subject())}
 	}
-	if kind != "submit" && !events.ValidID(turn) {
+	if kind != "submit" && kind != "workflow" && !events.ValidID(turn) {
 		return &deadLetter{fmt.Sprintf("invalid turn id in subject %q", msg.Subject())}
 	}
 	var in fsm.Input
 	switch kind {
 	case "submit":
 		return s.submit(ctx, log, msg.Data(), redelivered)
+	case "workflow":
+		return s.workflowSubmit(ctx, log, msg.Data(), redelivered)
+	case "task":
+		var t events.TaskDone
+		if err := decode("task_done", msg.Data(), &t); err != nil {
+			return err
+		}
+		if t.WorkflowID != turn {
+			return &deadLetter{fmt.Sprintf("task of workflow %q sent to workflow %q", t.WorkflowID, turn)}
+		}
+		return s.applyWorkflow(ctx, log, turn, workflow.TaskDone(t), redelivered)
+	}
+	if kind == "control" || kind == "timer" {
+		// Workflows and turns share ids, and these two subjects.
+		wf, err := s.isWorkflow(ctx, turn)
+		if err != nil {
+			return err
+		}
+		if wf {
+			return s.workflowInput(ctx, log, msg, kind, turn, redelivered)
+		}
+	}
+	switch kind {
 	case "control":
 		var c events.Control
 		if err := decode("control", msg.Data(), &c); err != nil {
@@ -279,6 +304,9 @@ func (s *shard) load(ctx context.Context, turn string) (*entry, error) {
 		return e, nil
 	}
 	st, seq, err := s.o.store.Load(ctx, turn)
+	if errors.Is(err, ErrIsWorkflow) {
+		return nil, &deadLetter{fmt.Sprintf("%q is a workflow, not a turn", turn)}
+	}
 	if err != nil {
 		return nil, &retry{err}
 	}
@@ -396,6 +424,12 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 		return err
 	}
 	o.timers.set(d.State)
+	if st := d.State; st.Done() && st.Workflow != nil && (len(d.Events) > 0 || redelivered) {
+		if err := o.notifyTask(ctx, st.Workflow, turn, *st.Finished); err != nil {
+			delete(s.cache, turn)
+			return &retry{err}
+		}
+	}
 	if d.State.Done() {
 		delete(s.cache, turn)
 		if r := d.State.Finished.StopReason; r == events.StopAborted || r == events.StopTimeout {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
@@ -40,8 +42,32 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 		return s.reject(ctx, log, id.TurnID, id.SessionID, verr.Error(), redelivered)
 	}
 	log = log.With("turn", sub.TurnID)
+	if sub.Workflow != nil {
+		if err := s.o.startedTask(ctx, &sub); err != nil {
+			var d *deadLetter
+			if errors.As(err, &d) {
+				return s.reject(ctx, log, sub.TurnID, sub.SessionID, d.reason, redelivered)
+			}
+			return err
+		}
+		// A task's turn that cannot start still ends its task.
+		err := s.start(ctx, log, &sub, data, redelivered)
+		var d *deadLetter
+		if errors.As(err, &d) {
+			if nerr := s.o.notifyTask(ctx, sub.Workflow, sub.TurnID, events.TurnFinishedData{
+				StopReason: events.StopRejected, Error: d.reason}); nerr != nil {
+				return &retry{nerr}
+			}
+		}
+		return err
+	}
+	return s.start(ctx, log, &sub, data, redelivered)
+}
+
+// start starts the turn of a valid submission, or rejects it.
+func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit, data []byte, redelivered bool) error {
 	digest := digest(data)
-	start, err := s.o.resolve(ctx, &sub)
+	start, err := s.o.resolve(ctx, sub)
 	if err != nil {
 		var d *deadLetter
 		if !errors.As(err, &d) {
@@ -154,6 +180,13 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 	if err != nil {
 		return fsm.Start{}, &retry{err}
 	}
+	if w := sub.Workflow; w != nil && w.KeepTasks > 0 {
+		if turns = keptTasks(turns, w); true {
+			if history, err = o.history.messages(ctx, turns); err != nil {
+				return fsm.Start{}, &retry{err}
+			}
+		}
+	}
 	input := sub.Input
 	if input == nil {
 		input = []events.Message{}
@@ -162,8 +195,33 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
 		Input: input, Limits: limits, Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
 		History: history, HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
-		KeepSteps: a.KeepSteps,
+		KeepSteps: a.KeepSteps, Workflow: sub.Workflow,
 	}, nil
+}
+
+// keptTasks is the history of a workflow's task under keep_tasks N: the
+// first task's turn and the last N-1 tasks' before this one (the seed's
+// compactor, applied to whole tasks, so a call is never split from its
+// result); turns of the session that are no task of this workflow stay.
+func keptTasks(turns []string, w *events.WorkflowRef) []string {
+	var out []string
+	for _, t := range turns {
+		task, ok := taskOf(t, w.WorkflowID)
+		if !ok || task == 1 || task > w.Task-w.KeepTasks {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// taskOf reads the task number of a task's turn id <workflow_id>-<i>.
+func taskOf(turn, workflow string) (int, bool) {
+	rest, ok := strings.CutPrefix(turn, workflow+"-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n > 0
 }
 
 // resolveFork turns a forked submission into the machine's Start. The fork's

@@ -31,14 +31,17 @@ func newTimers(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) *timers 
 }
 
 // set makes the armed timers of a turn those its state waits on.
-func (t *timers) set(st *fsm.State) {
+func (t *timers) set(st *fsm.State) { t.arm(st.TurnID, fsm.Timers(st)) }
+
+// arm makes the armed timers of a turn or workflow exactly ts.
+func (t *timers) arm(id string, ts []fsm.Timer) {
 	want := map[string]fsm.Timer{}
-	for _, tm := range fsm.Timers(st) {
+	for _, tm := range ts {
 		want[timerID(tm.Timer)] = tm
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	armed := t.turns[st.TurnID]
+	armed := t.turns[id]
 	for id, tm := range armed {
 		if _, ok := want[id]; !ok {
 			tm.Stop()
@@ -46,12 +49,12 @@ func (t *timers) set(st *fsm.State) {
 		}
 	}
 	if len(want) == 0 {
-		delete(t.turns, st.TurnID)
+		delete(t.turns, id)
 		return
 	}
 	if armed == nil {
 		armed = map[string]*time.Timer{}
-		t.turns[st.TurnID] = armed
+		t.turns[id] = armed
 	}
 	for id, tm := range want {
 		if _, ok := armed[id]; ok {
