@@ -47,6 +47,7 @@ func run() int {
 	auth := runtime.Auth{Inbox: runtime.InboxToolworker}
 	auth.Flags(flag.CommandLine)
 	level := flag.String("log-level", "info", "debug, info, warn or error")
+	metricsAddr := flag.String("metrics-addr", "", cli.MetricsAddrUsage)
 	var mcp mcpFlags
 	flag.Var(&mcp, "mcp", "NAME=COMMAND: serve the tools of the MCP server COMMAND starts, as NAME__tool (repeatable)")
 	flag.Parse()
@@ -68,6 +69,18 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	m, stopMetrics, err := cli.StartMetrics(*metricsAddr, log)
+	if err != nil {
+		log.Error("cannot serve metrics", "err", err)
+		return 1
+	}
+	defer stopMetrics()
+	tracer, stopTracing, err := cli.StartTracing(ctx, "jetloop-toolworker", log)
+	if err != nil {
+		log.Error("bad tracing configuration", "err", err)
+		return 2
+	}
+	defer stopTracing()
 
 	protect, err := tools.ParseProtect(*protectList)
 	if err != nil {
@@ -139,7 +152,8 @@ func run() int {
 		log.Error("jetstream", "err", err)
 		return 1
 	}
-	wopts := []tools.Option{tools.WithConcurrency(*concurrency), tools.WithAckWait(*ackWait), tools.WithMaxDeliver(*maxDeliver)}
+	wopts := []tools.Option{tools.WithConcurrency(*concurrency), tools.WithAckWait(*ackWait), tools.WithMaxDeliver(*maxDeliver),
+		tools.WithMetrics(m), tools.WithTracer(tracer)}
 	if *name != "" {
 		wopts = append(wopts, tools.WithName(*name))
 	}

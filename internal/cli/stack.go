@@ -11,8 +11,10 @@ import (
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/internal/tracing"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,9 +31,16 @@ type stack struct {
 	ctx context.Context
 }
 
+// observers are what a stack's processes report to: both nil in the demo.
+type observers struct {
+	metrics *metrics.Metrics
+	tracer  *tracing.Tracer
+}
+
 // startStack starts the stack with its server at url (empty: a free port)
 // storing in dir, the agents of agentsPath, and the built-in tools on root.
-func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slog.Logger) (*stack, error) {
+// The orchestrator and the worker share obs: one endpoint, one registry.
+func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slog.Logger, obs observers) (*stack, error) {
 	set, diags, err := agents.Load(agentsPath)
 	for _, d := range diags {
 		log.Warn(d.String())
@@ -66,7 +75,8 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 	}
 	// demo and dev are a developer's own machine: their submissions may
 	// run scripts, as the demo turn and the dev hint do.
-	orch, err := runtime.New(nc, js, log.With("process", "orchestrator"), set, append(providers, runtime.WithAllowScripts(true))...)
+	orch, err := runtime.New(nc, js, log.With("process", "orchestrator"), set, append(providers, runtime.WithAllowScripts(true),
+		runtime.WithMetrics(obs.metrics), runtime.WithTracer(obs.tracer))...)
 	if err != nil {
 		return fail(err)
 	}
@@ -77,7 +87,8 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 	if err != nil {
 		return fail(err)
 	}
-	worker, err := tools.NewWorker(nc, js, log.With("process", "toolworker"), builtins)
+	worker, err := tools.NewWorker(nc, js, log.With("process", "toolworker"), builtins,
+		tools.WithMetrics(obs.metrics), tools.WithTracer(obs.tracer))
 	if err != nil {
 		return fail(err)
 	}
@@ -155,7 +166,7 @@ func demo(ctx context.Context, c *command, args []string) int {
 	defer os.RemoveAll(dir)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	s, err := startStack(runCtx, "", dir, *agentsPath, *root, log)
+	s, err := startStack(runCtx, "", dir, *agentsPath, *root, log, observers{})
 	if err != nil {
 		return c.fail("%v", err)
 	}
@@ -184,6 +195,7 @@ func dev(ctx context.Context, c *command, args []string) int {
 	agentsPath := c.flags.String("agents", "data/AGENTS.md", "AGENTS.md file or directory")
 	root := c.flags.String("root", ".", "directory the file tools may read and write")
 	dir := c.flags.String("data", runtime.DefaultDataDir, "where the embedded server stores its streams")
+	metricsAddr := c.flags.String("metrics-addr", "", MetricsAddrUsage)
 	if !c.parse(args) {
 		return ExitUsage
 	}
@@ -196,7 +208,17 @@ func dev(ctx context.Context, c *command, args []string) int {
 	}
 	abs, _ := filepath.Abs(*dir)
 	log := Logger(c.stderr, slog.LevelInfo)
-	s, err := startStack(ctx, url, *dir, *agentsPath, *root, log)
+	m, stopMetrics, err := StartMetrics(*metricsAddr, log)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer stopMetrics()
+	tracer, stopTracing, err := StartTracing(ctx, "jetloop", log)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer stopTracing()
+	s, err := startStack(ctx, url, *dir, *agentsPath, *root, log, observers{m, tracer})
 	if err != nil {
 		return c.fail("%v", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go"
@@ -45,6 +46,7 @@ type Worker struct {
 	drainGrace  time.Duration
 
 	cancels *runtime.Cancels
+	obs     observer
 }
 
 // Option configures a Worker.
@@ -134,6 +136,7 @@ func NewWorker(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, tools []
 			return nil, err
 		}
 	}
+	w.obs.setup(w)
 	return w, nil
 }
 
@@ -199,8 +202,10 @@ func (w *Worker) run(ctx context.Context) error {
 			wg.Go(func() { w.pull(ctx, name, c) })
 		}
 	}
+	w.obs.ready.Store(true)
 	w.log.Info("serving", "worker", w.name, "tools", len(w.tools), "concurrency", w.concurrency)
 	wg.Wait()
+	w.obs.ready.Store(false)
 	wctx, wcancel := context.WithTimeout(context.Background(), ioTimeout)
 	defer wcancel()
 	if err := reg.withdraw(wctx); err != nil {
@@ -274,6 +279,7 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	defer beat()
 
 	began := time.Now()
+	run := w.obs.begin(msg, &job, w.name, attempt)
 	var res Result
 	var err error
 	if deadlinePassed(job.Deadline) {
@@ -289,10 +295,12 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	case aborted.Load():
 		// The turn has finished: nobody waits for this result.
 		log.Info("call aborted with its turn")
+		run.end(metrics.Aborted, duration)
 		_ = msg.Ack()
 		return
 	case stop.Err() != nil && ctx.Err() != nil && !deadlinePassed(job.Deadline):
 		log.Info("call cut short by shutdown; handed back")
+		run.end(metrics.HandedBack, duration)
 		_ = msg.Nak()
 		return
 	case deadlinePassed(job.Deadline):
@@ -302,6 +310,7 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	}
 	r := events.ToolResult{TurnID: job.TurnID, CallID: job.CallID, Tool: tool, Output: truncate(res.Output),
 		IsError: res.IsError, Final: res.Final, DurationMs: duration.Milliseconds(), Worker: w.name, Attempt: attempt}
+	run.end(callOutcome(err, r.IsError, job.Deadline), duration)
 	if err := w.answer(msg, r, log); err != nil {
 		log.Warn("cannot publish a result; the job will be redelivered", "err", err)
 		_ = msg.NakWithDelay(time.Second)
@@ -393,6 +402,7 @@ func (w *Worker) reject(msg jetstream.Msg, reason string) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
+	w.obs.metrics.DeadLetter("job")
 	_ = msg.TermWithReason(reason)
 }
 
