@@ -41,24 +41,21 @@ func (o *Orchestrator) observeSetup() {
 		return
 	}
 	o.metrics.KnowAgents(o.agents.Names()...)
-	o.metrics.AddCheck("orchestrator", func() error { return readiness(&o.ready, o.nc) })
+	o.metrics.AddCheck("orchestrator", o.readiness)
 }
 
-// readiness is a process part's readiness: set up, and its connection up.
-// A connection that is reconnecting says the server is unreachable.
-func readiness(ready interface{ Load() bool }, nc *nats.Conn) error {
-	if !ready.Load() {
+// readiness is nil once the orchestrator serves (connected, streams
+// checked, consumers bound) while its connection is up: one that is
+// reconnecting says the server is unreachable.
+func (o *Orchestrator) readiness() error {
+	if !o.ready.Load() {
 		return errors.New("not set up")
 	}
-	if s := nc.Status(); s != nats.CONNECTED {
+	if s := o.nc.Status(); s != nats.CONNECTED {
 		return fmt.Errorf("nats connection %s", s)
 	}
 	return nil
 }
-
-// Ready reports whether a part whose readiness flag is ready, on nc, is
-// ready: for the tool worker, which shares the orchestrator's rule.
-func Ready(ready interface{ Load() bool }, nc *nats.Conn) error { return readiness(ready, nc) }
 
 // inputOutcome names how an input's handling ended, for the metrics; ""
 // when a crash hook stopped it (the input is as good as not handled).

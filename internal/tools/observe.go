@@ -1,13 +1,15 @@
 package tools
 
 import (
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/metrics"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tracing"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -43,7 +45,16 @@ func (o *observer) setup(w *Worker) {
 	if o.metrics == nil {
 		return
 	}
-	o.metrics.AddCheck("toolworker "+w.name, func() error { return runtime.Ready(&o.ready, w.nc) })
+	o.metrics.AddCheck("toolworker "+w.name, func() error {
+		if !o.ready.Load() {
+			return errors.New("not set up")
+		}
+		// Reconnecting: the server is unreachable.
+		if s := w.nc.Status(); s != nats.CONNECTED {
+			return fmt.Errorf("nats connection %s", s)
+		}
+		return nil
+	})
 	// Tools a worker serves come from its configuration: a bounded set.
 	for name := range w.tools {
 		o.metrics.SlotsBusy(name, 0)
