@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/output"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/schemas"
@@ -111,6 +112,8 @@ type Worker struct {
 	log     *slog.Logger
 	opts    Options
 	cancels *runtime.Cancels
+
+	obs observer
 
 	mu      sync.Mutex
 	tools   map[string]tool
@@ -289,6 +292,7 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) run(ctx context.Context) error {
+	w.obs.setup(w)
 	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := runtime.EnsureStreams(setup, w.js); err != nil {
@@ -336,9 +340,11 @@ func (w *Worker) run(ctx context.Context) error {
 			wg.Go(func() { w.pull(ctx, name, c) })
 		}
 	}
+	w.obs.ready.Store(true)
 	w.log.Info("serving", "worker", w.opts.Name, "tools", len(w.tools), "concurrency", w.opts.Concurrency)
 	close(w.ready)
 	wg.Wait()
+	w.obs.ready.Store(false)
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), ioTimeout)
 	defer wcancel()
 	if err := reg.withdraw(wctx); err != nil {
@@ -413,6 +419,7 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	defer beat()
 
 	began := time.Now()
+	run := w.obs.begin(msg, &job, w.opts.Name, attempt)
 	var res Result
 	var err error
 	if deadlinePassed(job.Deadline) {
@@ -429,10 +436,12 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	case aborted.Load():
 		// The turn has finished: nobody waits for this result.
 		log.Info("call aborted with its turn")
+		run.end(metrics.Aborted, duration)
 		_ = msg.Ack()
 		return
 	case stop.Err() != nil && ctx.Err() != nil && !deadlinePassed(job.Deadline):
 		log.Info("call cut short by shutdown; handed back")
+		run.end(metrics.HandedBack, duration)
 		_ = msg.Nak()
 		return
 	case deadlinePassed(job.Deadline):
@@ -442,6 +451,7 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	}
 	r := events.ToolResult{TurnID: job.TurnID, CallID: job.CallID, Tool: tool, Output: output.Cap(res.Output),
 		IsError: res.IsError, Final: res.Final, DurationMs: duration.Milliseconds(), Worker: w.opts.Name, Attempt: attempt}
+	run.end(callOutcome(err, r.IsError, job.Deadline), duration)
 	if err := w.answer(msg, r, log); err != nil {
 		log.Warn("cannot publish a result; the job will be redelivered", "err", err)
 		_ = msg.NakWithDelay(time.Second)
@@ -534,6 +544,7 @@ func (w *Worker) reject(msg jetstream.Msg, reason string) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
+	w.obs.metrics.DeadLetter("job")
 	_ = msg.TermWithReason(reason)
 }
 

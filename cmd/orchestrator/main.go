@@ -35,6 +35,7 @@ func run() int {
 	data := flag.String("data", runtime.DefaultDataDir, "store of the embedded server, when one is started")
 	allowScripts := flag.Bool("allow-scripts", false, "accept model script (inline or script:PATH) in submissions")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
+	metricsAddr := flag.String("metrics-addr", "", cli.MetricsAddrUsage)
 	flag.Parse()
 
 	var lvl slog.Level
@@ -45,6 +46,18 @@ func run() int {
 	log := cli.Logger(os.Stderr, lvl)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	m, stopMetrics, err := cli.StartMetrics(*metricsAddr, log)
+	if err != nil {
+		log.Error("cannot serve metrics", "err", err)
+		return 1
+	}
+	defer stopMetrics()
+	tracer, stopTracing, err := cli.StartTracing(ctx, "jetloop-orchestrator", log)
+	if err != nil {
+		log.Error("bad tracing configuration", "err", err)
+		return 2
+	}
+	defer stopTracing()
 
 	set, diags, err := agents.Load(*agentsPath)
 	for _, d := range diags {
@@ -92,7 +105,8 @@ func run() int {
 		return 2
 	}
 	o, err := runtime.New(nc, js, log.With("url", runtime.RedactURL(*url)), set,
-		append(providers, runtime.WithShards(*shards), runtime.WithModelRunners(*runners), runtime.WithAckWait(*ackWait), runtime.WithAllowScripts(*allowScripts))...)
+		append(providers, runtime.WithShards(*shards), runtime.WithModelRunners(*runners), runtime.WithAckWait(*ackWait), runtime.WithAllowScripts(*allowScripts),
+			runtime.WithMetrics(m), runtime.WithTracer(tracer))...)
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		return 2

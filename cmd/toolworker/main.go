@@ -20,6 +20,7 @@ import (
 	"github.com/jetloop/jetloop/internal/cli"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/internal/workerobs"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 )
@@ -47,6 +48,7 @@ func run() int {
 	auth := runtime.Auth{Inbox: runtime.InboxToolworker}
 	auth.Flags(flag.CommandLine)
 	level := flag.String("log-level", "info", "debug, info, warn or error")
+	metricsAddr := flag.String("metrics-addr", "", cli.MetricsAddrUsage)
 	var mcp mcpFlags
 	flag.Var(&mcp, "mcp", "NAME=COMMAND: serve the tools of the MCP server COMMAND starts, as NAME__tool (repeatable)")
 	flag.Parse()
@@ -68,6 +70,18 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	m, stopMetrics, err := cli.StartMetrics(*metricsAddr, log)
+	if err != nil {
+		log.Error("cannot serve metrics", "err", err)
+		return 1
+	}
+	defer stopMetrics()
+	tracer, stopTracing, err := cli.StartTracing(ctx, "jetloop-toolworker", log)
+	if err != nil {
+		log.Error("bad tracing configuration", "err", err)
+		return 2
+	}
+	defer stopTracing()
 
 	protect, err := tools.ParseProtect(*protectList)
 	if err != nil {
@@ -142,6 +156,7 @@ func run() int {
 	w, err := worker.New(nc, worker.Options{Name: *name, Concurrency: *concurrency, AckWait: *ackWait,
 		MaxDeliver: *maxDeliver, Logger: log})
 	if err == nil {
+		workerobs.Set(w, m, tracer)
 		err = tools.Register(w, served...)
 	}
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jetloop/jetloop/internal/metrics"
 )
 
 // Config says how big a run is and how to start an orchestrator process.
@@ -37,6 +39,9 @@ type Config struct {
 	// Only, when not empty, names the phases to run (floor, overhead,
 	// local, replay, throughput, memory, recovery).
 	Only []string
+	// Metrics records metrics in every orchestrator and tool worker, as
+	// --metrics-addr does (nothing scrapes them): the cost of metrics.
+	Metrics bool
 }
 
 // Throughput is one run of N turns of K steps at concurrency C.
@@ -145,6 +150,15 @@ type run struct {
 	cfg Config
 	log *slog.Logger
 	res Result
+}
+
+// metrics is where a site's components record metrics: nil unless the
+// run measures with metrics on.
+func (b *run) metrics() *metrics.Metrics {
+	if !b.cfg.Metrics {
+		return nil
+	}
+	return metrics.New()
 }
 
 // sizes of the workloads.

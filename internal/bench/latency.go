@@ -143,6 +143,7 @@ func (b *run) overhead(ctx context.Context, sz sizes) error {
 		return err
 	}
 	defer s.stop()
+	s.metrics = b.metrics()
 	t := newTimings()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
@@ -23,7 +24,7 @@ import (
 // stock orchestrator with its default settings, and scripts allowed, on the
 // server at url, until SIGTERM or SIGINT. It writes a CPU profile and an
 // allocation profile of its whole life when asked to.
-func ServeOrchestrator(url, agentsPath, cpuProfile, allocProfile string, log *slog.Logger) error {
+func ServeOrchestrator(url, agentsPath, cpuProfile, allocProfile string, withMetrics bool, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	set, _, err := agents.Load(agentsPath)
@@ -40,7 +41,11 @@ func ServeOrchestrator(url, agentsPath, cpuProfile, allocProfile string, log *sl
 		return err
 	}
 	// The benchmark's submissions carry their scripts.
-	o, err := runtime.New(nc, js, log, set, runtime.WithAllowScripts(true))
+	var m *metrics.Metrics
+	if withMetrics {
+		m = metrics.New()
+	}
+	o, err := runtime.New(nc, js, log, set, runtime.WithAllowScripts(true), runtime.WithMetrics(m))
 	if err != nil {
 		return err
 	}
@@ -84,6 +89,7 @@ func (b *run) startLoad(ctx context.Context, extra ...string) (*loadSite, error)
 	if err != nil {
 		return nil, err
 	}
+	s.metrics = b.metrics()
 	ctx, cancel := context.WithCancel(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	l := &loadSite{site: s, cancel: cancel, g: g}

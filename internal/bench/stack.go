@@ -19,9 +19,11 @@ import (
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/internal/workerobs"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -46,6 +48,8 @@ type site struct {
 	dir string
 	nc  *nats.Conn
 	js  jetstream.JetStream
+	// metrics, when set, is where the site's components record metrics.
+	metrics *metrics.Metrics
 }
 
 func startServer(ctx context.Context, log *slog.Logger) (*site, error) {
@@ -170,6 +174,7 @@ func (s *site) startWorker(ctx context.Context, g *errgroup.Group, log *slog.Log
 	}
 	w, err := worker.New(nc, worker.Options{Logger: log.With("process", "toolworker")})
 	if err == nil {
+		workerobs.Set(w, s.metrics, nil)
 		err = tools.Register(w, echo...)
 	}
 	if err != nil {
@@ -202,7 +207,8 @@ func (s *site) startOrchestrator(ctx context.Context, g *errgroup.Group, log *sl
 		return err
 	}
 	o, err := runtime.New(nc, js, log.With("process", "orchestrator"), set,
-		runtime.WithProvider("script", timedModel{Provider: model.Scripted{}, t: t}), runtime.WithAllowScripts(true))
+		runtime.WithProvider("script", timedModel{Provider: model.Scripted{}, t: t}), runtime.WithAllowScripts(true),
+		runtime.WithMetrics(s.metrics))
 	if err != nil {
 		nc.Close()
 		return err
@@ -236,6 +242,9 @@ type child struct {
 
 func (b *run) spawn(s *site, extra ...string) (*child, error) {
 	args := slices.Concat(b.cfg.Child[1:], []string{"--orchestrator", s.srv.ClientURL(), "--agents", s.agentsPath()}, extra)
+	if b.cfg.Metrics {
+		args = append(args, "--metrics")
+	}
 	cmd := exec.Command(b.cfg.Child[0], args...)
 	cmd.Stdout = io.Discard
 	cmd.Stderr = b.cfg.ChildLog

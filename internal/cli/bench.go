@@ -25,6 +25,7 @@ func benchCmd(ctx context.Context, c *command, args []string) int {
 	agentsPath := c.flags.String("agents", "", "internal: the orchestrator process's agents file")
 	cpuProfile := c.flags.String("cpuprofile", "", "internal: the orchestrator process's CPU profile file")
 	allocProfile := c.flags.String("allocprofile", "", "internal: the orchestrator process's allocation profile file")
+	withMetrics := c.flags.Bool("metrics", false, "record metrics in every orchestrator and tool worker, as --metrics-addr does: the cost of metrics")
 	if !c.parse(args) {
 		return ExitUsage
 	}
@@ -34,7 +35,7 @@ func benchCmd(ctx context.Context, c *command, args []string) int {
 	}
 	log := Logger(c.stderr, level)
 	if *orchestrator != "" {
-		if err := bench.ServeOrchestrator(*orchestrator, *agentsPath, *cpuProfile, *allocProfile, log); err != nil {
+		if err := bench.ServeOrchestrator(*orchestrator, *agentsPath, *cpuProfile, *allocProfile, *withMetrics, log); err != nil {
 			return c.fail("%v", err)
 		}
 		return ExitOK
@@ -52,7 +53,7 @@ func benchCmd(ctx context.Context, c *command, args []string) int {
 		childLog = c.stderr
 	}
 	res, err := bench.Run(ctx, bench.Config{Quick: *quick, Child: child, ChildLog: childLog,
-		ProfileDir: *profiles, Progress: c.stderr, Log: log, Only: phases(*only)})
+		ProfileDir: *profiles, Progress: c.stderr, Log: log, Only: phases(*only), Metrics: *withMetrics})
 	if err != nil {
 		return c.fail("%v", err)
 	}

@@ -11,8 +11,11 @@ import (
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/internal/tracing"
+	"github.com/jetloop/jetloop/internal/workerobs"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -30,9 +33,16 @@ type stack struct {
 	ctx context.Context
 }
 
+// observers are what a stack's processes report to: both nil in the demo.
+type observers struct {
+	metrics *metrics.Metrics
+	tracer  *tracing.Tracer
+}
+
 // startStack starts the stack with its server at url (empty: a free port)
 // storing in dir, the agents of agentsPath, and the built-in tools on root.
-func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slog.Logger) (*stack, error) {
+// The orchestrator and the worker share obs: one endpoint, one registry.
+func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slog.Logger, obs observers) (*stack, error) {
 	set, diags, err := agents.Load(agentsPath)
 	for _, d := range diags {
 		log.Warn(d.String())
@@ -67,7 +77,8 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 	}
 	// demo and dev are a developer's own machine: their submissions may
 	// run scripts, as the demo turn and the dev hint do.
-	orch, err := runtime.New(nc, js, log.With("process", "orchestrator"), set, append(providers, runtime.WithAllowScripts(true))...)
+	orch, err := runtime.New(nc, js, log.With("process", "orchestrator"), set, append(providers, runtime.WithAllowScripts(true),
+		runtime.WithMetrics(obs.metrics), runtime.WithTracer(obs.tracer))...)
 	if err != nil {
 		return fail(err)
 	}
@@ -80,6 +91,7 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 	}
 	w, err := worker.New(nc, worker.Options{Logger: log.With("process", "toolworker")})
 	if err == nil {
+		workerobs.Set(w, obs.metrics, obs.tracer)
 		err = tools.Register(w, builtins...)
 	}
 	if err != nil {
@@ -159,7 +171,7 @@ func demo(ctx context.Context, c *command, args []string) int {
 	defer os.RemoveAll(dir)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	s, err := startStack(runCtx, "", dir, *agentsPath, *root, log)
+	s, err := startStack(runCtx, "", dir, *agentsPath, *root, log, observers{})
 	if err != nil {
 		return c.fail("%v", err)
 	}
@@ -188,6 +200,7 @@ func dev(ctx context.Context, c *command, args []string) int {
 	agentsPath := c.flags.String("agents", "data/AGENTS.md", "AGENTS.md file or directory")
 	root := c.flags.String("root", ".", "directory the file tools may read and write")
 	dir := c.flags.String("data", runtime.DefaultDataDir, "where the embedded server stores its streams")
+	metricsAddr := c.flags.String("metrics-addr", "", MetricsAddrUsage)
 	if !c.parse(args) {
 		return ExitUsage
 	}
@@ -200,7 +213,17 @@ func dev(ctx context.Context, c *command, args []string) int {
 	}
 	abs, _ := filepath.Abs(*dir)
 	log := Logger(c.stderr, slog.LevelInfo)
-	s, err := startStack(ctx, url, *dir, *agentsPath, *root, log)
+	m, stopMetrics, err := StartMetrics(*metricsAddr, log)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer stopMetrics()
+	tracer, stopTracing, err := StartTracing(ctx, "jetloop", log)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer stopTracing()
+	s, err := startStack(ctx, url, *dir, *agentsPath, *root, log, observers{m, tracer})
 	if err != nil {
 		return c.fail("%v", err)
 	}

@@ -124,6 +124,8 @@ type State struct {
 	ModelError string
 	Answer     string // the model's text in this step
 	Checked    *events.StepCheckedData
+	// StepStarted is the time of the current step's step.started.
+	StepStarted time.Time
 
 	ScriptIndex int
 	Used        int               // calls that got a tool.completed, the budget's count
@@ -254,7 +256,7 @@ func evolve(s *State, e events.Envelope) error {
 		if err := s.step(tBegin, string(e.Type)); err != nil {
 			return err
 		}
-		s.Step = e.Step
+		s.Step, s.StepStarted = e.Step, e.Time
 		s.Calls, s.Asked, s.Doomed, s.ModelError, s.Answer, s.Checked = nil, 0, "", "", "", nil
 		s.planned = nil
 

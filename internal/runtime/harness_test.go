@@ -230,13 +230,13 @@ func (h *harness) orchestratorKill(opts ...runtime.Option) (stop, kill func()) {
 }
 
 // worker runs a tool worker with the built-in tools and count.
-func (h *harness) worker() (stop func()) {
+func (h *harness) worker(setup ...func(*worker.Worker)) (stop func()) {
 	h.t.Helper()
-	return h.workerIn(h.t.TempDir())
+	return h.workerIn(h.t.TempDir(), setup...)
 }
 
 // workerIn runs a tool worker whose file tools are confined to root.
-func (h *harness) workerIn(root string) (stop func()) {
+func (h *harness) workerIn(root string, setup ...func(*worker.Worker)) (stop func()) {
 	h.t.Helper()
 	nc, _ := h.srv.Connect(h.t)
 	builtins, err := tools.Builtins(root, false)
@@ -245,6 +245,9 @@ func (h *harness) workerIn(root string) (stop func()) {
 	}
 	w, err := worker.New(nc, worker.Options{Logger: h.log.With("process", "toolworker")})
 	if err == nil {
+		for _, f := range setup {
+			f(w)
+		}
 		err = tools.Register(w, append(builtins, h.calls, &meeting{all: make(chan struct{})})...)
 	}
 	if err != nil {

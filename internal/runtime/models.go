@@ -180,6 +180,7 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 
 	began := time.Now()
 	resp, err := r.call(ctx, job, attempt)
+	o.observeModelCall(ctx, stop, job, attempt, began, resp, err)
 	res := events.ModelResult{TurnID: ref.TurnID, Step: ref.Step, Kind: ref.Kind, Text: resp.Text,
 		ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, Usage: resp.Usage,
 		DurationMs: time.Since(began).Milliseconds(), Attempts: attempt}

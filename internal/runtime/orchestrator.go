@@ -15,7 +15,9 @@ import (
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/model"
+	"github.com/jetloop/jetloop/internal/tracing"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
@@ -58,6 +60,10 @@ type Orchestrator struct {
 	stranded *stranded
 	// checkpoints is KV JETLOOP_CHECKPOINTS, the workflows' last checkpoints.
 	checkpoints jetstream.KeyValue
+
+	metrics *metrics.Metrics // nil: metrics off
+	tracer  *tracing.Tracer  // nil: tracing off
+	ready   atomic.Bool      // set up and serving, for /readyz
 }
 
 // Option configures an Orchestrator.
@@ -160,6 +166,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, set *agents.Se
 			return nil, err
 		}
 	}
+	o.observeSetup()
 	return o, nil
 }
 
@@ -224,7 +231,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	}
 	defer func() { _ = exhausted.Unsubscribe() }()
 
-	if err := o.rearm(setup); err != nil {
+	if err := o.rearm(setup, alone); err != nil {
 		return err
 	}
 
@@ -238,6 +245,8 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	}
 	g.Go(func() error { return o.serve(gctx, inbox) })
 	g.Go(func() error { return o.retryStranded(gctx, strandedInterval) })
+	o.ready.Store(true)
+	defer o.ready.Store(false)
 	o.log.Info("serving", "agents", o.agents.Names(), "shards", o.shards, "model_runners", o.runners)
 	return g.Wait()
 }
@@ -333,13 +342,14 @@ func env() fsm.Env {
 }
 
 // rearm arms the timers of every unfinished turn from the log, and caches
-// nothing: a turn is folded again when its next input comes.
-func (o *Orchestrator) rearm(ctx context.Context) error {
+// nothing: a turn is folded again when its next input comes. It also counts
+// them for the metrics when this process is alone.
+func (o *Orchestrator) rearm(ctx context.Context, alone bool) error {
 	subjects, err := o.store.Subjects(ctx, "jetloop.events.>")
 	if err != nil {
 		return err
 	}
-	n := 0
+	n, paused := 0, 0
 	for subj := range subjects {
 		turn := TurnOf(subj)
 		last, _, ok, err := o.store.Last(ctx, turn)
@@ -359,7 +369,9 @@ func (o *Orchestrator) rearm(ctx context.Context) error {
 		}
 		o.timers.set(st)
 		n++
+		paused += b2i(st.Phase == fsm.PhasePaused)
 	}
+	o.seedTurns(alone, n, paused)
 	if n > 0 {
 		o.log.Info("re-armed the timers of unfinished turns", "turns", n)
 	}

@@ -69,6 +69,7 @@ func (o *Orchestrator) buryExhausted(ctx context.Context, seq uint64, deliveries
 	if err := DeadLetter(ctx, o.js, storedMsg{raw}, kind, reason); err != nil {
 		return err
 	}
+	o.countDeadLetter(kind)
 	if err := stream.DeleteMsg(ctx, seq); err != nil {
 		return fmt.Errorf("runtime: delete input %d: %w", seq, err)
 	}

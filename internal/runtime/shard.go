@@ -145,6 +145,7 @@ func (s *shard) handle(msg jetstream.Msg) {
 	} else {
 		err = s.dispatch(ctx, log, msg, kind, turn, delivered)
 	}
+	o.countInput(kind, err, delivered)
 	var r *retry
 	var d *deadLetter
 	switch {
@@ -364,6 +365,7 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 		}
 		err = s.perform(ctx, log, e, d, redelivered)
 		if errors.Is(err, ErrConflict) {
+			s.o.metrics.AppendConflict()
 			log.Debug("lost the race for the turn's log; deciding again", "err", err)
 			delete(s.cache, turn)
 			continue
@@ -399,6 +401,7 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 		}
 		return &retry{err}
 	}
+	o.observe(e.state, d)
 	if err := s.crash(StageAppended); err != nil {
 		return err
 	}
@@ -537,7 +540,7 @@ func (o *Orchestrator) publishJob(ctx context.Context, j fsm.Job) error {
 	if j.Model != nil {
 		o.calls.put(j.ID, j.Model)
 	}
-	if _, err := o.js.Publish(ctx, j.Subject, data, jetstream.WithMsgID(j.ID)); err != nil {
+	if _, err := o.js.PublishMsg(ctx, &nats.Msg{Subject: j.Subject, Data: data, Header: o.jobHeader(j)}, jetstream.WithMsgID(j.ID)); err != nil {
 		return fmt.Errorf("runtime: publish job %s: %w", j.ID, err)
 	}
 	return nil
@@ -545,7 +548,11 @@ func (o *Orchestrator) publishJob(ctx context.Context, j fsm.Job) error {
 
 // deadLetter keeps an input that cannot be handled, with the reason.
 func (o *Orchestrator) deadLetter(ctx context.Context, msg jetstream.Msg, kind, reason string) error {
-	return DeadLetter(ctx, o.js, msg, kind, reason)
+	err := DeadLetter(ctx, o.js, msg, kind, reason)
+	if err == nil {
+		o.countDeadLetter(kind)
+	}
+	return err
 }
 
 // DeadLetter keeps a message that cannot be handled, with the reason in the

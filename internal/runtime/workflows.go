@@ -181,6 +181,7 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 		if st.Done() {
 			delete(s.flows, id)
 			if len(d.Events) > 0 {
+				s.o.metrics.WorkflowFinished(string(st.Finished.StopReason))
 				log.Info("workflow finished", "stop_reason", st.Finished.StopReason, "tasks", len(st.Finished.Tasks))
 			}
 			return nil
