@@ -4,7 +4,7 @@ BIN     := bin
 GOFLAGS ?=
 export GOFLAGS
 
-.PHONY: all build test fuzz demo bench nats vet fmt diagram npm-deps
+.PHONY: all build test fuzz demo demo-workflow bench nats vet fmt diagram npm-deps
 
 all: build
 
@@ -39,6 +39,10 @@ fuzz:
 
 demo:
 	$(GO) run ./cmd/jetloop demo
+
+# The outer loop: a three-task workflow (examples/workflow) on an embedded server.
+demo-workflow:
+	$(GO) run ./cmd/jetloop demo --agents examples/workflow/AGENTS.md --workflow examples/workflow/refactor.yaml
 
 # One line per benchmark; each prints its own table (BENCHMARKS.md).
 bench:

@@ -60,6 +60,11 @@ usage: jetloop COMMAND [flags] [args]
   ui [--addr HOST:PORT]    serve a live web view of turns and dead letters
                            (default 127.0.0.1:8080)
   top [--once]             one screen of running turns, rates, tool latency, dead letters
+  workflow run [--watch] FILE.yaml
+                           run a list of tasks as a workflow (the outer loop)
+  workflow watch|show|abort|approve|deny ID
+                           follow, inspect and steer a workflow
+  workflows                list workflows, newest first
 
 Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222),
 --creds FILE / --user (NATS_USER) / --password-file FILE (NATS_PASSWORD) / --tls-ca
@@ -131,6 +136,9 @@ func init() {
 		"streams": streams,
 		"ui":      ui,
 		"top":     topCmd,
+
+		"workflow":  workflowCmd,
+		"workflows": workflowsCmd,
 	}
 }
 

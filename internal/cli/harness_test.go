@@ -48,6 +48,13 @@ model: script
 tools: [echo, ask_user]
 ---
 Echo and ask.
+---
+name: Refactorer
+model: script
+steps: 5
+tools: [echo]
+---
+The agent of examples/workflow.
 `
 
 // env is a real embedded server with an orchestrator and a tool worker, and

@@ -156,6 +156,7 @@ func demo(ctx context.Context, c *command, args []string) int {
 	agentsPath := c.flags.String("agents", "data/AGENTS.md", "AGENTS.md file or directory")
 	root := c.flags.String("root", ".", "directory the file tools may read")
 	verbose := c.flags.Bool("v", false, "log what the processes do")
+	workflowFile := c.flags.String("workflow", "", "run this workflow file (see examples/workflow) instead of the sample turn")
 	if !c.parse(args) {
 		return ExitUsage
 	}
@@ -176,6 +177,14 @@ func demo(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	fmt.Fprintf(c.stdout, "jetloop demo: embedded JetStream at %s, orchestrator and tool worker in this process\n\n", s.srv.ClientURL())
+	if *workflowFile != "" {
+		code := c.demoWorkflow(ctx, s, *workflowFile)
+		stop()
+		if err := s.stop(); err != nil && code == ExitOK {
+			return c.fail("%v", err)
+		}
+		return code
+	}
 	sub := demoTurn()
 	if err := Submit(ctx, s.nc, sub); err != nil {
 		stop()
@@ -234,4 +243,18 @@ func dev(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	return ExitOK
+}
+
+// demoWorkflow runs a workflow file on the demo's stack and prints its trace.
+func (c *command) demoWorkflow(ctx context.Context, s *stack, path string) int {
+	sub, data, err := ReadWorkflow(path)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := s.js.Publish(pctx, events.SubjectWorkflow, data, jetstream.WithMsgID(sub.WorkflowID)); err != nil {
+		return c.fail("submit workflow: %v", err)
+	}
+	return c.followWorkflow(ctx, s.nc, s.js, sub.WorkflowID)
 }

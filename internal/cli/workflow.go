@@ -1,0 +1,374 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/internal/turnlog"
+	"github.com/jetloop/jetloop/internal/workflow"
+	"github.com/jetloop/jetloop/schemas"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"gopkg.in/yaml.v3"
+)
+
+const workflowUsage = `usage: jetloop workflow run [--watch] [--id ID] FILE.yaml
+       jetloop workflow watch|show ID
+       jetloop workflow abort [--reason TEXT] ID
+       jetloop workflow approve|deny [--note TEXT] ID`
+
+// workflowCmd runs, follows and steers workflows. Flags may come before
+// the subcommand, after it, or after its argument, as with dead.
+func workflowCmd(ctx context.Context, c *command, args []string) int {
+	follow := c.flags.Bool("watch", false, "run: print the workflow's trace, each task's turn nested, until it finishes")
+	id := c.flags.String("id", "", "run: the workflow id (default: the file's workflow_id, else a new UUIDv7)")
+	reason := c.flags.String("reason", "aborted from the command line", "abort: why the workflow stops")
+	note := c.flags.String("note", "", "approve, deny: why; recorded in workflow.resumed")
+	var rest []string
+	for {
+		if !c.parse(args) {
+			return ExitUsage
+		}
+		if c.flags.NArg() == 0 {
+			break
+		}
+		rest = append(rest, c.flags.Arg(0))
+		args = c.flags.Args()[1:]
+	}
+	if len(rest) != 2 {
+		return c.usageErr("%s", workflowUsage)
+	}
+	sub, arg := rest[0], rest[1]
+	if sub == "run" {
+		return workflowRun(ctx, c, arg, *id, *follow)
+	}
+	if !events.ValidID(arg) {
+		return c.usageErr("invalid workflow id %q", arg)
+	}
+	switch sub {
+	case "watch", "show":
+		nc, js, err := c.connect()
+		if err != nil {
+			return c.fail("%v", err)
+		}
+		defer nc.Close()
+		if sub == "show" {
+			return c.showWorkflow(ctx, js, arg)
+		}
+		return c.followWorkflow(ctx, nc, js, arg)
+	case "abort":
+		return c.workflowControl(ctx, arg, events.Control{Action: events.ActionAbort, Reason: *reason})
+	case "approve", "deny":
+		ok := sub == "approve"
+		return c.workflowControl(ctx, arg, events.Control{Action: events.ActionApprove, Approved: &ok, Note: *note})
+	}
+	return c.usageErr("unknown workflow command %q\n%s", sub, workflowUsage)
+}
+
+// ReadWorkflow reads a workflow file: the submission of CONTRACT.md in YAML
+// (or JSON). A missing workflow_id gets a new UUIDv7.
+func ReadWorkflow(path string) (events.WorkflowSubmit, []byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return events.WorkflowSubmit{}, nil, err
+	}
+	var doc any
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return events.WorkflowSubmit{}, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m, ok := doc.(map[string]any)
+	if !ok {
+		return events.WorkflowSubmit{}, nil, fmt.Errorf("%s: not a mapping of workflow_id, tasks, …", path)
+	}
+	if _, ok := m["workflow_id"]; !ok {
+		m["workflow_id"] = NewID()
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return events.WorkflowSubmit{}, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := schemas.Validate("workflow_submit", data); err != nil {
+		return events.WorkflowSubmit{}, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var sub events.WorkflowSubmit
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sub); err != nil {
+		return events.WorkflowSubmit{}, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return sub, data, nil
+}
+
+func workflowRun(ctx context.Context, c *command, path, id string, follow bool) int {
+	sub, data, err := ReadWorkflow(path)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	if id != "" {
+		sub.WorkflowID = id
+		if data, err = json.Marshal(sub); err == nil {
+			err = schemas.Validate("workflow_submit", data)
+		}
+		if err != nil {
+			return c.fail("--id: %v", err)
+		}
+	}
+	nc, js, err := c.connect()
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer nc.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := js.Publish(pctx, events.SubjectWorkflow, data, jetstream.WithMsgID(sub.WorkflowID)); err != nil {
+		return c.fail("submit workflow %s: %v", sub.WorkflowID, err)
+	}
+	fmt.Fprintln(c.stdout, sub.WorkflowID)
+	if !follow {
+		return ExitOK
+	}
+	return c.followWorkflow(ctx, nc, js, sub.WorkflowID)
+}
+
+// followWorkflow prints a workflow's events as they come, each task's turn
+// traced live and indented under its task, until the workflow finishes.
+func (c *command) followWorkflow(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, id string) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for e, err := range turnlog.Follow(ctx, js, id, turnlog.FromFirst) {
+		if err != nil {
+			if ctx.Err() != nil {
+				return interrupted(ctx)
+			}
+			return c.fail("%v", err)
+		}
+		if !e.Type.Workflow() {
+			return c.fail("%s is a turn, not a workflow: use jetloop watch", id)
+		}
+		fmt.Fprintf(c.stdout, "%s  %s\n", e.Type, workflowDetail(e))
+		switch e.Type {
+		case events.TaskStarted:
+			var d events.TaskStartedData
+			_ = json.Unmarshal(e.Data, &d)
+			if _, err := Watch(ctx, nc, js, d.TurnID, NewTrace(&nested{w: c.stdout}, c.color())); err != nil {
+				if ctx.Err() != nil {
+					return interrupted(ctx)
+				}
+				return c.fail("%v", err)
+			}
+		case events.WorkflowFinished:
+			var d events.WorkflowFinishedData
+			_ = json.Unmarshal(e.Data, &d)
+			if d.StopReason != events.StopCompleted {
+				return ExitStopped
+			}
+			return ExitOK
+		}
+	}
+	return interrupted(ctx)
+}
+
+// workflowDetail is one event's line of the workflow trace.
+func workflowDetail(e events.Envelope) string {
+	data, _ := events.NewData(e.Type)
+	_ = json.Unmarshal(e.Data, data)
+	switch d := data.(type) {
+	case *events.WorkflowStartedData:
+		return fmt.Sprintf("%d tasks, max_tasks %d", d.Tasks, d.Limits.MaxTasks)
+	case *events.TaskStartedData:
+		return fmt.Sprintf("task %d: turn %s (%s)", d.Task, d.TurnID, orDash(d.Agent))
+	case *events.TaskFinishedData:
+		return fmt.Sprintf("task %d: %s, %d steps, %d tool calls", d.Task, d.StopReason, d.Metrics.Steps, d.Metrics.ToolCalls)
+	case *events.WorkflowCheckpointedData:
+		m := d.Metrics
+		return fmt.Sprintf("after task %d: %d tasks, %d steps, %d tool calls, %d+%d tokens", d.Task, m.Tasks, m.Steps, m.ToolCalls, m.InputTokens, m.OutputTokens)
+	case *events.WorkflowGatedData:
+		return fmt.Sprintf("before task %d: %s (%s)", d.Task, d.Decision, d.Reason)
+	case *events.WorkflowResumedData:
+		return fmt.Sprintf("approved %t %s", d.Approved, d.Note)
+	case *events.WorkflowFinishedData:
+		s := fmt.Sprintf("%s after %d tasks: %s", d.StopReason, len(d.Tasks), clip(d.Output, 60))
+		if d.Error != "" {
+			s += " — " + d.Error
+		}
+		return s
+	}
+	return ""
+}
+
+// nested writes a task's turn trace under its task.
+type nested struct {
+	w    io.Writer
+	midl bool
+}
+
+func (in *nested) Write(p []byte) (int, error) {
+	var b strings.Builder
+	for _, r := range string(p) {
+		if !in.midl {
+			b.WriteString("    │ ")
+			in.midl = true
+		}
+		b.WriteRune(r)
+		if r == '\n' {
+			in.midl = false
+		}
+	}
+	if _, err := io.WriteString(in.w, b.String()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (c *command) showWorkflow(ctx context.Context, js jetstream.JetStream, id string) int {
+	st, err := loadWorkflow(ctx, js, id)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	status := string(st.Phase)
+	if st.Finished != nil {
+		status = "finished: " + string(st.Finished.StopReason)
+	}
+	fmt.Fprintf(w, "workflow\t%s\nsession\t%s\nstatus\t%s\ntasks\t%d of %d\nstarted\t%s\n", st.ID, st.SessionID, status,
+		len(st.Outcomes), len(st.Tasks), st.Started.Format(time.RFC3339))
+	m := st.Metrics
+	fmt.Fprintf(w, "metrics\t%d steps, %d tool calls, %d model calls, %d+%d tokens, %d ms\n", m.Steps, m.ToolCalls, m.ModelCalls, m.InputTokens, m.OutputTokens, m.DurationMs)
+	for _, o := range st.Outcomes {
+		fmt.Fprintf(w, "  task %d\t%s\t%s\n", o.Task, o.TurnID, o.StopReason)
+	}
+	if st.Running {
+		fmt.Fprintf(w, "  task %d\t%s\trunning\n", st.Task, workflow.TurnID(st.ID, st.Task))
+	}
+	if st.Phase == workflow.PhasePaused {
+		fmt.Fprintf(w, "waiting\tfor jetloop workflow approve|deny %s\n", st.ID)
+	}
+	_ = w.Flush()
+	return ExitOK
+}
+
+func loadWorkflow(ctx context.Context, js jetstream.JetStream, id string) (*workflow.State, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	store, err := runtime.NewStore(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	st, _, err := store.LoadWorkflow(ctx, id)
+	if errors.Is(err, runtime.ErrIsTurn) {
+		return nil, fmt.Errorf("%s is a turn, not a workflow", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !st.Exists() {
+		return nil, fmt.Errorf("no workflow %q", id)
+	}
+	return st, nil
+}
+
+// workflowControl sends a control message to a workflow, after checking
+// that it can take it now.
+func (c *command) workflowControl(ctx context.Context, id string, ctl events.Control) int {
+	if !events.ValidID(id) {
+		return c.usageErr("invalid workflow id %q", id)
+	}
+	nc, js, err := c.connect()
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer nc.Close()
+	st, err := loadWorkflow(ctx, js, id)
+	switch {
+	case err != nil:
+		return c.fail("%v", err)
+	case st.Done():
+		return c.fail("workflow %s has finished (%s): nothing to %s", id, st.Finished.StopReason, ctl.Action)
+	case ctl.Action == events.ActionApprove && st.Phase != workflow.PhasePaused:
+		return c.fail("workflow %s waits for no approval (it is at %s)", id, st.Phase)
+	}
+	data, err := json.Marshal(ctl)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := js.Publish(pctx, events.ControlSubject(id), data, jetstream.WithMsgID("control:"+id+":"+NewID())); err != nil {
+		return c.fail("send to workflow %s: %v", id, err)
+	}
+	return ExitOK
+}
+
+// workflowsCmd lists workflows, newest first.
+func workflowsCmd(ctx context.Context, c *command, args []string) int {
+	if !c.parse(args) {
+		return ExitUsage
+	}
+	nc, js, err := c.connect()
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer nc.Close()
+	l, err := turnlog.NewLister(ctx, js)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	var (
+		mu    sync.Mutex
+		rows  []events.Envelope
+		lasts = map[string]events.Envelope{}
+	)
+	err = l.Each(ctx, "", func(ctx context.Context, subject string) error {
+		first, err := l.Stream().GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+		if err != nil {
+			return nil // purged since the listing
+		}
+		var e events.Envelope
+		if json.Unmarshal(first.Data, &e) != nil || !e.Type.Workflow() {
+			return nil
+		}
+		last, err := l.Stream().GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			return nil
+		}
+		var le events.Envelope
+		_ = json.Unmarshal(last.Data, &le)
+		mu.Lock()
+		defer mu.Unlock()
+		rows = append(rows, e)
+		lasts[e.TurnID] = le
+		return nil
+	})
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	slices.SortFunc(rows, func(a, b events.Envelope) int { return b.Time.Compare(a.Time) })
+	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "WORKFLOW\tSTATUS\tTASK\tSTARTED")
+	for _, e := range rows {
+		last := lasts[e.TurnID]
+		status := "running (" + string(last.Type) + ")"
+		if last.Type == events.WorkflowFinished {
+			var d events.WorkflowFinishedData
+			_ = json.Unmarshal(last.Data, &d)
+			status = "finished: " + string(d.StopReason)
+		} else if last.Type == events.WorkflowGated && strings.Contains(string(last.Data), `"wait"`) {
+			status = "paused: waits for approval"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s ago\n", e.TurnID, status, last.Step, age(time.Since(e.Time)))
+	}
+	_ = w.Flush()
+	return ExitOK
+}
