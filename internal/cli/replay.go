@@ -12,6 +12,7 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/internal/workflow"
 )
 
 // Row is one event of a replayed turn as replay --json prints it.
@@ -118,6 +119,12 @@ func replay(ctx context.Context, c *command, args []string) int {
 	if err != nil {
 		return c.fail("%v", err)
 	}
+	if len(log) > 0 && log[0].Type.Workflow() {
+		if *html != "" {
+			return c.fail("the HTML timeline draws turns only: replay --html each task's turn (%s-1, %s-2, …)", turn, turn)
+		}
+		return c.replayWorkflow(ctx, log, *file == "", *verify, *asJSON, *at)
+	}
 	if *html != "" {
 		return c.timeline(*html, log)
 	}
@@ -200,6 +207,78 @@ func export(ctx context.Context, c *command, args []string) int {
 		if err := enc.Encode(e); err != nil {
 			return c.fail("%v", err)
 		}
+	}
+	return ExitOK
+}
+
+// replayWorkflow prints, folds or verifies a workflow's log. With tasks,
+// --verify also verifies the log of every task's turn.
+func (c *command) replayWorkflow(ctx context.Context, log []events.Envelope, tasks, verify, asJSON bool, at int) int {
+	if verify {
+		n, err := workflow.Verify(log)
+		if err == nil {
+			err = events.CheckLog(log)
+		}
+		if err != nil {
+			fmt.Fprintf(c.stdout, "diverged after %d decisions: %v\n", n, err)
+			return ExitStopped
+		}
+		turns := 0
+		if tasks {
+			for _, e := range log {
+				if e.Type != events.TaskStarted {
+					continue
+				}
+				var d events.TaskStartedData
+				_ = json.Unmarshal(e.Data, &d)
+				tlog, err := c.readLog(ctx, d.TurnID, "")
+				if err == nil {
+					_, err = fsm.Verify(tlog)
+				}
+				if err != nil {
+					fmt.Fprintf(c.stdout, "task %d (turn %s) diverged: %v\n", d.Task, d.TurnID, err)
+					return ExitStopped
+				}
+				turns++
+			}
+		}
+		fmt.Fprintf(c.stdout, "verified: %d events, %d gate decisions re-derived by today's machine, %d task turns verified\n", len(log), n, turns)
+		return ExitOK
+	}
+	if at >= 0 {
+		var upTo []events.Envelope
+		for _, e := range log {
+			if e.Step <= at {
+				upTo = append(upTo, e)
+			}
+		}
+		st, err := workflow.Fold(upTo)
+		if err != nil {
+			fmt.Fprintf(c.stderr, "jetloop replay: the log does not fold: %v\n", err)
+			return ExitStopped
+		}
+		out, _ := json.MarshalIndent(st, "", "  ")
+		fmt.Fprintln(c.stdout, string(out))
+		return ExitOK
+	}
+	st := workflow.New("")
+	enc := json.NewEncoder(c.stdout)
+	for _, e := range log {
+		from := st.Phase
+		if err := workflow.Evolve(st, e); err != nil {
+			fmt.Fprintf(c.stderr, "jetloop replay: the log does not replay: seq %d (%s): %v\n", e.Seq, e.Type, err)
+			return ExitStopped
+		}
+		if asJSON {
+			_ = enc.Encode(map[string]any{"seq": e.Seq, "task": e.Step, "from": from, "to": st.Phase, "type": e.Type,
+				"time": e.Time, "detail": workflowDetail(e)})
+			continue
+		}
+		fmt.Fprintf(c.stdout, "%4d task %-3d %-12s → %-12s %-22s %s\n", e.Seq, e.Step, from, st.Phase, e.Type, workflowDetail(e))
+	}
+	if err := events.CheckLog(log); err != nil {
+		fmt.Fprintf(c.stderr, "jetloop replay: the log does not replay: %v\n", err)
+		return ExitStopped
 	}
 	return ExitOK
 }

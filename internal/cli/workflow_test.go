@@ -32,6 +32,18 @@ func TestWorkflowExample(t *testing.T) {
 	if out := e.mustRun(ExitOK, "workflows"); !strings.Contains(out, "example") || !strings.Contains(out, "finished: completed") {
 		t.Errorf("workflows:\n%s", out)
 	}
+	// Replay and verify accept a workflow id; export writes its log.
+	if out := e.mustRun(ExitOK, "replay", "--verify", "example"); !strings.Contains(out, "3 gate decisions") || !strings.Contains(out, "3 task turns verified") {
+		t.Errorf("replay --verify:\n%s", out)
+	}
+	if out := e.mustRun(ExitOK, "replay", "example"); !strings.Contains(out, "gate         → next_task") {
+		t.Errorf("replay:\n%s", out)
+	}
+	exported := e.mustRun(ExitOK, "export", "example")
+	file := e.script("example.jsonl", exported)
+	if out := e.mustRun(ExitOK, "replay", "--verify", "--file", file); !strings.Contains(out, "3 gate decisions") {
+		t.Errorf("replay --verify --file:\n%s", out)
+	}
 	// Nothing to approve, and a finished workflow takes no abort.
 	e.mustRun(ExitFailed, "workflow", "approve", "example")
 	e.mustRun(ExitFailed, "workflow", "abort", "example")
