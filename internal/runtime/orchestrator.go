@@ -359,7 +359,16 @@ func (o *Orchestrator) rearm(ctx context.Context, alone bool) error {
 			o.log.Warn("cannot re-arm the timers of a turn", "turn", turn, "err", err)
 			continue
 		}
-		if !ok || last.Type == events.TurnFinished {
+		if !ok || last.Type == events.TurnFinished || last.Type == events.WorkflowFinished {
+			continue
+		}
+		if last.Type.Workflow() {
+			st, _, err := o.store.LoadWorkflow(ctx, turn)
+			if err != nil {
+				o.log.Warn("cannot re-arm the deadline of a workflow", "workflow", turn, "err", err)
+				continue
+			}
+			o.timers.arm(st.ID, workflowTimers(st))
 			continue
 		}
 		st, _, err := o.store.Load(ctx, turn)

@@ -250,7 +250,7 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 		if t.WorkflowID != turn {
 			return &deadLetter{fmt.Sprintf("task of workflow %q sent to workflow %q", t.WorkflowID, turn)}
 		}
-		return s.applyWorkflow(ctx, log, turn, workflow.TaskDone(t), redelivered)
+		return s.applyWorkflow(ctx, log, turn, workflow.TaskDone(t))
 	}
 	if kind == "control" || kind == "timer" {
 		// Workflows and turns share ids, and these two subjects.
@@ -333,6 +333,15 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 		var ie *fsm.InputError
 		switch {
 		case errors.Is(err, fsm.ErrTurnFinished):
+			// The handling that finished the turn may have died before it
+			// told the turn's workflow: tell it again (its id makes the
+			// notices one). Whether this input is a redelivery cannot be
+			// told after a restart reset the inbox consumer.
+			if st := e.state; st.Workflow != nil && st.Finished != nil {
+				if err := s.o.notifyTask(ctx, st.Workflow, turn, *st.Finished); err != nil {
+					return &retry{err}
+				}
+			}
 			return nil
 		case cached && (errors.Is(err, fsm.ErrUnknownTurn) || errors.As(err, &ie)):
 			// Another orchestrator may have moved the turn on: judge the

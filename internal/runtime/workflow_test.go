@@ -3,8 +3,10 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,4 +170,51 @@ func TestBadWorkflowsAreRejected(t *testing.T) {
 	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "plain", Agent: "General", Tasks: []events.Task{echoTask("a")}})
 	h.workflowFinished("plain")
 	_ = jetstream.ErrMsgNotFound
+}
+
+// countTask is a task whose turn calls count once with n, then answers.
+func countTask(n int) events.Task {
+	return events.Task{Input: json.RawMessage(fmt.Sprintf(`"count %d"`, n)), Model: "script",
+		Script: json.RawMessage(fmt.Sprintf(`{"responses":[{"tool_calls":[{"name":"count","arguments":{"n":%d}}]},{"text":"counted %d"}]}`, n, n))}
+}
+
+// TestWorkflowSurvivesCrashes stops the orchestrator abruptly after it
+// appended (or published for) its nth input — workflow inputs and task turns'
+// inputs alike — before acknowledging it; a fresh orchestrator finishes the
+// workflow: every task ran once, no tool call ran twice, every log verifies.
+func TestWorkflowSurvivesCrashes(t *testing.T) {
+	for _, stage := range []string{runtime.StageAppended, runtime.StagePublished} {
+		for n := 1; n <= 16; n++ {
+			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
+				h := newHarness(t)
+				h.worker()
+				var seen atomic.Int32
+				crashed := make(chan struct{})
+				_, kill := h.orchestratorKill(runtime.WithCrashHook(func(s string) error {
+					if s != stage || seen.Add(1) != int32(n) {
+						return nil
+					}
+					close(crashed)
+					return errors.New("crash")
+				}))
+				id := fmt.Sprintf("wf-crash-%s-%d", stage, n)
+				h.submitWorkflow(events.WorkflowSubmit{WorkflowID: id, Agent: "General",
+					Tasks: []events.Task{countTask(1), countTask(2), countTask(3)}})
+				select {
+				case <-crashed:
+					kill()
+					h.orchestrator()
+				case <-time.After(30 * time.Second):
+					t.Fatal("never reached the crash")
+				}
+				_, fin := h.workflowFinished(id)
+				if fin.StopReason != events.StopCompleted || fin.Metrics.Tasks != 3 || fin.Metrics.ToolCalls != 3 {
+					t.Fatalf("finished %+v", fin)
+				}
+				if got := h.calls.max(); got != 1 {
+					t.Fatalf("a tool call ran %d times", got)
+				}
+			})
+		}
+	}
 }

@@ -58,11 +58,14 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 	}
 	start := workflow.Start{WorkflowID: sub.WorkflowID, SessionID: sub.SessionID, Agent: sub.Agent, Tasks: sub.Tasks,
 		Limits: limits, Policy: workflow.EffectivePolicy(sub.Policy), Metadata: sub.Metadata, Digest: digest(data)}
-	err := s.applyWorkflow(ctx, log, sub.WorkflowID, start, redelivered)
+	err := s.applyWorkflow(ctx, log, sub.WorkflowID, start)
 	if errors.Is(err, workflow.ErrExists) {
 		// The very submission that started it, sent again, changes nothing.
+		// The very submission that started it, sent again, changes nothing,
+		// but repairs what a handling that died may have left undone: the
+		// first task's turn, a checkpoint's gate.
 		if st, _, lerr := s.o.store.LoadWorkflow(ctx, sub.WorkflowID); lerr == nil && sameWorkflow(st, &sub) {
-			return nil
+			return s.applyWorkflow(ctx, log, sub.WorkflowID, workflow.Gate{})
 		}
 		return &deadLetter{fmt.Sprintf("workflow %q already exists", sub.WorkflowID)}
 	}
@@ -76,7 +79,7 @@ func (s *shard) rejectWorkflow(ctx context.Context, log *slog.Logger, id, sessio
 	if session == "" || !events.ValidID(session) {
 		session = id
 	}
-	err := s.applyWorkflow(ctx, log, id, workflow.Reject{WorkflowID: id, SessionID: session, Reason: reason}, redelivered)
+	err := s.applyWorkflow(ctx, log, id, workflow.Reject{WorkflowID: id, SessionID: session, Reason: reason})
 	if err != nil && !errors.Is(err, workflow.ErrExists) {
 		var d *deadLetter
 		if !errors.As(err, &d) {
@@ -117,7 +120,7 @@ func (s *shard) loadFlow(ctx context.Context, id string) (*flow, error) {
 
 // applyWorkflow decides an input of a workflow and performs the decision:
 // append, checkpoint to KV, gate, publish the task's turn, arm the deadline.
-func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, in workflow.Input, redelivered bool) error {
+func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, in workflow.Input) error {
 	for range 8 {
 		_, cached := s.flows[id]
 		f, err := s.loadFlow(ctx, id)
@@ -128,12 +131,9 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 		var ie *workflow.InputError
 		switch {
 		case errors.Is(err, workflow.ErrFinished):
-			// The abort of a task's turn is re-sent when this input may be
+			// The abort of a task's turn is sent again: this input may be
 			// the one whose first handling died before sending it.
-			if redelivered {
-				return s.o.publishFlowJobs(ctx, f.state)
-			}
-			return nil
+			return s.o.publishFlowJobs(ctx, f.state)
 		case errors.Is(err, workflow.ErrExists):
 			return err
 		case cached && (errors.Is(err, workflow.ErrUnknownWorkflow) || errors.As(err, &ie)):
@@ -170,12 +170,20 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 			}
 			return &retry{err}
 		}
+		if err := s.crash(StageAppended); err != nil {
+			return err
+		}
+		// A workflow's jobs are published on every input, not only a new
+		// decision's: whether an input is a repeat of one whose handling
+		// died cannot be told after a restart reset the inbox consumer, and
+		// a job's id makes a second publish nothing.
 		st := d.State
-		if len(d.Events) > 0 || redelivered {
-			if err := s.o.publishFlowJobs(ctx, st); err != nil {
-				delete(s.flows, id)
-				return &retry{err}
-			}
+		if err := s.o.publishFlowJobs(ctx, st); err != nil {
+			delete(s.flows, id)
+			return &retry{err}
+		}
+		if err := s.crash(StagePublished); err != nil {
+			return err
 		}
 		s.o.timers.arm(st.ID, workflowTimers(st))
 		if st.Done() {
@@ -193,7 +201,7 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 			if err := s.o.putCheckpoint(ctx, st); err != nil {
 				return &retry{err}
 			}
-			in, redelivered = workflow.Gate{}, false
+			in = workflow.Gate{}
 			continue
 		}
 		return nil
@@ -304,11 +312,11 @@ func (s *shard) workflowInput(ctx context.Context, log *slog.Logger, msg jetstre
 		if err := decode("control", msg.Data(), &c); err != nil {
 			return err
 		}
-		return s.applyWorkflow(ctx, log, id, workflow.Command(c), redelivered)
+		return s.applyWorkflow(ctx, log, id, workflow.Command(c))
 	}
 	var t events.Timer
 	if err := decode("timer", msg.Data(), &t); err != nil {
 		return err
 	}
-	return s.applyWorkflow(ctx, log, id, workflow.Tick(t), redelivered)
+	return s.applyWorkflow(ctx, log, id, workflow.Tick(t))
 }
