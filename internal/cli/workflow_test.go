@@ -29,6 +29,10 @@ func TestWorkflowExample(t *testing.T) {
 	if out := e.mustRun(ExitOK, "workflow", "show", "example"); !strings.Contains(out, "finished: completed") || !strings.Contains(out, "3 of 3") {
 		t.Errorf("show:\n%s", out)
 	}
+	// turns lists the tasks' turns and skips the workflow's own log.
+	if out := e.mustRun(ExitOK, "turns"); !strings.Contains(out, "example-3") || strings.Contains(out, "\nexample ") {
+		t.Errorf("turns:\n%s", out)
+	}
 	if out := e.mustRun(ExitOK, "workflows"); !strings.Contains(out, "example") || !strings.Contains(out, "finished: completed") {
 		t.Errorf("workflows:\n%s", out)
 	}

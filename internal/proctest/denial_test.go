@@ -170,7 +170,10 @@ func deniedTo(role string) []denied {
 			"jetloop.inbox.timer.x", "jetloop.inbox.task.x", "jetloop.events.x.y", "jetloop.jobs.tool.x", "jetloop.jobs.model",
 			"jetloop.cancel.x", "jetloop.stream.x", "jetloop.inbox.result.a.b", "$KV.JETLOOP_CHECKPOINTS.x"}
 	case "orchestrator":
-		foreign = []string{events.SubjectSubmit, "jetloop.inbox.control.x", "jetloop.inbox.result.x", "$KV.JETLOOP_TOOLS.x",
+		// It submits its workflows' task turns and aborts them, so it may
+		// publish submissions and control messages; a workflow submission
+		// and a tool result stay the client's and the worker's.
+		foreign = []string{"jetloop.inbox.workflow", "jetloop.inbox.result.x", "$KV.JETLOOP_TOOLS.x",
 			"$KV.JETLOOP_WORKERS.x.y"}
 	}
 	for _, s := range foreign {

@@ -100,9 +100,24 @@ func (s *roleStack) run() {
 	if !strings.Contains(out, "turn.finished") || !strings.Contains(out, "completed") {
 		t.Fatalf("the turn did not complete:\n%s", out)
 	}
+	// A workflow as the client: the orchestrator submits its tasks' turns
+	// and keeps its checkpoints with its own credentials.
+	wf := filepath.Join(t.TempDir(), "acl.yaml")
+	if err := os.WriteFile(wf, []byte(`workflow_id: acl-flow
+agent: General
+tasks:
+  - {input: one, model: script, script: {responses: [{text: first}]}}
+  - {input: two, model: script, script: {responses: [{text: second}]}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := s.cliAs("client", []string{"workflow", "run", "--watch", wf}); code != 0 || !strings.Contains(out, "completed after 2 tasks") {
+		t.Fatalf("workflow run --watch as the client user exited %d:\n%s", code, out)
+	}
 	for _, role := range []string{"client", "viewer"} {
 		for _, cmd := range [][]string{{"turns"}, {"show", "acl-turn"}, {"replay", "--verify", "acl-turn"},
-			{"export", "acl-turn"}, {"watch", "acl-turn"}, {"dead"}} {
+			{"export", "acl-turn"}, {"watch", "acl-turn"}, {"dead"},
+			{"workflows"}, {"workflow", "show", "acl-flow"}, {"replay", "--verify", "acl-flow"}} {
 			if out, code := s.cliAs(role, cmd); code != 0 {
 				t.Fatalf("jetloop %s as the %s user exited %d:\n%s", strings.Join(cmd, " "), role, code, out)
 			}

@@ -219,6 +219,9 @@ func (l *Lister) Summary(ctx context.Context, subject string) (Turn, error) {
 	if err := json.Unmarshal(lastMsg.Data, &last); err != nil {
 		return Turn{}, fmt.Errorf("last event of %s: %w", subject, err)
 	}
+	if last.Type.Workflow() {
+		return Turn{}, nil // a workflow's log, not a turn's
+	}
 	if last.Type != events.TurnFinished {
 		st, err := l.Fold(ctx, last.TurnID)
 		if err != nil {
