@@ -241,7 +241,7 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 	case "submit":
 		return s.submit(ctx, log, msg.Data(), redelivered)
 	case "workflow":
-		return s.workflowSubmit(ctx, log, msg.Data(), redelivered)
+		return s.workflowSubmit(ctx, log, msg.Data())
 	case "task":
 		var t events.TaskDone
 		if err := decode("task_done", msg.Data(), &t); err != nil {
@@ -259,7 +259,7 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 			return err
 		}
 		if wf {
-			return s.workflowInput(ctx, log, msg, kind, turn, redelivered)
+			return s.workflowInput(ctx, log, msg, kind, turn)
 		}
 	}
 	switch kind {

@@ -24,7 +24,7 @@ type flow struct {
 // workflowSubmit starts a workflow, or records why it cannot start: the
 // submission becomes a dead letter and, when its id is valid and new, the
 // workflow's log gets one workflow.finished (rejected), as a turn's does.
-func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byte, redelivered bool) error {
+func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byte) error {
 	var sub events.WorkflowSubmit
 	verr := schemas.Validate("workflow_submit", data)
 	if verr == nil {
@@ -36,7 +36,7 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 			SessionID  string `json:"session_id"`
 		}
 		_ = json.Unmarshal(data, &id)
-		return s.rejectWorkflow(ctx, log, id.WorkflowID, id.SessionID, verr.Error(), redelivered)
+		return s.rejectWorkflow(ctx, log, id.WorkflowID, id.SessionID, verr.Error())
 	}
 	log = log.With("workflow", sub.WorkflowID)
 	if sub.SessionID == "" {
@@ -51,7 +51,7 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 		if _, err := s.o.agent(agent); err != nil {
 			var d *deadLetter
 			if errors.As(err, &d) {
-				return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, fmt.Sprintf("task %d: %s", i+1, d.reason), redelivered)
+				return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, fmt.Sprintf("task %d: %s", i+1, d.reason))
 			}
 			return err
 		}
@@ -59,6 +59,9 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 	start := workflow.Start{WorkflowID: sub.WorkflowID, SessionID: sub.SessionID, Agent: sub.Agent, Tasks: sub.Tasks,
 		Limits: limits, Policy: workflow.EffectivePolicy(sub.Policy), Metadata: sub.Metadata, Digest: digest(data)}
 	err := s.applyWorkflow(ctx, log, sub.WorkflowID, start)
+	if d := (*deadLetter)(nil); errors.As(err, &d) {
+		return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, d.reason)
+	}
 	if errors.Is(err, workflow.ErrExists) {
 		// The very submission that started it, sent again, changes nothing.
 		// The very submission that started it, sent again, changes nothing,
@@ -72,7 +75,7 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 	return err
 }
 
-func (s *shard) rejectWorkflow(ctx context.Context, log *slog.Logger, id, session, reason string, redelivered bool) error {
+func (s *shard) rejectWorkflow(ctx context.Context, log *slog.Logger, id, session, reason string) error {
 	if !events.ValidID(id) || len(id) > events.MaxWorkflowID {
 		return &deadLetter{reason}
 	}
@@ -162,8 +165,12 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 			switch {
 			case errors.Is(err, ErrConflict):
 				continue
+			case unstorable(err) && !f.state.Exists():
+				// A start too big to store (its task list is in
+				// workflow.started) is a rejected submission.
+				return &deadLetter{"cannot store the workflow: " + err.Error()}
 			case unstorable(err):
-				if _, failing := in.(workflow.Fail); !failing && f.state.Exists() {
+				if _, failing := in.(workflow.Fail); !failing {
 					in = workflow.Fail{Reason: "cannot store what the workflow did: " + err.Error()}
 					continue
 				}
@@ -305,7 +312,7 @@ func sameWorkflow(st *workflow.State, sub *events.WorkflowSubmit) bool {
 }
 
 // workflowInput decodes a control message or timer sent to a workflow.
-func (s *shard) workflowInput(ctx context.Context, log *slog.Logger, msg jetstream.Msg, kind, id string, redelivered bool) error {
+func (s *shard) workflowInput(ctx context.Context, log *slog.Logger, msg jetstream.Msg, kind, id string) error {
 	log = log.With("workflow", id)
 	if kind == "control" {
 		var c events.Control
