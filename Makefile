@@ -28,8 +28,8 @@ FUZZ := \
 	./internal/events:FuzzAppendEnvelope \
 	./internal/events:FuzzEachField \
 	./internal/events:FuzzEachElement \
-	./internal/runtime:FuzzDecodeToolResult \
-	./internal/runtime:FuzzDecodeModelResult
+	./internal/orchestrator:FuzzDecodeToolResult \
+	./internal/orchestrator:FuzzDecodeModelResult
 
 fuzz:
 	@set -e; for t in $(FUZZ); do \

@@ -8,10 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/google/uuid"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -70,7 +71,7 @@ type Client struct {
 	timeout time.Duration
 
 	mu    sync.Mutex
-	store *runtime.Store // bound on first use: the stream may be created after New
+	store *bus.Store // bound on first use: the stream may be created after New
 }
 
 // Option configures a Client.
@@ -115,13 +116,13 @@ func (c *Client) bounded(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, c.timeout)
 }
 
-func (c *Client) events(ctx context.Context) (*runtime.Store, error) {
+func (c *Client) events(ctx context.Context) (*bus.Store, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.store != nil {
 		return c.store, nil
 	}
-	s, err := runtime.NewStore(ctx, c.js)
+	s, err := bus.NewStore(ctx, c.js)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}

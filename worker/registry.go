@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -39,22 +40,22 @@ func newRegistry(ctx context.Context, js jetstream.JetStream, name string, specs
 	}
 	ttl := status.TTL()
 	if ttl <= 0 {
-		ttl = runtime.ToolsTTL
+		ttl = bus.ToolsTTL
 	}
 	// Bound first: where provisioning is admin's alone, a worker may not
 	// even ask to create what exists.
-	workers, err := js.KeyValue(ctx, runtime.BucketWorkers)
+	workers, err := js.KeyValue(ctx, bus.BucketWorkers)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		workers, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: runtime.BucketWorkers, Description: "jetloop: live workers of each tool",
+			Bucket: bus.BucketWorkers, Description: "jetloop: live workers of each tool",
 			TTL: ttl, Storage: jetstream.FileStorage,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			workers, err = js.KeyValue(ctx, runtime.BucketWorkers)
+			workers, err = js.KeyValue(ctx, bus.BucketWorkers)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("worker: bucket %s: %w", runtime.BucketWorkers, err)
+		return nil, fmt.Errorf("worker: bucket %s: %w", bus.BucketWorkers, err)
 	}
 	if status, err := workers.Status(ctx); err == nil && status.TTL() > 0 {
 		ttl = min(ttl, status.TTL())

@@ -15,10 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/output"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -111,7 +112,7 @@ type Worker struct {
 	js      jetstream.JetStream
 	log     *slog.Logger
 	opts    Options
-	cancels *runtime.Cancels
+	cancels *bus.Cancels
 
 	obs observer
 
@@ -156,7 +157,7 @@ func New(nc *nats.Conn, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &Worker{nc: nc, js: js, log: opts.Logger, opts: opts, cancels: runtime.NewCancels(), tools: map[string]tool{},
+	return &Worker{nc: nc, js: js, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), tools: map[string]tool{},
 		ready: make(chan struct{})}, nil
 }
 
@@ -295,7 +296,7 @@ func (w *Worker) run(ctx context.Context) error {
 	w.obs.setup(w)
 	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := runtime.EnsureStreams(setup, w.js); err != nil {
+	if err := bus.EnsureStreams(setup, w.js); err != nil {
 		return err
 	}
 	reg, err := newRegistry(setup, w.js, w.opts.Name, w.specs())
@@ -318,7 +319,7 @@ func (w *Worker) run(ctx context.Context) error {
 		consumers[name] = c
 	}
 	cancelSub, err := w.nc.Subscribe(events.CancelSubject("*"), func(m *nats.Msg) {
-		w.cancels.Cancel(runtime.TurnOf(m.Subject))
+		w.cancels.Cancel(bus.TurnOf(m.Subject))
 	})
 	if err != nil {
 		return fmt.Errorf("worker: subscribe cancels: %w", err)
@@ -365,7 +366,7 @@ func (w *Worker) specs() []events.ToolSpec {
 // pull is one slot of a tool: it asks for a job only when it can run it at
 // once, so no job waits in a buffer while its ack timer runs.
 func (w *Worker) pull(ctx context.Context, tool string, c jetstream.Consumer) {
-	runtime.PullEach(ctx, c, w.log.With("tool", tool), func(msg jetstream.Msg) { w.handle(ctx, tool, msg) })
+	bus.PullEach(ctx, c, w.log.With("tool", tool), func(msg jetstream.Msg) { w.handle(ctx, tool, msg) })
 }
 
 // handle runs one job and answers it. Every path ends in exactly one of: a
@@ -415,7 +416,7 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 		context.AfterFunc(ctx, func() { t.Stop() })
 	})
 	defer grace()
-	beat := runtime.Heartbeat(ctx, msg, w.opts.AckWait/3)
+	beat := bus.Heartbeat(ctx, msg, w.opts.AckWait/3)
 	defer beat()
 
 	began := time.Now()
@@ -491,7 +492,7 @@ const (
 // dropped as a duplicate. The job is heartbeated meanwhile, so it stays
 // with this worker.
 func (w *Worker) answer(msg jetstream.Msg, r events.ToolResult, log *slog.Logger) error {
-	beat := runtime.Heartbeat(context.Background(), msg, w.opts.AckWait/3)
+	beat := bus.Heartbeat(context.Background(), msg, w.opts.AckWait/3)
 	defer beat()
 	for try := 1; ; try++ {
 		err := w.publish(r)
@@ -530,7 +531,7 @@ func (w *Worker) reject(msg jetstream.Msg, reason string) {
 		CallID string `json:"call_id"`
 	}
 	if json.Unmarshal(msg.Data(), &ids) == nil && events.ValidID(ids.TurnID) && events.ValidID(ids.CallID) {
-		tool := runtime.TurnOf(msg.Subject())
+		tool := bus.TurnOf(msg.Subject())
 		if err := w.publish(events.ToolResult{TurnID: ids.TurnID, CallID: ids.CallID, Tool: tool,
 			Output: "invalid job: " + reason, IsError: true, Worker: w.opts.Name, Attempt: 1}); err != nil {
 			_ = msg.NakWithDelay(time.Second)
@@ -539,7 +540,7 @@ func (w *Worker) reject(msg jetstream.Msg, reason string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	defer cancel()
-	if err := runtime.DeadLetter(ctx, w.js, msg, "job", reason); err != nil {
+	if err := bus.DeadLetter(ctx, w.js, msg, "job", reason); err != nil {
 		w.log.Warn("cannot dead-letter a job", "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return

@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
@@ -64,7 +65,7 @@ type env struct {
 	js  jetstream.JetStream
 }
 
-func newEnv(t *testing.T) *env { return newEnvTTL(t, runtime.ToolsTTL) }
+func newEnv(t *testing.T) *env { return newEnvTTL(t, bus.ToolsTTL) }
 
 // newEnvTTL creates the tools bucket with ttl before anything else does:
 // workers follow the TTL of the bucket they find.
@@ -73,9 +74,9 @@ func newEnvTTL(t *testing.T, ttl time.Duration) *env {
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := js.CreateKeyValue(ctx, runtime.ToolsBucket(ttl))
+	_, err := js.CreateKeyValue(ctx, bus.ToolsBucket(ttl))
 	must(t, err)
-	must(t, runtime.EnsureStreams(ctx, js))
+	must(t, bus.EnsureStreams(ctx, js))
 	return &env{t: t, srv: srv, js: js}
 }
 
@@ -470,7 +471,7 @@ func TestAFailedPublishIsRetriedWithoutRunningTheCallAgain(t *testing.T) {
 		t.Fatal("the result was never published")
 	}
 	must(t, sub.Unsubscribe())
-	must(t, runtime.EnsureStreams(ctx, e.js))
+	must(t, bus.EnsureStreams(ctx, e.js))
 	r := e.result("t1")
 	if r.Output != "opened" || r.Attempt != 1 || g.entered.Load() != 1 {
 		t.Errorf("result %+v after %d calls", r, g.entered.Load())

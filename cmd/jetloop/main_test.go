@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	jrt "github.com/jetloop/jetloop/internal/runtime"
 )
 
 // TestMain lets the test binary be the jetloop binary: with
@@ -40,7 +41,7 @@ func TestSignalledWatchExitsQuietly(t *testing.T) {
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := jrt.EnsureStreams(ctx, js); err != nil {
+	if err := bus.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

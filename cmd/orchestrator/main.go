@@ -14,9 +14,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/embedded"
+	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/proc"
+
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/cli"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -25,17 +29,17 @@ func main() {
 }
 
 func run() int {
-	url := flag.String("nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else "+runtime.DefaultURL+")")
+	url := flag.String("nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else "+bus.DefaultURL+")")
 	agentsPath := flag.String("agents", "data/AGENTS.md", "AGENTS.md file or directory")
-	auth := runtime.Auth{Inbox: runtime.InboxOrchestrator}
+	auth := bus.Auth{Inbox: bus.InboxOrchestrator}
 	auth.Flags(flag.CommandLine)
 	shards := flag.Int("shards", 16, "turns advanced in parallel")
 	runners := flag.Int("model-runners", 32, "model calls run at once")
 	ackWait := flag.Duration("ack-wait", 30*time.Second, "how long an input stays with this process before another may take it")
-	data := flag.String("data", runtime.DefaultDataDir, "store of the embedded server, when one is started")
+	data := flag.String("data", embedded.DefaultDataDir, "store of the embedded server, when one is started")
 	allowScripts := flag.Bool("allow-scripts", false, "accept model script (inline or script:PATH) in submissions")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
-	metricsAddr := flag.String("metrics-addr", "", cli.MetricsAddrUsage)
+	metricsAddr := flag.String("metrics-addr", "", proc.MetricsAddrUsage)
 	flag.Parse()
 
 	var lvl slog.Level
@@ -43,16 +47,16 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "orchestrator: --log-level: %v\n", err)
 		return 2
 	}
-	log := cli.Logger(os.Stderr, lvl)
+	log := proc.Logger(os.Stderr, lvl)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m, stopMetrics, err := cli.StartMetrics(*metricsAddr, log)
+	m, stopMetrics, err := proc.StartMetrics(*metricsAddr, log)
 	if err != nil {
 		log.Error("cannot serve metrics", "err", err)
 		return 1
 	}
 	defer stopMetrics()
-	tracer, stopTracing, err := cli.StartTracing(ctx, "jetloop-orchestrator", log)
+	tracer, stopTracing, err := proc.StartTracing(ctx, "jetloop-orchestrator", log)
 	if err != nil {
 		log.Error("bad tracing configuration", "err", err)
 		return 2
@@ -69,9 +73,9 @@ func run() int {
 	}
 
 	if *url == "" {
-		*url = runtime.DefaultURL
-		if !runtime.Answers(*url) {
-			srv, err := runtime.Embedded(*url, *data)
+		*url = bus.DefaultURL
+		if !bus.Answers(*url) {
+			srv, err := embedded.Start(*url, *data)
 			if err != nil {
 				log.Error("no server answers and none could be started here", "url", *url, "err", err)
 				return 1
@@ -88,7 +92,7 @@ func run() int {
 		log.Error("bad credentials", "err", err)
 		return 2
 	}
-	nc, err := runtime.Connect(*url, "jetloop orchestrator", func(err error) { log.Warn("nats", "err", err) }, opts...)
+	nc, err := bus.Connect(*url, "jetloop orchestrator", func(err error) { log.Warn("nats", "err", err) }, opts...)
 	if err != nil {
 		log.Error("cannot connect", "err", err)
 		return 1
@@ -104,9 +108,9 @@ func run() int {
 		log.Error("bad model provider configuration", "err", err)
 		return 2
 	}
-	o, err := runtime.New(nc, js, log.With("url", runtime.RedactURL(*url)), set,
-		append(providers, runtime.WithShards(*shards), runtime.WithModelRunners(*runners), runtime.WithAckWait(*ackWait), runtime.WithAllowScripts(*allowScripts),
-			runtime.WithMetrics(m), runtime.WithTracer(tracer))...)
+	o, err := orchestrator.New(nc, js, log.With("url", bus.RedactURL(*url)), set,
+		append(providers, orchestrator.WithShards(*shards), orchestrator.WithModelRunners(*runners), orchestrator.WithAckWait(*ackWait), orchestrator.WithAllowScripts(*allowScripts),
+			orchestrator.WithMetrics(m), orchestrator.WithTracer(tracer))...)
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		return 2

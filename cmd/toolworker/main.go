@@ -17,8 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/cli"
-	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/proc"
+
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/internal/workerobs"
 	"github.com/jetloop/jetloop/worker"
@@ -36,7 +37,7 @@ func (m *mcpFlags) String() string     { return strings.Join(*m, ",") }
 func (m *mcpFlags) Set(v string) error { *m = append(*m, v); return nil }
 
 func run() int {
-	url := flag.String("nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else "+runtime.DefaultURL+")")
+	url := flag.String("nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else "+bus.DefaultURL+")")
 	root := flag.String("root", ".", "directory the file tools are confined to")
 	only := flag.String("tools", "", "comma-separated tools to serve, built-in or MCP (default all)")
 	concurrency := flag.Int("concurrency", worker.DefaultConcurrency, "calls of each tool run at once")
@@ -45,10 +46,10 @@ func run() int {
 	allowShell := flag.Bool("allow-shell", false, "serve the shell tool")
 	protectList := flag.String("protect", strings.Join(tools.DefaultProtect, ","), "comma-separated directory names the file tools refuse at any depth under --root (\"\" protects nothing)")
 	name := flag.String("name", "", "worker name in results (default host-pid)")
-	auth := runtime.Auth{Inbox: runtime.InboxToolworker}
+	auth := bus.Auth{Inbox: bus.InboxToolworker}
 	auth.Flags(flag.CommandLine)
 	level := flag.String("log-level", "info", "debug, info, warn or error")
-	metricsAddr := flag.String("metrics-addr", "", cli.MetricsAddrUsage)
+	metricsAddr := flag.String("metrics-addr", "", proc.MetricsAddrUsage)
 	var mcp mcpFlags
 	flag.Var(&mcp, "mcp", "NAME=COMMAND: serve the tools of the MCP server COMMAND starts, as NAME__tool (repeatable)")
 	flag.Parse()
@@ -58,7 +59,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "toolworker: --log-level: %v\n", err)
 		return 2
 	}
-	log := cli.Logger(os.Stderr, lvl)
+	log := proc.Logger(os.Stderr, lvl)
 	var servers []tools.MCPServer
 	for _, v := range mcp {
 		s, err := tools.ParseMCPServer(v)
@@ -70,13 +71,13 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m, stopMetrics, err := cli.StartMetrics(*metricsAddr, log)
+	m, stopMetrics, err := proc.StartMetrics(*metricsAddr, log)
 	if err != nil {
 		log.Error("cannot serve metrics", "err", err)
 		return 1
 	}
 	defer stopMetrics()
-	tracer, stopTracing, err := cli.StartTracing(ctx, "jetloop-toolworker", log)
+	tracer, stopTracing, err := proc.StartTracing(ctx, "jetloop-toolworker", log)
 	if err != nil {
 		log.Error("bad tracing configuration", "err", err)
 		return 2
@@ -135,7 +136,7 @@ func run() int {
 	}
 
 	if *url == "" {
-		*url = runtime.DefaultURL
+		*url = bus.DefaultURL
 	}
 	opts, err := auth.Options()
 	if err != nil {
@@ -144,7 +145,7 @@ func run() int {
 	}
 	nc, err := connect(ctx, log, *url, opts)
 	if err != nil {
-		log.Error("cannot connect", "url", runtime.RedactURL(*url), "err", err)
+		log.Error("cannot connect", "url", bus.RedactURL(*url), "err", err)
 		return 1
 	}
 	defer nc.Close()
@@ -176,7 +177,7 @@ func run() int {
 func connect(ctx context.Context, log *slog.Logger, url string, opts []nats.Option) (*nats.Conn, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		nc, err := runtime.Connect(url, "jetloop toolworker", func(err error) { log.Warn("nats", "err", err) }, opts...)
+		nc, err := bus.Connect(url, "jetloop toolworker", func(err error) { log.Warn("nats", "err", err) }, opts...)
 		if err == nil || !errors.Is(err, nats.ErrNoServers) || time.Now().After(deadline) {
 			return nc, err
 		}

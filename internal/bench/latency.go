@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 )
@@ -81,7 +82,7 @@ func (b *run) floor(ctx context.Context, sz sizes) error {
 	}
 	var g errgroup.Group
 	g.Go(func() error {
-		runtime.PullEach(ctx, jobs, b.log, func(m jetstream.Msg) {
+		bus.PullEach(ctx, jobs, b.log, func(m jetstream.Msg) {
 			id := string(m.Data()[8:])
 			pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer pcancel()
@@ -180,7 +181,7 @@ func (b *run) overhead(ctx context.Context, sz sizes) error {
 			turns = append(turns, turn)
 		}
 	}
-	store, err := runtime.NewStore(ctx, s.js)
+	store, err := bus.NewStore(ctx, s.js)
 	if err != nil {
 		return err
 	}

@@ -12,10 +12,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/orchestrator"
+
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/metrics"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 )
@@ -31,7 +33,7 @@ func ServeOrchestrator(url, agentsPath, cpuProfile, allocProfile string, withMet
 	if err != nil {
 		return err
 	}
-	nc, err := runtime.Connect(url, "jetloop bench orchestrator", func(err error) { log.Warn("nats", "err", err) })
+	nc, err := bus.Connect(url, "jetloop bench orchestrator", func(err error) { log.Warn("nats", "err", err) })
 	if err != nil {
 		return err
 	}
@@ -45,7 +47,7 @@ func ServeOrchestrator(url, agentsPath, cpuProfile, allocProfile string, withMet
 	if withMetrics {
 		m = metrics.New()
 	}
-	o, err := runtime.New(nc, js, log, set, runtime.WithAllowScripts(true), runtime.WithMetrics(m))
+	o, err := orchestrator.New(nc, js, log, set, orchestrator.WithAllowScripts(true), orchestrator.WithMetrics(m))
 	if err != nil {
 		return err
 	}
@@ -321,7 +323,7 @@ func (b *run) recovery(ctx context.Context, sz sizes) error {
 		b.res.RecoveryS = max(b.res.RecoveryS, s.after.Sub(killed).Seconds())
 	}
 	_ = l.w.until(ctx, time.Minute, "every turn to finish", func() bool { return l.w.finished >= sz.recoveryTurns })
-	store, err := runtime.NewStore(ctx, l.js)
+	store, err := bus.NewStore(ctx, l.js)
 	if err != nil {
 		return err
 	}

@@ -17,11 +17,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/embedded"
+	"github.com/jetloop/jetloop/internal/orchestrator"
+
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/model"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/internal/workerobs"
 	"github.com/jetloop/jetloop/worker"
@@ -57,7 +60,7 @@ func startServer(ctx context.Context, log *slog.Logger) (*site, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := runtime.Embedded("", filepath.Join(dir, "js"))
+	srv, err := embedded.Start("", filepath.Join(dir, "js"))
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -67,7 +70,7 @@ func startServer(ctx context.Context, log *slog.Logger) (*site, error) {
 		s.stop()
 		return nil, err
 	}
-	if err := runtime.EnsureStreams(ctx, s.js); err != nil {
+	if err := bus.EnsureStreams(ctx, s.js); err != nil {
 		s.stop()
 		return nil, err
 	}
@@ -80,7 +83,7 @@ func startServer(ctx context.Context, log *slog.Logger) (*site, error) {
 
 // connect opens a connection with the settings every jetloop process uses.
 func (s *site) connect(name string, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := runtime.Connect(s.srv.ClientURL(), name, func(err error) { log.Warn("nats", "err", err) })
+	nc, err := bus.Connect(s.srv.ClientURL(), name, func(err error) { log.Warn("nats", "err", err) })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -206,9 +209,9 @@ func (s *site) startOrchestrator(ctx context.Context, g *errgroup.Group, log *sl
 	if err != nil {
 		return err
 	}
-	o, err := runtime.New(nc, js, log.With("process", "orchestrator"), set,
-		runtime.WithProvider("script", timedModel{Provider: model.Scripted{}, t: t}), runtime.WithAllowScripts(true),
-		runtime.WithMetrics(s.metrics))
+	o, err := orchestrator.New(nc, js, log.With("process", "orchestrator"), set,
+		orchestrator.WithProvider("script", timedModel{Provider: model.Scripted{}, t: t}), orchestrator.WithAllowScripts(true),
+		orchestrator.WithMetrics(s.metrics))
 	if err != nil {
 		nc.Close()
 		return err
@@ -223,7 +226,7 @@ func (s *site) startOrchestrator(ctx context.Context, g *errgroup.Group, log *sl
 // waitServing returns once an orchestrator pulls from the inbox.
 func (s *site) waitServing(ctx context.Context) error {
 	return waitFor(ctx, 30*time.Second, "the orchestrator to serve", func() bool {
-		c, err := s.js.Consumer(ctx, events.StreamInbox, runtime.InboxConsumer)
+		c, err := s.js.Consumer(ctx, events.StreamInbox, bus.InboxConsumer)
 		if err != nil {
 			return false
 		}

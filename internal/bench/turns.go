@@ -7,9 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/model"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -110,7 +111,7 @@ func (w *watcher) stop() { _ = w.sub.Unsubscribe() }
 
 func (w *watcher) event(m *nats.Msg) {
 	now := time.Now()
-	turn := runtime.TurnOf(m.Subject)
+	turn := bus.TurnOf(m.Subject)
 	typ := events.Type(m.Header.Get(events.HeaderType))
 	var fin events.TurnFinishedData
 	if typ == events.TurnFinished {

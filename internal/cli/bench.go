@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jetloop/jetloop/internal/bench"
+	"github.com/jetloop/jetloop/internal/proc"
 )
 
 // benchCmd measures the cost of a durable step (issue "Benchmarks"): the
@@ -33,7 +34,7 @@ func benchCmd(ctx context.Context, c *command, args []string) int {
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	log := Logger(c.stderr, level)
+	log := proc.Logger(c.stderr, level)
 	if *orchestrator != "" {
 		if err := bench.ServeOrchestrator(*orchestrator, *agentsPath, *cpuProfile, *allocProfile, *withMetrics, log); err != nil {
 			return c.fail("%v", err)

@@ -7,17 +7,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"time"
+
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/proc"
 
 	"github.com/google/uuid"
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/schemas"
-	"github.com/lmittmann/tint"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -86,7 +86,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c.flags = flag.NewFlagSet("jetloop "+c.name, flag.ContinueOnError)
 	c.flags.SetOutput(stderr)
 	c.flags.StringVar(&c.url, "nats", os.Getenv("NATS_URL"), "NATS server URL")
-	c.auth.Inbox = runtime.InboxCLI
+	c.auth.Inbox = bus.InboxCLI
 	c.auth.Flags(c.flags)
 	c.flags.BoolVar(&c.noColor, "no-color", false, "plain text even on a terminal (as does NO_COLOR)")
 	run, ok := commands[c.name]
@@ -101,7 +101,7 @@ type command struct {
 	name           string
 	flags          *flag.FlagSet
 	url            string
-	auth           runtime.Auth
+	auth           bus.Auth
 	noColor        bool
 	stdout, stderr io.Writer
 	// asyncErr, when set, takes the connection's asynchronous errors
@@ -111,7 +111,7 @@ type command struct {
 
 // color reports whether the command's output gets colour: on a terminal,
 // unless --no-color or NO_COLOR says otherwise.
-func (c *command) color() bool { return !c.noColor && IsTerminal(c.stdout) }
+func (c *command) color() bool { return !c.noColor && proc.IsTerminal(c.stdout) }
 
 var commands map[string]func(context.Context, *command, []string) int
 
@@ -161,14 +161,14 @@ func (c *command) usageErr(format string, a ...any) int {
 func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
 	url := c.url
 	if url == "" {
-		url = runtime.DefaultURL
+		url = bus.DefaultURL
 	}
 	opts, err := c.auth.Options()
 	if err != nil {
 		return nil, nil, err
 	}
 	opts = append(opts, nats.Timeout(3*time.Second), nats.RetryOnFailedConnect(false))
-	nc, err := runtime.Connect(url, "jetloop "+c.name, func(err error) {
+	nc, err := bus.Connect(url, "jetloop "+c.name, func(err error) {
 		if c.asyncErr != nil {
 			c.asyncErr(err)
 			return
@@ -184,26 +184,6 @@ func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
 		return nil, nil, err
 	}
 	return nc, js, nil
-}
-
-// Logger builds the handler of a process: tint on a terminal, JSON lines
-// otherwise.
-func Logger(w io.Writer, level slog.Level) *slog.Logger {
-	if IsTerminal(w) {
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
-}
-
-// IsTerminal reports whether w is a character device, where colour helps,
-// and NO_COLOR (https://no-color.org) is unset or empty.
-func IsTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("NO_COLOR") == ""
 }
 
 // NewID makes a turn or session id: a UUIDv7, ordered by time.

@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/orchestrator"
+
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
@@ -65,7 +67,7 @@ type env struct {
 	srv   *natstest.Server
 	nc    *nats.Conn
 	js    jetstream.JetStream
-	store *runtime.Store
+	store *bus.Store
 	dir   string
 	stopO func()
 	calls *modelJobs
@@ -88,10 +90,10 @@ func newEnvOn(t *testing.T, srv *natstest.Server, connect func(testing.TB) (*nat
 		connect: connect}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := runtime.EnsureStreams(ctx, js); err != nil {
+	if err := bus.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	store, err := runtime.NewStore(ctx, js)
+	store, err := bus.NewStore(ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +128,8 @@ func (e *env) orchestrator() (stop func()) {
 		e.t.Fatal(err)
 	}
 	nc, js := e.connect(e.t)
-	o, err := runtime.New(nc, js, e.logger(), set, runtime.WithAckWait(time.Second), runtime.WithAllowScripts(true),
-		runtime.WithProvider("script", recorder{e.calls}))
+	o, err := orchestrator.New(nc, js, e.logger(), set, orchestrator.WithAckWait(time.Second), orchestrator.WithAllowScripts(true),
+		orchestrator.WithProvider("script", recorder{e.calls}))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -5,9 +5,10 @@ import (
 	"net/url"
 	"sort"
 
+	"github.com/jetloop/jetloop/internal/orchestrator"
+
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/model"
-	"github.com/jetloop/jetloop/internal/runtime"
 )
 
 // ProviderOptions registers the model providers the environment configures
@@ -15,7 +16,7 @@ import (
 // ANTHROPIC_API_KEY, …) with an orchestrator. It says which are configured,
 // never with their keys, and warns about agents whose model names a provider
 // that is not: their turns would fail at the first model call.
-func ProviderOptions(getenv func(string) string, set *agents.Set, log *slog.Logger) ([]runtime.Option, error) {
+func ProviderOptions(getenv func(string) string, set *agents.Set, log *slog.Logger) ([]orchestrator.Option, error) {
 	ps, err := model.Providers(getenv)
 	if err != nil {
 		return nil, err
@@ -25,10 +26,10 @@ func ProviderOptions(getenv func(string) string, set *agents.Set, log *slog.Logg
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	var opts []runtime.Option
+	var opts []orchestrator.Option
 	for _, name := range names {
 		p := ps[name]
-		opts = append(opts, runtime.WithProvider(name, p))
+		opts = append(opts, orchestrator.WithProvider(name, p))
 		if name == "script" {
 			continue
 		}

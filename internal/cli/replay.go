@@ -9,9 +9,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/workflow"
 )
 
@@ -39,7 +40,7 @@ func (c *command) readLog(ctx context.Context, turn, file string) ([]events.Enve
 		return nil, err
 	}
 	defer nc.Close()
-	store, err := runtime.NewStore(ctx, js)
+	store, err := bus.NewStore(ctx, js)
 	if err != nil {
 		return nil, err
 	}

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/runtime"
 )
 
 // TestInterruptedWatchIsQuiet: watch and submit --watch, stopped while they
@@ -24,7 +25,7 @@ func TestInterruptedWatchIsQuiet(t *testing.T) {
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := runtime.EnsureStreams(ctx, js); err != nil {
+	if err := bus.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
 	// following reports whether a watch of turn has its ordered consumer.

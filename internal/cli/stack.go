@@ -9,10 +9,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/embedded"
+	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/proc"
+
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/metrics"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/internal/tracing"
 	"github.com/jetloop/jetloop/internal/workerobs"
@@ -50,11 +54,11 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 	if err != nil {
 		return nil, err
 	}
-	srv, err := runtime.Embedded(url, dir)
+	srv, err := embedded.Start(url, dir)
 	if err != nil {
 		return nil, err
 	}
-	nc, err := runtime.Connect(srv.ClientURL(), "jetloop", func(err error) { log.Warn("nats", "err", err) })
+	nc, err := bus.Connect(srv.ClientURL(), "jetloop", func(err error) { log.Warn("nats", "err", err) })
 	if err != nil {
 		srv.Shutdown()
 		return nil, err
@@ -68,7 +72,7 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 	if err != nil {
 		return fail(err)
 	}
-	if err := runtime.EnsureStreams(ctx, js); err != nil {
+	if err := bus.EnsureStreams(ctx, js); err != nil {
 		return fail(err)
 	}
 	providers, err := ProviderOptions(os.Getenv, set, log.With("process", "orchestrator"))
@@ -77,8 +81,8 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 	}
 	// demo and dev are a developer's own machine: their submissions may
 	// run scripts, as the demo turn and the dev hint do.
-	orch, err := runtime.New(nc, js, log.With("process", "orchestrator"), set, append(providers, runtime.WithAllowScripts(true),
-		runtime.WithMetrics(obs.metrics), runtime.WithTracer(obs.tracer))...)
+	orch, err := orchestrator.New(nc, js, log.With("process", "orchestrator"), set, append(providers, orchestrator.WithAllowScripts(true),
+		orchestrator.WithMetrics(obs.metrics), orchestrator.WithTracer(obs.tracer))...)
 	if err != nil {
 		return fail(err)
 	}
@@ -164,7 +168,7 @@ func demo(ctx context.Context, c *command, args []string) int {
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	log := Logger(c.stderr, level)
+	log := proc.Logger(c.stderr, level)
 	dir, err := os.MkdirTemp("", "jetloop-demo-")
 	if err != nil {
 		return c.fail("%v", err)
@@ -208,26 +212,26 @@ func demo(ctx context.Context, c *command, args []string) int {
 func dev(ctx context.Context, c *command, args []string) int {
 	agentsPath := c.flags.String("agents", "data/AGENTS.md", "AGENTS.md file or directory")
 	root := c.flags.String("root", ".", "directory the file tools may read and write")
-	dir := c.flags.String("data", runtime.DefaultDataDir, "where the embedded server stores its streams")
-	metricsAddr := c.flags.String("metrics-addr", "", MetricsAddrUsage)
+	dir := c.flags.String("data", embedded.DefaultDataDir, "where the embedded server stores its streams")
+	metricsAddr := c.flags.String("metrics-addr", "", proc.MetricsAddrUsage)
 	if !c.parse(args) {
 		return ExitUsage
 	}
 	url := c.url
 	if url == "" {
-		url = runtime.DefaultURL
+		url = bus.DefaultURL
 	}
-	if runtime.Answers(url) {
+	if bus.Answers(url) {
 		return c.fail("something already listens at %s; stop it or pass --nats with a free address", url)
 	}
 	abs, _ := filepath.Abs(*dir)
-	log := Logger(c.stderr, slog.LevelInfo)
-	m, stopMetrics, err := StartMetrics(*metricsAddr, log)
+	log := proc.Logger(c.stderr, slog.LevelInfo)
+	m, stopMetrics, err := proc.StartMetrics(*metricsAddr, log)
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	defer stopMetrics()
-	tracer, stopTracing, err := StartTracing(ctx, "jetloop", log)
+	tracer, stopTracing, err := proc.StartTracing(ctx, "jetloop", log)
 	if err != nil {
 		return c.fail("%v", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -49,14 +49,14 @@ func streams(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
-	p := runtime.DefaultProvision(nc.MaxPayload())
+	p := bus.DefaultProvision(nc.MaxPayload())
 	p.Replicas, p.JobsStorage, p.EventsMaxAge, p.EventsMaxBytes = *replicas, storage, *eventsMaxAge, evBytes
 	p.MaxBytes, p.DeadMaxAge = bytes, *deadMaxAge
 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if c.flags.Arg(0) == "apply" {
-		done, err := runtime.Apply(ctx, js, p)
+		done, err := bus.Apply(ctx, js, p)
 		for _, line := range done {
 			fmt.Fprintln(c.stdout, line)
 		}
@@ -68,7 +68,7 @@ func streams(ctx context.Context, c *command, args []string) int {
 		}
 		return ExitOK
 	}
-	diffs, err := runtime.Check(ctx, js, p)
+	diffs, err := bus.Check(ctx, js, p)
 	if err != nil {
 		return c.fail("%v", err)
 	}

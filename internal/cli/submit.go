@@ -9,9 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/model"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -181,7 +182,7 @@ func watch(ctx context.Context, c *command, args []string) int {
 	turn := c.flags.Arg(0)
 	// A mistyped turn id would otherwise wait in silence: say what it waits
 	// for (the turn may well be submitted later).
-	if store, err := runtime.NewStore(ctx, js); err == nil {
+	if store, err := bus.NewStore(ctx, js); err == nil {
 		if _, _, ok, err := store.Last(ctx, turn); err == nil && !ok {
 			fmt.Fprintf(c.stderr, "jetloop watch: turn %q has no events yet; waiting for it to start\n", turn)
 		}

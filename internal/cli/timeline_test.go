@@ -43,8 +43,8 @@ func renderPage(t *testing.T, log []events.Envelope) string {
 
 var scriptBlock = regexp.MustCompile(`(?s)<script type="application/json" id="([a-z-]+)">(.*?)</script>`)
 
-// embedded returns the page's JSON blocks by id.
-func embedded(t *testing.T, page string) map[string]string {
+// pageData returns the page's JSON blocks by id.
+func pageData(t *testing.T, page string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, m := range scriptBlock.FindAllStringSubmatch(page, -1) {
@@ -64,7 +64,7 @@ func TestTimelinePageOfGoldenLogs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			page := renderPage(t, log)
 			checkSelfContained(t, page)
-			blocks := embedded(t, page)
+			blocks := pageData(t, page)
 
 			var tl Timeline
 			if err := json.Unmarshal([]byte(blocks["timeline-data"]), &tl); err != nil {
@@ -357,7 +357,7 @@ func TestTimelineEscapesEverything(t *testing.T) {
 	if !strings.Contains(page, "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;") {
 		t.Fatal("the event table does not show the hostile text escaped")
 	}
-	blocks := embedded(t, page)
+	blocks := pageData(t, page)
 	var back []events.Envelope
 	if err := json.Unmarshal([]byte(blocks["turn-events"]), &back); err != nil {
 		t.Fatal(err)

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/turnlog"
 )
 
@@ -20,10 +21,10 @@ func seedTurns(tb testing.TB, n int) *natstest.Server {
 	_, js := srv.Connect(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := runtime.EnsureStreams(ctx, js); err != nil {
+	if err := bus.EnsureStreams(ctx, js); err != nil {
 		tb.Fatal(err)
 	}
-	store, err := runtime.NewStore(ctx, js)
+	store, err := bus.NewStore(ctx, js)
 	if err != nil {
 		tb.Fatal(err)
 	}

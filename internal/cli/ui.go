@@ -16,10 +16,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,7 +51,7 @@ type uiServer struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	lister *turnlog.Lister
-	store  *runtime.Store
+	store  *bus.Store
 	dead   jetstream.Stream
 	// anyHost accepts requests for any host name: set when the server is
 	// bound to other than loopback. On loopback, only loopback names are

@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -72,7 +73,7 @@ func dialAs(url, role string) func(opts ...nats.Option) (*nats.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, nats.UserInfo(role, strings.TrimSpace(string(secret))), nats.CustomInboxPrefix(runtime.InboxCLI))
+		opts = append(opts, nats.UserInfo(role, strings.TrimSpace(string(secret))), nats.CustomInboxPrefix(bus.InboxCLI))
 		return nats.Connect(url, opts...)
 	}
 }

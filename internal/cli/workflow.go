@@ -14,8 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/jetloop/jetloop/schemas"
@@ -262,12 +263,12 @@ func (c *command) showWorkflow(ctx context.Context, js jetstream.JetStream, id s
 func loadWorkflow(ctx context.Context, js jetstream.JetStream, id string) (*workflow.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	store, err := runtime.NewStore(ctx, js)
+	store, err := bus.NewStore(ctx, js)
 	if err != nil {
 		return nil, err
 	}
 	st, _, err := store.LoadWorkflow(ctx, id)
-	if errors.Is(err, runtime.ErrIsTurn) {
+	if errors.Is(err, bus.ErrIsTurn) {
 		return nil, fmt.Errorf("%s is a turn, not a workflow", id)
 	}
 	if err != nil {

@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -40,8 +41,8 @@ var streamsOf = []string{events.StreamInbox, events.StreamJobs, events.StreamEve
 	"KV_JETLOOP_TOOLS", "KV_JETLOOP_WORKERS", "KV_JETLOOP_CHECKPOINTS", "OBJ_JETLOOP_BLOBS"}
 
 // inboxes are the reply prefixes the processes of each role use.
-var inboxes = map[string]string{"orchestrator": runtime.InboxOrchestrator, "toolworker": runtime.InboxToolworker,
-	"client": runtime.InboxCLI, "viewer": runtime.InboxCLI, "admin": runtime.InboxCLI}
+var inboxes = map[string]string{"orchestrator": bus.InboxOrchestrator, "toolworker": bus.InboxToolworker,
+	"client": bus.InboxCLI, "viewer": bus.InboxCLI, "admin": bus.InboxCLI}
 
 // TestRolesAreDenied tries, with the credentials of every role but admin,
 // every destructive or forging action against the streams on a server with
@@ -57,7 +58,7 @@ func TestRolesAreDenied(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := runtime.Apply(ctx, ajs, runtime.DefaultProvision(admin.nc.MaxPayload())); err != nil {
+	if _, err := bus.Apply(ctx, ajs, bus.DefaultProvision(admin.nc.MaxPayload())); err != nil {
 		t.Fatal(err)
 	}
 	// A tool's consumer as a worker makes it, and one message in each
@@ -144,12 +145,12 @@ func deniedTo(role string) []denied {
 		add("pull model jobs", api("CONSUMER.MSG.NEXT.%s.model_runner", events.StreamJobs), map[string]any{"batch": 1})
 		add("ack a model job", "$JS.ACK.JETLOOP_JOBS.model_runner.1.1.1.1.0", nil)
 		ds = append(ds, denied{what: "subscribe to model jobs", subject: events.SubjectModel, sub: true},
-			denied{what: "subscribe to the orchestrator's replies", subject: runtime.InboxOrchestrator + ".>", sub: true})
+			denied{what: "subscribe to the orchestrator's replies", subject: bus.InboxOrchestrator + ".>", sub: true})
 	}
 	if role != "toolworker" {
 		add("create a tool consumer", api("CONSUMER.CREATE.%s.tool_echo.jetloop.jobs.tool.echo", events.StreamJobs),
 			map[string]any{"stream_name": events.StreamJobs, "config": map[string]any{"durable_name": "tool_echo", "filter_subject": "jetloop.jobs.tool.echo"}})
-		ds = append(ds, denied{what: "subscribe to the tool workers' replies", subject: runtime.InboxToolworker + ".>", sub: true})
+		ds = append(ds, denied{what: "subscribe to the tool workers' replies", subject: bus.InboxToolworker + ".>", sub: true})
 	}
 	ds = append(ds, denied{what: "subscribe to every reply", subject: "_INBOX.>", sub: true},
 		denied{what: "subscribe to the inbox", subject: "jetloop.inbox.>", sub: true})

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -57,11 +58,11 @@ func newStack(t *testing.T, toolsTTL time.Duration) *stack {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if toolsTTL > 0 {
-		if _, err := js.CreateKeyValue(ctx, runtime.ToolsBucket(toolsTTL)); err != nil {
+		if _, err := js.CreateKeyValue(ctx, bus.ToolsBucket(toolsTTL)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := runtime.EnsureStreams(ctx, js); err != nil {
+	if err := bus.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
 	s := &stack{t: t, srv: srv, url: srv.ClientURL(), nc: nc, js: js, dir: t.TempDir()}

@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -335,7 +336,7 @@ func turnLog(t *testing.T, js jetstream.JetStream, turn string) []events.Envelop
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	store, err := runtime.NewStore(ctx, js)
+	store, err := bus.NewStore(ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -42,7 +43,7 @@ func BenchmarkToolScaling(b *testing.B) {
 	nc, js := srv.Connect(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := runtime.EnsureStreams(ctx, js); err != nil {
+	if err := bus.EnsureStreams(ctx, js); err != nil {
 		b.Fatal(err)
 	}
 	var answered atomic.Int64

@@ -13,9 +13,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/embedded"
+	"github.com/jetloop/jetloop/internal/orchestrator"
+
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,7 +52,7 @@ func Start(files map[string]string) (*Stack, error) {
 		}
 	}
 	// No URL: a random free port on loopback (port 0 would be 4222).
-	srv, err := runtime.Embedded("", filepath.Join(dir, "nats"))
+	srv, err := embedded.Start("", filepath.Join(dir, "nats"))
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -61,7 +64,7 @@ func Start(files map[string]string) (*Stack, error) {
 	}
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err = runtime.EnsureStreams(ctx, s.js)
+		err = bus.EnsureStreams(ctx, s.js)
 		cancel()
 	}
 	if err != nil {
@@ -91,7 +94,7 @@ func (s *Stack) Orchestrate() error {
 	if os.Getenv("SDKTEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	o, err := runtime.New(nc, js, log, set, runtime.WithAllowScripts(true), runtime.WithAckWait(time.Second))
+	o, err := orchestrator.New(nc, js, log, set, orchestrator.WithAllowScripts(true), orchestrator.WithAckWait(time.Second))
 	if err != nil {
 		nc.Close()
 		return err

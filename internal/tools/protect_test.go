@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/embedded"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	jrt "github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
 )
 
@@ -234,7 +236,7 @@ func storeIn(t *testing.T, dir string) {
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	must(t, jrt.EnsureStreams(ctx, js))
+	must(t, bus.EnsureStreams(ctx, js))
 	if _, err := os.Stat(filepath.Join(dir, "jetstream", "$G", "streams", events.StreamEvents)); err != nil {
 		t.Fatalf("the server's store is not laid out as CheckRoot expects: %v", err)
 	}
@@ -246,7 +248,7 @@ func storeIn(t *testing.T, dir string) {
 func TestCheckRootFindsTheServersStore(t *testing.T) {
 	root := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module x\n"), 0o644))
-	storeIn(t, filepath.Join(root, jrt.DefaultDataDir))
+	storeIn(t, filepath.Join(root, embedded.DefaultDataDir))
 	if err := tools.CheckRoot(root, tools.DefaultProtect); err != nil {
 		t.Errorf("the README's layout is refused: %v", err)
 	}

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
+
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/runtime"
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,7 +34,7 @@ func newEnv(t *testing.T) *env {
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	must(t, runtime.EnsureStreams(ctx, js))
+	must(t, bus.EnsureStreams(ctx, js))
 	return &env{t: t, srv: srv, js: js}
 }
 

@@ -1,5 +1,5 @@
 // The streams and buckets a tool worker uses, with exactly the configuration
-// the Go processes create (internal/runtime/streams.go and
+// the Go processes create (internal/bus/streams.go and
 // internal/tools/registry.go). Whoever starts first creates them; a process
 // that finds one existing leaves it as it is, so every process must ask for
 // the same thing.

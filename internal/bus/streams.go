@@ -1,0 +1,467 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Dedup windows. A message re-published after a crash is dropped when its
+// Nats-Msg-Id was seen within the window, so the window must cover the longest
+// time between a publish and its retry: an input redelivered after its ack wait,
+// a process restarted after a crash.
+const (
+	inboxDuplicates = 10 * time.Minute
+	jobsDuplicates  = 10 * time.Minute
+	eventDuplicates = 2 * time.Minute
+	deadDuplicates  = 2 * time.Minute
+)
+
+// Names of the buckets of the contract that the events package does not name
+// elsewhere.
+const (
+	BucketWorkers     = "JETLOOP_WORKERS"
+	BucketCheckpoints = "JETLOOP_CHECKPOINTS"
+	BucketBlobs       = "JETLOOP_BLOBS"
+)
+
+// Durable consumers of the contract. The inbox consumer is shared by every
+// orchestrator; the model runners share theirs.
+const (
+	InboxConsumer = "orchestrator"
+	ModelConsumer = "model_runner"
+)
+
+// InboxMaxDeliver is how many times the inbox consumer delivers one input:
+// an input that exhausts them is dead-lettered with its last error.
+const InboxMaxDeliver = 10
+
+// ToolsTTL is how long a tool's entry outlives its worker's last heartbeat.
+const ToolsTTL = 15 * time.Second
+
+// Provision is the contract's table of streams, consumers and buckets with
+// the settings `jetloop streams apply` takes as flags. The zero value of a
+// field means its default (DefaultProvision).
+type Provision struct {
+	// Replicas of every stream and bucket: 1 on a single server, 3 on a
+	// cluster.
+	Replicas int
+	// JobsStorage is file, or memory: jobs are derived from the turns' logs,
+	// so a server restart loses none that a live turn waits on.
+	JobsStorage jetstream.StorageType
+	// EventsMaxAge is how long a turn's log is kept.
+	EventsMaxAge time.Duration
+	// EventsMaxBytes bounds the events stream (-1: unlimited).
+	EventsMaxBytes int64
+	// MaxBytes bounds the inbox, the jobs and the dead letters each.
+	MaxBytes int64
+	// DeadMaxAge is how long a dead letter is kept.
+	DeadMaxAge time.Duration
+	// MaxMsgSize is the inbox's largest message: the server's max payload.
+	MaxMsgSize int32
+	// ToolsTTL is the life of a tool worker's entries without a refresh.
+	ToolsTTL time.Duration
+}
+
+// DefaultProvision is the contract's table as it stands without flags.
+// maxPayload is the server's (nats.Conn.MaxPayload).
+func DefaultProvision(maxPayload int64) Provision {
+	return Provision{
+		Replicas:       1,
+		JobsStorage:    jetstream.FileStorage,
+		EventsMaxAge:   30 * 24 * time.Hour,
+		EventsMaxBytes: -1,
+		MaxBytes:       1 << 30,
+		DeadMaxAge:     14 * 24 * time.Hour,
+		MaxMsgSize:     int32(min(maxPayload, 1<<31-1)),
+		ToolsTTL:       ToolsTTL,
+	}
+}
+
+// StreamConfigs are the streams of the contract as p sets them.
+func (p Provision) StreamConfigs() []jetstream.StreamConfig {
+	return []jetstream.StreamConfig{
+		{
+			Name:        events.StreamInbox,
+			Description: "jetloop: inputs of the orchestrators (submits, controls, results)",
+			Subjects:    []string{"jetloop.inbox.>"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    p.Replicas,
+			MaxBytes:    p.MaxBytes,
+			MaxMsgSize:  p.MaxMsgSize,
+			Discard:     jetstream.DiscardNew,
+			Duplicates:  inboxDuplicates,
+		},
+		{
+			Name:        events.StreamJobs,
+			Description: "jetloop: model and tool jobs",
+			Subjects:    []string{"jetloop.jobs.>"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     p.JobsStorage,
+			Replicas:    p.Replicas,
+			MaxBytes:    p.MaxBytes,
+			Discard:     jetstream.DiscardNew,
+			Duplicates:  jobsDuplicates,
+		},
+		{
+			Name:        events.StreamEvents,
+			Description: "jetloop: the event log of every turn",
+			Subjects:    []string{"jetloop.events.>"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    p.Replicas,
+			MaxAge:      p.EventsMaxAge,
+			MaxBytes:    p.EventsMaxBytes,
+			Discard:     jetstream.DiscardOld,
+			Duplicates:  eventDuplicates,
+			// Direct gets serve the last event of a turn without a consumer.
+			AllowDirect: true,
+		},
+		{
+			Name:        events.StreamDead,
+			Description: "jetloop: dead letters, with the reason in the Jetloop-Error header",
+			Subjects:    []string{"jetloop.dead.>"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    p.Replicas,
+			MaxAge:      p.DeadMaxAge,
+			MaxBytes:    p.MaxBytes,
+			Discard:     jetstream.DiscardOld,
+			Duplicates:  deadDuplicates,
+			// No direct gets: a direct get sends a dead letter's payload,
+			// raw and without headers (no_hdr), to any reply subject, and
+			// an inbox subject would take it as an input. A plain get
+			// answers in a JSON wrapper no input can be mistaken for.
+			AllowDirect: false,
+		},
+	}
+}
+
+// Buckets are the key-value buckets of the contract as p sets them.
+func (p Provision) Buckets() []jetstream.KeyValueConfig {
+	return []jetstream.KeyValueConfig{
+		{
+			Bucket:      events.BucketTools,
+			Description: "jetloop: tools served by live workers",
+			TTL:         p.ToolsTTL,
+			Storage:     jetstream.FileStorage,
+			Replicas:    p.Replicas,
+		},
+		{
+			Bucket:      BucketWorkers,
+			Description: "jetloop: live workers of each tool",
+			TTL:         p.ToolsTTL,
+			Storage:     jetstream.FileStorage,
+			Replicas:    p.Replicas,
+		},
+		{
+			Bucket:      BucketCheckpoints,
+			Description: "jetloop: the last checkpoint of each workflow",
+			Storage:     jetstream.FileStorage,
+			Replicas:    p.Replicas,
+		},
+	}
+}
+
+// Blobs is the object store of outputs too big for one message.
+func (p Provision) Blobs() jetstream.ObjectStoreConfig {
+	return jetstream.ObjectStoreConfig{
+		Bucket:      BucketBlobs,
+		Description: "jetloop: outputs too big for one message, referenced by events",
+		TTL:         p.EventsMaxAge,
+		Storage:     jetstream.FileStorage,
+		Replicas:    p.Replicas,
+	}
+}
+
+// Consumers are the durable consumers of the contract that no tool names:
+// the orchestrators' inbox and model runners. ackWait is the orchestrator's
+// (--ack-wait); each orchestrator sets it again on its own consumers.
+func (p Provision) Consumers(ackWait time.Duration) map[string]jetstream.ConsumerConfig {
+	return map[string]jetstream.ConsumerConfig{
+		events.StreamInbox: InboxConsumerConfig(ackWait),
+		events.StreamJobs:  ModelConsumerConfig(ackWait),
+	}
+}
+
+// InboxConsumerConfig is the orchestrators' durable consumer of the inbox.
+func InboxConsumerConfig(ackWait time.Duration) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       InboxConsumer,
+		Description:   "jetloop: the orchestrators' inputs",
+		FilterSubject: "jetloop.inbox.>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		// An input that fails this often is dead-lettered, by its handler
+		// on the last delivery or from the MAX_DELIVERIES advisory when the
+		// process died handling it.
+		MaxDeliver:    InboxMaxDeliver,
+		MaxAckPending: 20_000,
+	}
+}
+
+// ModelConsumerConfig is the model runners' durable consumer of model jobs.
+func ModelConsumerConfig(ackWait time.Duration) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       ModelConsumer,
+		Description:   "jetloop: model calls",
+		FilterSubject: events.SubjectModel,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		// Attempts are counted by the runner (model.MaxAttempts); deliveries
+		// beyond them are redeliveries after a crash, which must go on.
+		MaxDeliver:    -1,
+		MaxAckPending: 10_000,
+	}
+}
+
+// Apply creates or updates every stream, bucket and consumer of p. It needs
+// a user that may manage streams (admin). It returns what it did, one line
+// each.
+func Apply(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, error) {
+	var done []string
+	for _, cfg := range p.StreamConfigs() {
+		old, err := js.Stream(ctx, cfg.Name)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			if _, err := js.CreateStream(ctx, cfg); err != nil {
+				return done, fmt.Errorf("bus: create stream %s: %w", cfg.Name, err)
+			}
+			done = append(done, "created stream "+cfg.Name)
+			continue
+		case err != nil:
+			return done, fmt.Errorf("bus: stream %s: %w", cfg.Name, err)
+		}
+		diffs := diffStream(old.CachedInfo().Config, cfg)
+		if len(diffs) == 0 {
+			continue
+		}
+		if old.CachedInfo().Config.Storage != cfg.Storage {
+			return done, fmt.Errorf("bus: stream %s: its storage cannot change in place (%s → %s): delete it first as admin (nothing is lost for %s: jobs are derived from the logs)",
+				cfg.Name, old.CachedInfo().Config.Storage, cfg.Storage, events.StreamJobs)
+		}
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			return done, fmt.Errorf("bus: update stream %s: %w", cfg.Name, err)
+		}
+		done = append(done, fmt.Sprintf("updated stream %s: %s", cfg.Name, strings.Join(diffs, "; ")))
+	}
+	for _, cfg := range p.Buckets() {
+		_, err := js.KeyValue(ctx, cfg.Bucket)
+		if _, uerr := js.CreateOrUpdateKeyValue(ctx, cfg); uerr != nil {
+			return done, fmt.Errorf("bus: bucket %s: %w", cfg.Bucket, uerr)
+		}
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			done = append(done, "created bucket "+cfg.Bucket)
+		}
+	}
+	_, err := js.ObjectStore(ctx, BucketBlobs)
+	if _, uerr := js.CreateOrUpdateObjectStore(ctx, p.Blobs()); uerr != nil {
+		return done, fmt.Errorf("bus: object store %s: %w", BucketBlobs, uerr)
+	}
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		done = append(done, "created object store "+BucketBlobs)
+	}
+	for stream, cfg := range p.Consumers(DefaultAckWait) {
+		c, err := js.Consumer(ctx, stream, cfg.Durable)
+		if err == nil {
+			// The ack wait is the orchestrator's own (--ack-wait): keep it.
+			cfg.AckWait = c.CachedInfo().Config.AckWait
+			if len(diffConsumer(c.CachedInfo().Config, cfg)) == 0 {
+				continue
+			}
+		}
+		if _, err := js.CreateOrUpdateConsumer(ctx, stream, cfg); err != nil {
+			return done, fmt.Errorf("bus: consumer %s of %s: %w", cfg.Durable, stream, err)
+		}
+		done = append(done, fmt.Sprintf("set consumer %s of %s", cfg.Durable, stream))
+	}
+	return done, nil
+}
+
+// Check compares what the server has with p and returns every difference,
+// one line each: a missing stream, bucket or consumer, or a setting that
+// differs.
+func Check(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, error) {
+	var diffs []string
+	for _, cfg := range p.StreamConfigs() {
+		s, err := js.Stream(ctx, cfg.Name)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			diffs = append(diffs, fmt.Sprintf("stream %s: missing", cfg.Name))
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("bus: stream %s: %w", cfg.Name, err)
+		}
+		for _, d := range diffStream(s.CachedInfo().Config, cfg) {
+			diffs = append(diffs, fmt.Sprintf("stream %s: %s", cfg.Name, d))
+		}
+	}
+	for _, cfg := range p.Buckets() {
+		d, err := checkBucket(ctx, js, "KV_"+cfg.Bucket, "bucket "+cfg.Bucket, cfg.TTL, cfg.Replicas, cfg.Storage)
+		if err != nil {
+			return nil, err
+		}
+		diffs = append(diffs, d...)
+	}
+	b := p.Blobs()
+	d, err := checkBucket(ctx, js, "OBJ_"+b.Bucket, "object store "+b.Bucket, b.TTL, b.Replicas, b.Storage)
+	if err != nil {
+		return nil, err
+	}
+	diffs = append(diffs, d...)
+	for stream, cfg := range p.Consumers(DefaultAckWait) {
+		c, err := js.Consumer(ctx, stream, cfg.Durable)
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+			diffs = append(diffs, fmt.Sprintf("consumer %s of %s: missing", cfg.Durable, stream))
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("bus: consumer %s of %s: %w", cfg.Durable, stream, err)
+		}
+		for _, d := range diffConsumer(c.CachedInfo().Config, cfg) {
+			diffs = append(diffs, fmt.Sprintf("consumer %s of %s: %s", cfg.Durable, stream, d))
+		}
+	}
+	return diffs, nil
+}
+
+func checkBucket(ctx context.Context, js jetstream.JetStream, stream, what string, ttl time.Duration, replicas int, storage jetstream.StorageType) ([]string, error) {
+	s, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return []string{what + ": missing"}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bus: %s: %w", what, err)
+	}
+	have := s.CachedInfo().Config
+	var diffs []string
+	diffs = differ(diffs, what+": ttl", have.MaxAge, ttl)
+	diffs = differ(diffs, what+": replicas", max(have.Replicas, 1), max(replicas, 1))
+	diffs = differ(diffs, what+": storage", have.Storage, storage)
+	return diffs, nil
+}
+
+// diffStream lists the settings of the table in which have differs from
+// want.
+func diffStream(have, want jetstream.StreamConfig) []string {
+	var d []string
+	if !slices.Equal(have.Subjects, want.Subjects) {
+		d = append(d, fmt.Sprintf("subjects are %v, want %v", have.Subjects, want.Subjects))
+	}
+	d = differ(d, "retention", have.Retention, want.Retention)
+	d = differ(d, "storage", have.Storage, want.Storage)
+	d = differ(d, "replicas", max(have.Replicas, 1), max(want.Replicas, 1))
+	d = differ(d, "max_age", have.MaxAge, want.MaxAge)
+	d = differ(d, "max_bytes", unlimited(have.MaxBytes), unlimited(want.MaxBytes))
+	d = differ(d, "max_msgs", unlimited(have.MaxMsgs), int64(-1))
+	d = differ(d, "max_msg_size", unlimited(int64(have.MaxMsgSize)), unlimited(int64(want.MaxMsgSize)))
+	d = differ(d, "discard", have.Discard, want.Discard)
+	d = differ(d, "duplicates", have.Duplicates, want.Duplicates)
+	d = differ(d, "allow_direct", have.AllowDirect, want.AllowDirect)
+	if have.RePublish != nil {
+		d = append(d, fmt.Sprintf("republishes %s to %s, want none", have.RePublish.Source, have.RePublish.Destination))
+	}
+	if len(have.Sources) > 0 || have.Mirror != nil {
+		d = append(d, "has sources or a mirror, want none")
+	}
+	return d
+}
+
+// diffConsumer lists the settings of the table in which have differs from
+// want. The ack wait is each orchestrator's own (--ack-wait).
+func diffConsumer(have, want jetstream.ConsumerConfig) []string {
+	var d []string
+	d = differ(d, "filter_subject", have.FilterSubject, want.FilterSubject)
+	if len(have.FilterSubjects) > 0 {
+		d = append(d, fmt.Sprintf("filter_subjects are %v, want none", have.FilterSubjects))
+	}
+	d = differ(d, "ack_policy", have.AckPolicy, want.AckPolicy)
+	d = differ(d, "max_deliver", unlimited(int64(have.MaxDeliver)), unlimited(int64(want.MaxDeliver)))
+	d = differ(d, "max_ack_pending", have.MaxAckPending, want.MaxAckPending)
+	return d
+}
+
+func differ[T comparable](d []string, name string, have, want T) []string {
+	if have != want {
+		d = append(d, fmt.Sprintf("%s is %v, want %v", name, have, want))
+	}
+	return d
+}
+
+// unlimited maps every "no limit" value (0 or negative) to -1.
+func unlimited(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// DefaultAckWait is the ack wait of the inbox and model consumers when no
+// --ack-wait says otherwise.
+const DefaultAckWait = 30 * time.Second
+
+// EnsureStreams makes sure a process can run: every stream and bucket of the
+// contract exists, created with the table's defaults where missing and the
+// server allows it. A process whose user may not create them (production)
+// only checks that they exist and have the subjects and retention it relies
+// on; limits are the operator's (`jetloop streams apply|check`). What exists
+// is never changed here.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
+	p := DefaultProvision(js.Conn().MaxPayload())
+	var missing, wrong []string
+	for _, cfg := range p.StreamConfigs() {
+		s, err := js.Stream(ctx, cfg.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			if s, err = js.CreateStream(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				missing = append(missing, fmt.Sprintf("stream %s (%v)", cfg.Name, err))
+				continue
+			}
+			if s == nil {
+				continue // created by another process meanwhile
+			}
+		} else if err != nil {
+			return fmt.Errorf("bus: stream %s: %w", cfg.Name, err)
+		}
+		have := s.CachedInfo().Config
+		if !slices.Equal(have.Subjects, cfg.Subjects) || have.Retention != cfg.Retention {
+			wrong = append(wrong, fmt.Sprintf("stream %s has subjects %v and retention %s, want %v and %s",
+				cfg.Name, have.Subjects, have.Retention, cfg.Subjects, cfg.Retention))
+		}
+	}
+	for _, cfg := range p.Buckets() {
+		if _, err := js.KeyValue(ctx, cfg.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+			if _, err := js.CreateKeyValue(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+				missing = append(missing, fmt.Sprintf("bucket %s (%v)", cfg.Bucket, err))
+			}
+		} else if err != nil {
+			return fmt.Errorf("bus: bucket %s: %w", cfg.Bucket, err)
+		}
+	}
+	if _, err := js.ObjectStore(ctx, BucketBlobs); errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := js.CreateObjectStore(ctx, p.Blobs()); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+			missing = append(missing, fmt.Sprintf("object store %s (%v)", BucketBlobs, err))
+		}
+	} else if err != nil {
+		return fmt.Errorf("bus: object store %s: %w", BucketBlobs, err)
+	}
+	if len(missing)+len(wrong) == 0 {
+		return nil
+	}
+	return fmt.Errorf("bus: the server is not provisioned for jetloop: %s; run `jetloop streams apply` with admin credentials",
+		strings.Join(append(missing, wrong...), "; "))
+}
+
+// ToolsBucket is the tools bucket with an entry life of ttl (tests shorten
+// it).
+func ToolsBucket(ttl time.Duration) jetstream.KeyValueConfig {
+	p := DefaultProvision(1 << 20)
+	p.ToolsTTL = ttl
+	return p.Buckets()[0]
+}

@@ -1,0 +1,5 @@
+// Package layers has no code: its test holds the module to its layering,
+// commands → cli → orchestrator and tools → bus → fsm, workflow and events,
+// and keeps what a user links (the client and worker packages, the tool
+// worker binary) free of the server and the model SDKs.
+package layers

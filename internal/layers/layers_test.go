@@ -1,0 +1,75 @@
+package layers_test
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/jetloop/jetloop/"
+
+// deps maps each of the module's packages to everything it links.
+func deps(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, module+"...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	m := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) > 0 {
+			m[f[0]] = f[1:]
+		}
+	}
+	return m
+}
+
+// TestLayering fails when a package links what its layer must not: the
+// tool worker and the public packages never the embedded server or a model
+// SDK (a user's worker would carry both), the I/O-free core never the
+// transport, and no lower layer an upper one.
+func TestLayering(t *testing.T) {
+	all := deps(t)
+	rules := []struct {
+		pkgs      []string
+		forbidden []string
+		why       string
+	}{
+		{
+			pkgs:      []string{"cmd/toolworker", "client", "worker", "internal/bus", "internal/tools"},
+			forbidden: []string{"github.com/nats-io/nats-server/", "github.com/openai/", "github.com/anthropics/", module + "internal/model", module + "internal/orchestrator", module + "internal/cli"},
+			why:       "what runs tools or embeds jetloop in a user's program links neither a server nor a model",
+		},
+		{
+			pkgs:      []string{"internal/fsm", "internal/workflow", "internal/events", "internal/agents"},
+			forbidden: []string{"github.com/nats-io/", module + "internal/bus", module + "internal/orchestrator", module + "internal/cli", module + "internal/model"},
+			why:       "the machines and the wire types do no I/O",
+		},
+		{
+			pkgs:      []string{"internal/orchestrator", "internal/bus", "internal/turnlog", "client", "worker"},
+			forbidden: []string{module + "internal/cli", module + "cmd/"},
+			why:       "nothing below the CLI imports it",
+		},
+	}
+	for _, r := range rules {
+		for _, p := range r.pkgs {
+			linked, ok := all[module+p]
+			if !ok {
+				t.Errorf("%s: not in the module", p)
+				continue
+			}
+			for _, d := range linked {
+				for _, f := range r.forbidden {
+					if strings.HasPrefix(d, f) {
+						t.Errorf("%s links %s: %s", p, d, r.why)
+					}
+				}
+			}
+		}
+	}
+}

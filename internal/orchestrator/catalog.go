@@ -1,0 +1,113 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/schemas"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// toolCatalog mirrors KV JETLOOP_TOOLS through a watch, so starting a turn
+// reads the tools served now from memory instead of the bucket.
+type toolCatalog struct {
+	mu      sync.RWMutex
+	entries map[string]toolEntry
+	// ttl is the bucket's: an entry older than that has expired even
+	// though no watcher was told (0: entries never expire).
+	ttl time.Duration
+}
+
+type toolEntry struct {
+	info events.ToolInfo
+	at   time.Time
+}
+
+// watchTools starts mirroring the bucket until ctx ends; the catalog holds
+// the bucket's content when it returns.
+func watchTools(ctx context.Context, js jetstream.JetStream) (*toolCatalog, error) {
+	kv, err := js.KeyValue(ctx, events.BucketTools)
+	if err != nil {
+		return nil, fmt.Errorf("orchestrator: bind %s: %w", events.BucketTools, err)
+	}
+	status, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("orchestrator: status of %s: %w", events.BucketTools, err)
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("orchestrator: watch %s: %w", events.BucketTools, err)
+	}
+	c := &toolCatalog{entries: map[string]toolEntry{}, ttl: status.TTL()}
+	ready := make(chan struct{})
+	go func() {
+		defer func() { _ = w.Stop() }()
+		initial := true
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case u, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if u == nil { // the end of the initial values
+					if initial {
+						initial = false
+						close(ready)
+					}
+					continue
+				}
+				c.update(u)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(defaultIOTimeout):
+		return nil, errors.New("orchestrator: the tools bucket did not answer")
+	}
+}
+
+func (c *toolCatalog) update(u jetstream.KeyValueEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if u.Operation() != jetstream.KeyValuePut {
+		delete(c.entries, u.Key())
+		return
+	}
+	// Any process may write the bucket: an entry that is not a tool_info
+	// is no tool.
+	var info events.ToolInfo
+	if schemas.Validate("tool_info", u.Value()) != nil || json.Unmarshal(u.Value(), &info) != nil || info.Name != u.Key() {
+		delete(c.entries, u.Key())
+		return
+	}
+	c.entries[u.Key()] = toolEntry{info: info, at: u.Created()}
+}
+
+// live returns the tools a worker refreshed within the bucket's TTL: an entry
+// that expires by age is not announced to watchers, so its age decides.
+func (c *toolCatalog) live() []events.ToolSpec {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]events.ToolSpec, 0, len(c.entries))
+	for _, e := range c.entries {
+		if c.ttl > 0 && time.Since(e.at) > c.ttl || e.info.Workers < 1 {
+			continue
+		}
+		out = append(out, events.ToolSpec{Name: e.info.Name, Description: e.info.Description,
+			Parameters: e.info.Parameters, TimeoutMs: e.info.TimeoutMs})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,109 @@
+package orchestrator_test
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/orchestrator"
+
+	"github.com/jetloop/jetloop/internal/events"
+)
+
+// threeSteps is a turn of eight inputs: the submit, then a model answer and
+// a tool result per step, then the final answer.
+const threeSteps = `{"responses": [
+	{"tool_calls": [{"name": "count", "arguments": {"n": 1}}]},
+	{"tool_calls": [{"name": "count", "arguments": {"n": 2}}]},
+	{"tool_calls": [{"name": "count", "arguments": {"n": 3}}]},
+	{"text": "counted to three"}]}`
+
+// TestCrashAtEveryStage stops an orchestrator abruptly after it appended the
+// events of its nth input, and after it published that input's jobs, each
+// time before acknowledging the input; a fresh orchestrator finishes the turn
+// with a valid log and no tool call run twice.
+func TestCrashAtEveryStage(t *testing.T) {
+	for _, stage := range []string{orchestrator.StageAppended, orchestrator.StagePublished} {
+		for n := 1; n <= 8; n++ {
+			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
+				h := newHarness(t)
+				h.worker()
+				var seen atomic.Int32
+				crashed := make(chan struct{})
+				_, kill := h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
+					if s != stage || seen.Add(1) != int32(n) {
+						return nil
+					}
+					close(crashed)
+					return errors.New("crash")
+				}))
+				turn := fmt.Sprintf("t-crash-%s-%d", stage, n)
+				h.submit(script(turn, "General", threeSteps))
+				<-crashed
+				kill()
+				h.orchestrator()
+				_, fin := h.finished(turn)
+				if fin.StopReason != events.StopCompleted || fin.Metrics.ToolCalls != 3 {
+					t.Fatalf("finished %+v", fin)
+				}
+				if got := h.calls.max(); got != 1 {
+					t.Fatalf("a tool call ran %d times", got)
+				}
+			})
+		}
+	}
+}
+
+// TestTwoOrchestratorsNeverCorruptATurn runs two orchestrators on one inbox:
+// the inputs of one turn land on both, and optimistic concurrency keeps each
+// log whole.
+func TestTwoOrchestratorsNeverCorruptATurn(t *testing.T) {
+	h := newHarness(t)
+	h.worker()
+	h.orchestrator()
+	h.orchestrator()
+	const turns = 20
+	for i := range turns {
+		h.submit(script(fmt.Sprintf("t-two-%d", i), "General", threeSteps))
+	}
+	for i := range turns {
+		_, fin := h.finished(fmt.Sprintf("t-two-%d", i))
+		if fin.StopReason != events.StopCompleted {
+			t.Fatalf("turn %d: %+v", i, fin)
+		}
+	}
+}
+
+// TestRestartTakesBackAtOnce kills an orchestrator whose inputs wait ten
+// minutes before JetStream hands them to anyone else; the one started next
+// takes them back at once and finishes the turn.
+func TestRestartTakesBackAtOnce(t *testing.T) {
+	for _, stage := range []string{orchestrator.StageAppended, orchestrator.StagePublished} {
+		t.Run(stage, func(t *testing.T) {
+			h := newHarness(t)
+			h.worker()
+			var seen atomic.Int32
+			crashed := make(chan struct{})
+			_, kill := h.orchestratorKill(orchestrator.WithAckWait(10*time.Minute), orchestrator.WithCrashHook(func(s string) error {
+				if s != stage || seen.Add(1) != 3 {
+					return nil
+				}
+				close(crashed)
+				return errors.New("crash")
+			}))
+			turn := "t-restart-" + stage
+			h.submit(script(turn, "General", threeSteps))
+			<-crashed
+			kill()
+			h.orchestrator(orchestrator.WithAckWait(10 * time.Minute))
+			if _, fin := h.finished(turn); fin.StopReason != events.StopCompleted {
+				t.Fatalf("finished %+v", fin)
+			}
+			if got := h.calls.max(); got != 1 {
+				t.Fatalf("a tool call ran %d times", got)
+			}
+		})
+	}
+}

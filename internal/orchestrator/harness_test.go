@@ -1,0 +1,428 @@
+package orchestrator_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/orchestrator"
+
+	"github.com/jetloop/jetloop/internal/agents"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/worker"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// testAgents are the agents of the end-to-end tests; each exercises a rule.
+const testAgents = `---
+name: General
+model: script
+---
+You can use every tool.
+---
+name: Capped
+model: script
+steps: 2
+---
+Two steps at most.
+---
+name: Final
+model: script
+final_tools: [echo]
+---
+An echo is the answer.
+---
+name: Gated
+model: script
+approval: [echo]
+---
+Echo needs approval.
+---
+name: Text
+model: script
+steps: 0
+---
+Text only.
+---
+name: Reader
+model: script
+tools: [echo, ask_user]
+---
+Echo and ask.
+`
+
+// harness is a real embedded server with a real orchestrator and a real tool
+// worker. Every turn log in the server is checked against the contract's
+// invariants when the test ends.
+type harness struct {
+	t     *testing.T
+	srv   *natstest.Server
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	store *bus.Store
+	set   *agents.Set
+	log   *slog.Logger
+	calls *counter
+}
+
+// counter is a tool that counts its executions per call, so tests can prove
+// no call ran twice.
+type counter struct {
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+func (c *counter) Spec() events.ToolSpec {
+	return events.ToolSpec{Name: "count", Description: "Counts.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}`)}
+}
+
+func (c *counter) Call(ctx context.Context, args json.RawMessage) (tools.Result, error) {
+	var a struct{ N int }
+	_ = json.Unmarshal(args, &a)
+	c.mu.Lock()
+	c.runs[string(args)]++
+	c.mu.Unlock()
+	return tools.Result{Output: "counted"}, nil
+}
+
+func (c *counter) max() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := 0
+	for _, n := range c.runs {
+		m = max(m, n)
+	}
+	return m
+}
+
+// meeting is a tool whose calls return once two of them run at the same
+// time, or fail after a while alone: proof that calls run in parallel.
+type meeting struct {
+	mu      sync.Mutex
+	arrived int
+	all     chan struct{}
+}
+
+func (m *meeting) Spec() events.ToolSpec {
+	return events.ToolSpec{Name: "meet", Description: "Waits for a second caller.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"who":{"type":"string"}},"required":["who"]}`)}
+}
+
+func (m *meeting) Call(ctx context.Context, _ json.RawMessage) (tools.Result, error) {
+	m.mu.Lock()
+	m.arrived++
+	if m.arrived == 2 {
+		close(m.all)
+	}
+	m.mu.Unlock()
+	select {
+	case <-m.all:
+		return tools.Result{Output: "met"}, nil
+	case <-ctx.Done():
+		return tools.Result{}, ctx.Err()
+	case <-time.After(20 * time.Second):
+		return tools.Result{Output: "nobody came", IsError: true}, nil
+	}
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	return newHarnessOn(t, natstest.Start(t), nil)
+}
+
+// newHarnessOn is newHarness on srv, with the streams provisioned by p when
+// it is set.
+func newHarnessOn(t *testing.T, srv *natstest.Server, p *bus.Provision) *harness {
+	t.Helper()
+	nc, js := srv.Connect(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "AGENTS.md")
+	if err := os.WriteFile(path, []byte(testAgents), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, _, err := agents.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if p != nil {
+		if _, err := bus.Apply(ctx, js, *p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bus.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	store, err := bus.NewStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, srv: srv, nc: nc, js: js, store: store, set: set,
+		log:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		calls: &counter{runs: map[string]int{}}}
+	t.Cleanup(h.checkAllLogs)
+	return h
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// orchestrator runs an orchestrator on its own connection until the test
+// ends or the returned stop is called; stop waits for Run to return.
+func (h *harness) orchestrator(opts ...orchestrator.Option) (stop func()) {
+	stop, _ = h.orchestratorKill(opts...)
+	return stop
+}
+
+// orchestratorKill also returns kill, which stops the orchestrator the way a
+// crash does: its connection closes under it, nothing more is acknowledged.
+func (h *harness) orchestratorKill(opts ...orchestrator.Option) (stop, kill func()) {
+	h.t.Helper()
+	nc, js := h.srv.Connect(h.t)
+	// The tests' submissions carry their scripts; a test of the default
+	// turns scripts off again with an option of its own.
+	opts = append([]orchestrator.Option{orchestrator.WithAckWait(time.Second), orchestrator.WithAllowScripts(true)}, opts...)
+	o, err := orchestrator.New(nc, js, h.log.With("process", "orchestrator"), h.set, opts...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var killed atomic.Bool
+	go func() {
+		defer close(done)
+		if err := o.Run(ctx); err != nil && !killed.Load() {
+			h.t.Errorf("orchestrator: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			nc.Close()
+		})
+	}
+	kill = func() {
+		once.Do(func() {
+			killed.Store(true)
+			nc.Close()
+			cancel()
+			<-done
+		})
+	}
+	h.t.Cleanup(stop)
+	return stop, kill
+}
+
+// worker runs a tool worker with the built-in tools and count.
+func (h *harness) worker(setup ...func(*worker.Worker)) (stop func()) {
+	h.t.Helper()
+	return h.workerIn(h.t.TempDir(), setup...)
+}
+
+// workerIn runs a tool worker whose file tools are confined to root.
+func (h *harness) workerIn(root string, setup ...func(*worker.Worker)) (stop func()) {
+	h.t.Helper()
+	nc, _ := h.srv.Connect(h.t)
+	builtins, err := tools.Builtins(root, false)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	w, err := worker.New(nc, worker.Options{Logger: h.log.With("process", "toolworker")})
+	if err == nil {
+		for _, f := range setup {
+			f(w)
+		}
+		err = tools.Register(w, append(builtins, h.calls, &meeting{all: make(chan struct{})})...)
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil {
+			h.t.Errorf("toolworker: %v", err)
+		}
+	}()
+	served := append(builtins, h.calls, &meeting{})
+	h.waitFor("the worker's tools in the registry", func() bool {
+		kv, err := h.js.KeyValue(context.Background(), events.BucketTools)
+		if err != nil {
+			return false
+		}
+		for _, tool := range served {
+			if _, err := kv.Get(context.Background(), tool.Spec().Name); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			nc.Close()
+		})
+	}
+	h.t.Cleanup(stop)
+	return stop
+}
+
+// start runs an orchestrator and a worker: the usual test setup.
+func (h *harness) start() *harness {
+	h.worker()
+	h.orchestrator()
+	return h
+}
+
+// waitFor polls cond until it holds, failing the test after a deadline.
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	natstest.WaitFor(h.t, what, cond)
+}
+
+func (h *harness) submit(sub events.Submit) {
+	h.t.Helper()
+	data, err := json.Marshal(sub)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.publish(events.SubjectSubmit, data, sub.TurnID)
+}
+
+func (h *harness) publish(subject string, data []byte, id string) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var opts []jetstream.PublishOpt
+	if id != "" {
+		opts = append(opts, jetstream.WithMsgID(id))
+	}
+	if _, err := h.js.Publish(ctx, subject, data, opts...); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) control(turn string, c events.Control) {
+	h.t.Helper()
+	data, _ := json.Marshal(c)
+	h.publish(events.ControlSubject(turn), data, "")
+}
+
+// script makes a scripted submission of agent with an inline script.
+func script(turn, agent string, sc string) events.Submit {
+	return events.Submit{TurnID: turn, Agent: agent, Model: "script", Script: json.RawMessage(sc),
+		Input: []events.Message{{Role: events.RoleUser, Content: "go"}}}
+}
+
+// events reads a turn's log as it is now.
+func (h *harness) events(turn string) []events.Envelope {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	log, _, err := h.store.Read(ctx, turn)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return log
+}
+
+// last returns a turn's last event type, "" without a log.
+func (h *harness) last(turn string) events.Type {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e, _, ok, err := h.store.Last(ctx, turn)
+	if err != nil || !ok {
+		return ""
+	}
+	return e.Type
+}
+
+// finished waits for a turn to finish and returns its log and result.
+func (h *harness) finished(turn string) ([]events.Envelope, events.TurnFinishedData) {
+	h.t.Helper()
+	h.waitFor("turn "+turn+" to finish", func() bool { return h.last(turn) == events.TurnFinished })
+	log := h.events(turn)
+	if err := events.CheckLog(log); err != nil {
+		h.t.Fatalf("turn %s: %v\n%s", turn, err, dump(log))
+	}
+	var fin events.TurnFinishedData
+	if err := json.Unmarshal(log[len(log)-1].Data, &fin); err != nil {
+		h.t.Fatal(err)
+	}
+	return log, fin
+}
+
+// waitType waits until a turn's log has an event of type typ and returns the
+// first one.
+func (h *harness) waitType(turn string, typ events.Type) events.Envelope {
+	h.t.Helper()
+	var found events.Envelope
+	h.waitFor("a "+string(typ)+" in turn "+turn, func() bool {
+		for _, e := range h.events(turn) {
+			if e.Type == typ {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// checkAllLogs checks every turn log the test produced.
+func (h *harness) checkAllLogs() { natstest.CheckLogs(h.t, h.js) }
+
+func mustJSON(v any) []byte {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+func dump(log []events.Envelope) string {
+	var out []byte
+	for _, e := range log {
+		out = append(out, mustJSON(e)...)
+		out = append(out, '\n')
+	}
+	return string(out)
+}
+
+// of decodes the data of the events of one type in a log.
+func of[T any](t *testing.T, log []events.Envelope, typ events.Type) []T {
+	t.Helper()
+	var out []T
+	for _, e := range log {
+		if e.Type != typ {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal(e.Data, &v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}

@@ -1,0 +1,203 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+)
+
+// historyCache keeps the transcripts of finished turns, which never change,
+// so the turns of a long session do not fold their predecessors again and
+// again.
+type historyCache struct {
+	store *bus.Store
+	size  int
+
+	mu          sync.Mutex
+	transcripts map[string][]events.Message
+}
+
+func newHistoryCache(store *bus.Store, size int) *historyCache {
+	return &historyCache{store: store, size: size, transcripts: map[string][]events.Message{}}
+}
+
+// session returns the conversation of a session's finished turns, oldest
+// first, and their ids. Rejected turns said nothing; unfinished turns are not
+// history yet.
+func (h *historyCache) session(ctx context.Context, session, except string) ([]events.Message, []string, error) {
+	subjects, err := h.store.Subjects(ctx, events.SessionEventsFilter(session))
+	if err != nil {
+		return nil, nil, err
+	}
+	type done struct {
+		turn string
+		seq  uint64
+	}
+	var turns []done
+	for subj := range subjects {
+		turn := bus.TurnOf(subj)
+		if turn == except {
+			continue
+		}
+		last, seq, ok, err := h.store.Last(ctx, turn)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok || last.Type != events.TurnFinished {
+			continue
+		}
+		if last.Step == 0 && last.Seq == 1 {
+			continue // rejected: a log of one turn.finished
+		}
+		turns = append(turns, done{turn, seq})
+	}
+	// A turn's place in the session is when it finished.
+	slices.SortFunc(turns, func(a, b done) int { return int(a.seq) - int(b.seq) })
+	ids := make([]string, len(turns))
+	for i, t := range turns {
+		ids[i] = t.turn
+	}
+	msgs, err := h.messages(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	return msgs, ids, nil
+}
+
+// fill gives a folded state the history its turn.started names.
+func (h *historyCache) fill(ctx context.Context, st *fsm.State) error {
+	if len(st.HistoryTurns) == 0 && st.ForkedFrom == nil {
+		return nil
+	}
+	msgs, err := h.before(ctx, st, 0)
+	if err != nil {
+		return err
+	}
+	if len(msgs) != st.HistoryLen {
+		return fmt.Errorf("orchestrator: turn %s: history of %d messages rebuilt as %d", st.TurnID, st.HistoryLen, len(msgs))
+	}
+	st.History = msgs
+	return nil
+}
+
+func (h *historyCache) messages(ctx context.Context, turns []string) ([]events.Message, error) {
+	var out []events.Message
+	for _, t := range turns {
+		msgs, err := h.transcript(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, msgs...)
+	}
+	return out, nil
+}
+
+func (h *historyCache) transcript(ctx context.Context, turn string) ([]events.Message, error) {
+	h.mu.Lock()
+	msgs, ok := h.transcripts[turn]
+	h.mu.Unlock()
+	if ok {
+		return msgs, nil
+	}
+	st, _, err := h.store.Load(ctx, turn)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Done() {
+		return nil, fmt.Errorf("orchestrator: history turn %s is not finished", turn)
+	}
+	msgs = st.Transcript()
+	h.keep(turn, msgs)
+	return msgs, nil
+}
+
+func (h *historyCache) keep(key string, msgs []events.Message) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.transcripts) >= h.size {
+		for k := range h.transcripts {
+			delete(h.transcripts, k)
+			break
+		}
+	}
+	h.transcripts[key] = msgs
+}
+
+// maxForkDepth bounds a chain of forks of forks. Each names a turn that
+// existed before it, so a chain cannot loop; the bound only guards against a
+// log edited by hand.
+const maxForkDepth = 64
+
+// before returns the conversation that precedes a turn's own messages: the
+// session turns its turn.started names and, for a fork, the conversation of
+// the turn it was forked from up to the fork's step.
+func (h *historyCache) before(ctx context.Context, st *fsm.State, depth int) ([]events.Message, error) {
+	msgs, err := h.messages(ctx, st.HistoryTurns)
+	if err != nil {
+		return nil, err
+	}
+	if st.ForkedFrom == nil {
+		return msgs, nil
+	}
+	if depth >= maxForkDepth {
+		return nil, fmt.Errorf("orchestrator: turn %s: forks nested deeper than %d", st.TurnID, maxForkDepth)
+	}
+	prefix, ok := h.cached(forkKey(*st.ForkedFrom))
+	if !ok {
+		if _, prefix, err = h.fork(ctx, *st.ForkedFrom, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	return append(slices.Clip(msgs), prefix...), nil
+}
+
+func forkKey(ff events.ForkedFrom) string {
+	// Turn ids never hold '@', so this never names a finished turn.
+	return fmt.Sprintf("%s@%d", ff.TurnID, ff.Step)
+}
+
+func (h *historyCache) cached(key string) ([]events.Message, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	msgs, ok := h.transcripts[key]
+	return msgs, ok
+}
+
+// fork returns the state of a turn at the point a fork from one of its steps
+// starts, and the fork's whole history: what preceded that turn, its input
+// and its steps up to the fork's step. The prefix of a step once checked
+// never changes, so it is cached like a finished turn's transcript. An error
+// that is the sender's (no such turn, a step never checked) is an
+// *fsm.ForkError.
+func (h *historyCache) fork(ctx context.Context, ff events.ForkedFrom, depth int) (*fsm.State, []events.Message, error) {
+	log, _, err := h.store.Read(ctx, ff.TurnID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(log) == 0 {
+		return nil, nil, &fsm.ForkError{Turn: ff.TurnID, Step: ff.Step, Reason: "no such turn"}
+	}
+	point, err := fsm.ForkPoint(log, ff.Step)
+	if err != nil {
+		return nil, nil, err
+	}
+	key := forkKey(ff)
+	if msgs, ok := h.cached(key); ok {
+		return point, msgs, nil
+	}
+	prior, err := h.before(ctx, point, depth)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(prior) != point.HistoryLen {
+		return nil, nil, fmt.Errorf("orchestrator: turn %s: history of %d messages rebuilt as %d", ff.TurnID, point.HistoryLen, len(prior))
+	}
+	msgs := append(slices.Clip(prior), point.Messages...)
+	h.keep(key, msgs)
+	return point, msgs, nil
+}

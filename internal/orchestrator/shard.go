@@ -1,0 +1,564 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/workflow"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// entry is a cached turn: its state, the stream sequence of its last event,
+// and the ids of the jobs of that state known to be published (nil after a
+// fold: the process that wrote the log may have died before publishing).
+type entry struct {
+	state     *fsm.State
+	seq       uint64
+	published map[string]bool
+}
+
+// shard advances the turns that hash to it, one input at a time, and owns
+// their cached states: no locks, and one turn's inputs stay in order.
+type shard struct {
+	o        *Orchestrator
+	in       *queue
+	cache    map[string]*entry
+	flows    map[string]*flow // workflows, uncapped: few and small
+	stopping *atomic.Bool     // the process is stopping: hand inputs back
+	dead     bool             // a crash hook fired: behave like a dead process
+}
+
+func (s *shard) run() {
+	for {
+		msg, ok := s.in.pop()
+		if !ok {
+			return
+		}
+		switch {
+		case s.dead:
+		case s.stopping.Load():
+			_ = msg.Nak() // not started: another process takes it now
+		default:
+			s.handle(msg)
+		}
+	}
+}
+
+// queue holds a shard's inputs. It never blocks the dispatcher: one shard
+// slowed by one turn's input must not hold up the inputs of every other
+// shard. What it can hold is bounded by the inbox consumer's MaxAckPending.
+type queue struct {
+	mu     sync.Mutex
+	items  []jetstream.Msg
+	closed bool
+	wake   chan struct{}
+}
+
+func newQueue() *queue { return &queue{wake: make(chan struct{}, 1)} }
+
+func (q *queue) push(msg jetstream.Msg) {
+	q.mu.Lock()
+	q.items = append(q.items, msg)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close lets pop return false once the queue is empty.
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue) pop() (jetstream.Msg, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			msg := q.items[0]
+			q.items[0] = nil
+			q.items = q.items[1:]
+			if len(q.items) == 0 {
+				q.items = nil // let the backing array go
+			}
+			q.mu.Unlock()
+			return msg, true
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return nil, false
+		}
+		<-q.wake
+	}
+}
+
+// retry is an input that could not be handled now and comes back later.
+type retry struct{ err error }
+
+func (r *retry) Error() string { return r.err.Error() }
+func (r *retry) Unwrap() error { return r.err }
+
+// dead is an input that can never be handled: it becomes a dead letter.
+type deadLetter struct{ reason string }
+
+func (d *deadLetter) Error() string { return d.reason }
+
+// errCrashed stops an input where a crash hook said the process died.
+var errCrashed = errors.New("orchestrator: crash hook")
+
+func (s *shard) handle(msg jetstream.Msg) {
+	o := s.o
+	// The input is finished even when the process is stopping: it was taken,
+	// so it is completed or handed back, never half done.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*defaultIOTimeout)
+	defer cancel()
+	kind, turn := inputKind(msg.Subject())
+	log := o.log.With("input", kind)
+	if turn != "" {
+		log = log.With("turn", turn)
+	}
+	delivered := uint64(1)
+	if md, err := msg.Metadata(); err == nil {
+		delivered = md.NumDelivered
+	}
+	var err error
+	if copied := storedCopy(msg.Headers()); copied != "" {
+		err = &deadLetter{fmt.Sprintf("a message copied out of a stream (header %s), not an input: a reply subject or a consumer's delivery subject pointed at the inbox", copied)}
+	} else {
+		err = s.dispatch(ctx, log, msg, kind, turn, delivered)
+	}
+	o.countInput(kind, err, delivered)
+	var r *retry
+	var d *deadLetter
+	switch {
+	case err == nil:
+		if err := msg.Ack(); err != nil {
+			log.Warn("ack failed; the input will come again and change nothing", "err", err)
+		}
+	case errors.Is(err, errCrashed):
+		s.dead = true
+	case errors.As(err, &d):
+		log.Warn("dead letter", "reason", d.reason)
+		s.bury(log, msg, kind, d.reason)
+	case delivered >= bus.InboxMaxDeliver:
+		// Its last delivery: it becomes a dead letter with its last error
+		// rather than hold its turn's inputs back for ever.
+		reason := fmt.Sprintf("not handled after %d deliveries: %v", delivered, err)
+		log.Error("dead letter", "reason", reason)
+		s.bury(log, msg, kind, reason)
+	case errors.As(err, &r):
+		log.Warn("input deferred", "err", r.err)
+		_ = msg.NakWithDelay(backoff(delivered))
+	default:
+		log.Error("input failed", "err", err)
+		_ = msg.NakWithDelay(backoff(delivered))
+	}
+}
+
+// storedCopy names the header that shows a message is a copy of one stored
+// in a stream — a dead letter, an event, a direct get's answer — sent to
+// the inbox as the reply to a read or by a consumer whose delivery subject
+// a reader chose. Permissions cannot stop that route (the server checks
+// neither reply nor delivery subjects), and a dead letter's payload is
+// whatever its sender wrote: it must never count as an input.
+func storedCopy(h nats.Header) string {
+	for _, k := range []string{events.HeaderError, events.HeaderType, "Jetloop-Subject", "Nats-Stream", "Nats-Sequence", "Nats-Subject"} {
+		if h.Get(k) != "" {
+			return k
+		}
+	}
+	return ""
+}
+
+// bury keeps an input that cannot be handled as a dead letter and removes
+// it from the inbox. A dead letter that cannot be written (the dead-letter
+// stream is unavailable or full) hands the input back for later instead: it
+// is never lost, and the write has its own short deadline, so a shard is
+// never held for long.
+func (s *shard) bury(log *slog.Logger, msg jetstream.Msg, kind, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadLetterTimeout)
+	defer cancel()
+	if err := s.o.deadLetter(ctx, msg, kind, reason); err != nil {
+		log.Error("cannot write the dead letter; the input comes again", "err", err)
+		if md, err := msg.Metadata(); err == nil {
+			s.o.stranded.failed(md.Sequence.Stream, reason)
+		}
+		_ = msg.NakWithDelay(backoff(bus.InboxMaxDeliver))
+		return
+	}
+	_ = msg.TermWithReason(bus.Truncate(reason, 256))
+}
+
+// deadLetterTimeout bounds a dead letter's write.
+const deadLetterTimeout = 2 * time.Second
+
+// inputKind names an inbox subject's kind of input and its turn. A subject
+// that names no known kind, or has extra tokens, is of kind "unknown".
+func inputKind(subject string) (kind, turn string) {
+	kind, turn, ok := events.InboxKind(subject)
+	switch {
+	case !ok:
+		return "unknown", ""
+	case kind == "submit", kind == "workflow", kind == "control", kind == "result", kind == "model", kind == "timer", kind == "task":
+		return kind, turn
+	}
+	return "unknown", ""
+}
+
+// backoff delays a failed input more on each delivery, up to 10 s.
+func backoff(delivered uint64) time.Duration {
+	return min(time.Duration(max(delivered, 1))*200*time.Millisecond, 10*time.Second)
+}
+
+func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Msg, kind, turn string, delivered uint64) error {
+	redelivered := delivered > 1
+	if kind == "unknown" {
+		return &deadLetter{fmt.Sprintf("no input of jetloop has the subject %q", msg.Subject())}
+	}
+	if kind != "submit" && kind != "workflow" && !events.ValidID(turn) {
+		return &deadLetter{fmt.Sprintf("invalid turn id in subject %q", msg.Subject())}
+	}
+	var in fsm.Input
+	switch kind {
+	case "submit":
+		return s.submit(ctx, log, msg.Data(), redelivered)
+	case "workflow":
+		return s.workflowSubmit(ctx, log, msg.Data())
+	case "task":
+		var t events.TaskDone
+		if err := decode("task_done", msg.Data(), &t); err != nil {
+			return err
+		}
+		if t.WorkflowID != turn {
+			return &deadLetter{fmt.Sprintf("task of workflow %q sent to workflow %q", t.WorkflowID, turn)}
+		}
+		return s.applyWorkflow(ctx, log, turn, workflow.TaskDone(t))
+	}
+	if kind == "control" || kind == "timer" {
+		// Workflows and turns share ids, and these two subjects.
+		wf, err := s.isWorkflow(ctx, turn)
+		if err != nil {
+			return err
+		}
+		if wf {
+			return s.workflowInput(ctx, log, msg, kind, turn)
+		}
+	}
+	switch kind {
+	case "control":
+		var c events.Control
+		if err := decode("control", msg.Data(), &c); err != nil {
+			return err
+		}
+		in = fsm.Command(c)
+	case "result":
+		r, err := decodeToolResult(msg.Data())
+		if err != nil {
+			return err
+		}
+		if r.TurnID != turn {
+			return &deadLetter{fmt.Sprintf("result for turn %q sent to turn %q", r.TurnID, turn)}
+		}
+		in = fsm.ToolAnswer(r)
+	case "model":
+		r, err := decodeModelResult(msg.Data())
+		if err != nil {
+			return err
+		}
+		if r.TurnID != turn {
+			return &deadLetter{fmt.Sprintf("model result for turn %q sent to turn %q", r.TurnID, turn)}
+		}
+		in = fsm.ModelAnswer(r)
+	case "timer":
+		var t events.Timer
+		if err := decode("timer", msg.Data(), &t); err != nil {
+			return err
+		}
+		in = fsm.Tick(t)
+	default:
+		return &deadLetter{fmt.Sprintf("no input kind %q", kind)}
+	}
+	return s.apply(ctx, log, turn, in, redelivered)
+}
+
+// load returns the cached state of a turn, or folds it from the log.
+func (s *shard) load(ctx context.Context, turn string) (*entry, error) {
+	if e, ok := s.cache[turn]; ok {
+		return e, nil
+	}
+	st, seq, err := s.o.store.Load(ctx, turn)
+	if errors.Is(err, bus.ErrIsWorkflow) {
+		return nil, &deadLetter{fmt.Sprintf("%q is a workflow, not a turn", turn)}
+	}
+	if err != nil {
+		return nil, &retry{err}
+	}
+	if st.Exists() && !st.Done() {
+		if err := s.o.history.fill(ctx, st); err != nil {
+			return nil, &retry{err}
+		}
+	}
+	return &entry{state: st, seq: seq}, nil
+}
+
+// apply decides an input and performs the decision: append, publish, arm,
+// acknowledge (by returning nil). A lost race for the log is decided again
+// on the fresh log.
+func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm.Input, redelivered bool) error {
+	for range 5 {
+		_, cached := s.cache[turn]
+		e, err := s.load(ctx, turn)
+		if err != nil {
+			return err
+		}
+		d, err := fsm.Decide(e.state, in, env())
+		var ie *fsm.InputError
+		switch {
+		case errors.Is(err, fsm.ErrTurnFinished):
+			// The handling that finished the turn may have died before it
+			// told the turn's workflow: tell it again (its id makes the
+			// notices one). Whether this input is a redelivery cannot be
+			// told after a restart reset the inbox consumer.
+			if st := e.state; st.Workflow != nil && st.Finished != nil {
+				if err := s.o.notifyTask(ctx, st.Workflow, turn, *st.Finished); err != nil {
+					return &retry{err}
+				}
+			}
+			return nil
+		case cached && (errors.Is(err, fsm.ErrUnknownTurn) || errors.As(err, &ie)):
+			// Another orchestrator may have moved the turn on: judge the
+			// input against the log, not against this process's memory.
+			delete(s.cache, turn)
+			continue
+		case errors.Is(err, fsm.ErrUnknownTurn):
+			return &deadLetter{fmt.Sprintf("no turn %q", turn)}
+		case err != nil:
+			if errors.As(err, &ie) {
+				return &deadLetter{ie.Reason}
+			}
+			// The machine refused its own log or input: a bug, never a
+			// reason to lose the input.
+			return &retry{err}
+		}
+		if cached && len(d.Events) == 0 {
+			// The cached state calls this input a repeat. Another
+			// orchestrator may have moved the turn on since, and the input
+			// be new there: acknowledging it on a stale state would lose it.
+			// Appends are fenced by their expected sequence; this is not.
+			_, seq, _, err := s.o.store.Last(ctx, turn)
+			if err != nil {
+				return &retry{err}
+			}
+			if seq != e.seq {
+				delete(s.cache, turn)
+				continue
+			}
+		}
+		err = s.perform(ctx, log, e, d, redelivered)
+		if errors.Is(err, bus.ErrConflict) {
+			s.o.metrics.AppendConflict()
+			log.Debug("lost the race for the turn's log; deciding again", "err", err)
+			delete(s.cache, turn)
+			continue
+		}
+		var u *unstorableError
+		if errors.As(err, &u) {
+			if _, failing := in.(fsm.Fail); !failing {
+				return s.fail(ctx, log, turn, u.err, redelivered)
+			}
+			return &retry{u.err}
+		}
+		return err
+	}
+	return &retry{fmt.Errorf("orchestrator: turn %s: the log kept moving", turn)}
+}
+
+// perform makes a decision durable and effective, in the order that makes a
+// crash at any point harmless: events, then jobs, then timers and the cache.
+func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.Decision, redelivered bool) error {
+	o := s.o
+	turn := d.State.TurnID
+	for _, w := range d.Warnings {
+		log.Warn(w, "step", d.State.Step)
+	}
+	seq, err := o.store.Append(ctx, e.seq, d.Events)
+	if err != nil {
+		delete(s.cache, turn)
+		if errors.Is(err, bus.ErrConflict) {
+			return err
+		}
+		if unstorable(err) {
+			return &unstorableError{err}
+		}
+		return &retry{err}
+	}
+	o.observe(e.state, d)
+	if err := s.crash(StageAppended); err != nil {
+		return err
+	}
+	// Jobs carry deterministic ids, so publishing one twice runs it once;
+	// publish only the new ones unless an earlier attempt may have failed
+	// before publishing its own.
+	jobs := fsm.Jobs(d.State)
+	published := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		published[j.ID] = true
+		if e.published[j.ID] && !redelivered {
+			continue
+		}
+		if err := o.publishJob(ctx, j); err != nil {
+			delete(s.cache, turn)
+			if unstorable(err) {
+				return &unstorableError{err}
+			}
+			return &retry{err}
+		}
+	}
+	if err := s.crash(StagePublished); err != nil {
+		return err
+	}
+	o.timers.set(d.State)
+	if st := d.State; st.Done() && st.Workflow != nil && (len(d.Events) > 0 || redelivered) {
+		if err := o.notifyTask(ctx, st.Workflow, turn, *st.Finished); err != nil {
+			delete(s.cache, turn)
+			return &retry{err}
+		}
+	}
+	if d.State.Done() {
+		delete(s.cache, turn)
+		if r := d.State.Finished.StopReason; r == events.StopAborted || r == events.StopTimeout {
+			if err := o.nc.Publish(events.CancelSubject(turn), nil); err != nil {
+				log.Warn("cannot broadcast the cancel", "err", err)
+			}
+		}
+		if len(d.Events) > 0 {
+			log.Info("turn finished", "stop_reason", d.State.Finished.StopReason, "steps", d.State.Step)
+		}
+		return nil
+	}
+	s.put(turn, &entry{state: d.State, seq: seq, published: published})
+	return nil
+}
+
+// unstorableError is a decision that cannot be stored as it is: an event
+// too big for the server, or a stream that is full.
+type unstorableError struct{ err error }
+
+func (u *unstorableError) Error() string { return u.err.Error() }
+func (u *unstorableError) Unwrap() error { return u.err }
+
+// fail ends a turn with an error when what an input made it do cannot be
+// stored: the turn does not stay running with no way forward, and the
+// input is acknowledged. A submission that cannot even start its turn is a
+// dead letter. When the end itself cannot be written (the whole store is
+// full), the input is retried, a bounded number of times.
+func (s *shard) fail(ctx context.Context, log *slog.Logger, turn string, cause error, redelivered bool) error {
+	reason := "cannot store what the turn did: " + cause.Error()
+	var tb *bus.TooBigError
+	if errors.As(cause, &tb) {
+		reason = "cannot store what the turn did: " + tb.Error()
+	}
+	e, err := s.load(ctx, turn)
+	if err != nil {
+		return err
+	}
+	if !e.state.Exists() {
+		return &deadLetter{reason}
+	}
+	log.Error("ending the turn: what it did cannot be stored", "err", cause)
+	return s.apply(ctx, log, turn, fsm.Fail{TurnID: turn, Reason: reason}, redelivered)
+}
+
+// unstorable reports whether a publish failed for a reason that waiting
+// does not cure by itself: too big for the server, or a full stream.
+func unstorable(err error) bool {
+	var tb *bus.TooBigError
+	if errors.As(err, &tb) || errors.Is(err, nats.ErrMaxPayload) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case codeInsufficientResources, codeStorageExceeded, codeMessageTooBig:
+		return true
+	case codeStoreFailed:
+		// A stream with discard new at its bound says so in this one.
+		return strings.Contains(apiErr.Description, "maximum bytes exceeded") ||
+			strings.Contains(apiErr.Description, "maximum messages exceeded")
+	}
+	return false
+}
+
+// JetStream error codes of a store that cannot take a message.
+const (
+	codeInsufficientResources = 10023
+	codeStorageExceeded       = 10047
+	codeMessageTooBig         = 10054
+	codeStoreFailed           = 10077
+)
+
+func (s *shard) crash(stage string) error {
+	if s.o.beforeAck == nil {
+		return nil
+	}
+	if err := s.o.beforeAck(stage); err != nil {
+		return errCrashed
+	}
+	return nil
+}
+
+// put caches a state, evicting an arbitrary other one when the shard is full:
+// an evicted turn is folded again from its log on its next input.
+func (s *shard) put(turn string, e *entry) {
+	if _, ok := s.cache[turn]; !ok && len(s.cache) >= max(s.o.cacheSize/s.o.shards, 1) {
+		for k := range s.cache {
+			delete(s.cache, k)
+			break
+		}
+	}
+	s.cache[turn] = e
+}
+
+// publishJob publishes one job. A model call is held for this process's
+// runners, which would otherwise derive it from the turn's log.
+func (o *Orchestrator) publishJob(ctx context.Context, j fsm.Job) error {
+	data, err := encodeJob(j)
+	if err != nil {
+		return fmt.Errorf("orchestrator: encode job %s: %w", j.ID, err)
+	}
+	if j.Model != nil {
+		o.calls.put(j.ID, j.Model)
+	}
+	if _, err := o.js.PublishMsg(ctx, &nats.Msg{Subject: j.Subject, Data: data, Header: o.jobHeader(j)}, jetstream.WithMsgID(j.ID)); err != nil {
+		return fmt.Errorf("orchestrator: publish job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// deadLetter keeps an input that cannot be handled, with the reason.
+func (o *Orchestrator) deadLetter(ctx context.Context, msg jetstream.Msg, kind, reason string) error {
+	err := bus.DeadLetter(ctx, o.js, msg, kind, reason)
+	if err == nil {
+		o.countDeadLetter(kind)
+	}
+	return err
+}

@@ -1,0 +1,371 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jetloop/jetloop/internal/agents"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/model"
+	"github.com/jetloop/jetloop/schemas"
+)
+
+// submit starts a turn, or records why it cannot start: the submission goes
+// to the dead-letter stream and, when its turn id is usable and new, the turn
+// gets a log of one turn.finished (rejected).
+func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redelivered bool) error {
+	var sub events.Submit
+	verr := schemas.Validate("submit", data)
+	if verr == nil {
+		if err := json.Unmarshal(data, &sub); err != nil {
+			verr = err
+		}
+	}
+	if verr != nil {
+		// Salvage the turn id, if any, so the rejection is visible in the
+		// turn's own log too.
+		var id struct {
+			TurnID    string `json:"turn_id"`
+			SessionID string `json:"session_id"`
+		}
+		_ = json.Unmarshal(data, &id)
+		return s.reject(ctx, log, id.TurnID, id.SessionID, verr.Error(), redelivered)
+	}
+	log = log.With("turn", sub.TurnID)
+	if sub.Workflow != nil {
+		if err := s.o.startedTask(ctx, &sub); err != nil {
+			var d *deadLetter
+			if errors.As(err, &d) {
+				return s.reject(ctx, log, sub.TurnID, sub.SessionID, d.reason, redelivered)
+			}
+			return err
+		}
+		// A task's turn that cannot start still ends its task.
+		err := s.start(ctx, log, &sub, data, redelivered)
+		var d *deadLetter
+		if errors.As(err, &d) {
+			if nerr := s.o.notifyTask(ctx, sub.Workflow, sub.TurnID, events.TurnFinishedData{
+				StopReason: events.StopRejected, Error: d.reason}); nerr != nil {
+				return &retry{nerr}
+			}
+		}
+		return err
+	}
+	return s.start(ctx, log, &sub, data, redelivered)
+}
+
+// start starts the turn of a valid submission, or rejects it.
+func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit, data []byte, redelivered bool) error {
+	digest := digest(data)
+	start, err := s.o.resolve(ctx, sub)
+	if err != nil {
+		var d *deadLetter
+		if !errors.As(err, &d) {
+			return err
+		}
+		return s.reject(ctx, log, sub.TurnID, sub.SessionID, d.reason, redelivered)
+	}
+	start.Digest = digest
+	err = s.apply(ctx, log, sub.TurnID, start, redelivered)
+	if errors.Is(err, fsm.ErrTurnExists) {
+		cleared, cerr := s.clearRejected(ctx, log, sub.TurnID)
+		if cerr != nil {
+			return &retry{cerr}
+		}
+		if cleared {
+			err = s.apply(ctx, log, sub.TurnID, start, redelivered)
+		}
+	}
+	if errors.Is(err, fsm.ErrTurnExists) {
+		// The machine lets the very submission that started the turn
+		// through (it changes nothing); this one differs.
+		return &deadLetter{fmt.Sprintf("turn %q already exists", sub.TurnID)}
+	}
+	if d := (*deadLetter)(nil); errors.As(err, &d) {
+		// A turn that could not start (its start cannot be stored): its
+		// log says so, like any rejected submission's.
+		return s.reject(ctx, log, sub.TurnID, sub.SessionID, d.reason, redelivered)
+	}
+	return err
+}
+
+// clearRejected removes the log of a turn that was only ever rejected (one
+// turn.finished, rejected, and nothing else), so that a valid submission of
+// that turn, such as a dead letter fixed and re-sent, starts it. Such a turn
+// never started: no step ran, no session history names it, nothing else
+// refers to its log. It reports whether it removed one.
+func (s *shard) clearRejected(ctx context.Context, log *slog.Logger, turn string) (bool, error) {
+	last, seq, ok, err := s.o.store.Last(ctx, turn)
+	if err != nil || !ok {
+		return false, err
+	}
+	if last.Seq != 1 || last.Type != events.TurnFinished {
+		return false, nil
+	}
+	var fin events.TurnFinishedData
+	if err := json.Unmarshal(last.Data, &fin); err != nil || fin.StopReason != events.StopRejected {
+		return false, nil
+	}
+	subject := events.EventsSubject(last.SessionID, turn)
+	// The purge removes the rejection and nothing after it: were the log to
+	// have moved on meanwhile, the start's expected sequence would fail.
+	if err := s.o.store.PurgeThrough(ctx, subject, seq); err != nil {
+		return false, fmt.Errorf("orchestrator: clear the rejection of %s: %w", turn, err)
+	}
+	delete(s.cache, turn)
+	log.Info("a valid submission of a rejected turn replaces its rejection", "was", fin.Error)
+	return true, nil
+}
+
+func (s *shard) reject(ctx context.Context, log *slog.Logger, turn, session, reason string, redelivered bool) error {
+	if !events.ValidID(turn) {
+		return &deadLetter{reason}
+	}
+	if session == "" || !events.ValidID(session) {
+		session = turn
+	}
+	err := s.apply(ctx, log, turn, fsm.Reject{TurnID: turn, SessionID: session, Reason: reason}, redelivered)
+	if err != nil && !errors.Is(err, fsm.ErrTurnExists) {
+		return err
+	}
+	return &deadLetter{reason}
+}
+
+// digest identifies a submission by its content, whatever its key order.
+func digest(data []byte) string {
+	var v any
+	if err := json.Unmarshal(data, &v); err == nil {
+		if canon, err := json.Marshal(v); err == nil {
+			data = canon
+		}
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// resolve turns a submission into the machine's Start: the agent, its model
+// and script, the effective limits, the tools offered now, the history.
+func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Start, error) {
+	if sub.ForkedFrom != nil {
+		return o.resolveFork(ctx, sub)
+	}
+	if sub.SessionID == "" {
+		sub.SessionID = sub.TurnID
+	}
+	a, err := o.agent(sub.Agent)
+	if err != nil {
+		return fsm.Start{}, err
+	}
+	modelName := sub.Model
+	if modelName == "" {
+		modelName = a.Model
+	}
+	ownModel := sub.Model == "" && len(sub.Script) == 0
+	script, err := o.script(ctx, modelName, sub.Script, ownModel)
+	if err != nil {
+		return fsm.Start{}, err
+	}
+	limits := fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits)
+	history, turns, err := o.history.session(ctx, sub.SessionID, sub.TurnID)
+	if err != nil {
+		return fsm.Start{}, &retry{err}
+	}
+	if w := sub.Workflow; w != nil && w.KeepTasks > 0 {
+		if turns = keptTasks(turns, w); true {
+			if history, err = o.history.messages(ctx, turns); err != nil {
+				return fsm.Start{}, &retry{err}
+			}
+		}
+	}
+	input := sub.Input
+	if input == nil {
+		input = []events.Message{}
+	}
+	return fsm.Start{
+		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
+		Input: input, Limits: limits, Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
+		History: history, HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
+		KeepSteps: a.KeepSteps, Workflow: sub.Workflow,
+	}, nil
+}
+
+// keptTasks is the history of a workflow's task under keep_tasks N: the
+// first task's turn and the last N-1 tasks' before this one (the seed's
+// compactor, applied to whole tasks, so a call is never split from its
+// result); turns of the session that are no task of this workflow stay.
+func keptTasks(turns []string, w *events.WorkflowRef) []string {
+	var out []string
+	for _, t := range turns {
+		task, ok := taskOf(t, w.WorkflowID)
+		if !ok || task == 1 || task > w.Task-w.KeepTasks {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// taskOf reads the task number of a task's turn id <workflow_id>-<i>.
+func taskOf(turn, workflow string) (int, bool) {
+	rest, ok := strings.CutPrefix(turn, workflow+"-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n > 0
+}
+
+// resolveFork turns a forked submission into the machine's Start. The fork's
+// history is the original turn's conversation up to the fork's step: what
+// preceded the original, its input, and its steps 1..N, each model answer
+// with the results of the calls it ran. The submission's input, if any,
+// follows as this turn's new messages. Unless the submission says otherwise
+// the fork runs in the original's session with the original's agent, and
+// with the original's model and script when it keeps the agent; its limits
+// are its agent's, counted afresh.
+func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm.Start, error) {
+	point, history, err := o.history.fork(ctx, *sub.ForkedFrom, 0)
+	if err != nil {
+		var fe *fsm.ForkError
+		if errors.As(err, &fe) {
+			return fsm.Start{}, &deadLetter{fmt.Sprintf("cannot fork turn %q from step %d: %s", fe.Turn, fe.Step, fe.Reason)}
+		}
+		return fsm.Start{}, &retry{err}
+	}
+	if sub.SessionID == "" {
+		sub.SessionID = point.SessionID
+	}
+	name := sub.Agent
+	if name == "" {
+		name = point.Agent
+	}
+	a, err := o.agent(name)
+	if err != nil {
+		return fsm.Start{}, err
+	}
+	modelName, inline := sub.Model, sub.Script
+	if modelName == "" {
+		modelName = a.Model
+		if sub.Agent == "" {
+			modelName = point.Model
+			if len(inline) == 0 && modelName == "script" {
+				inline = point.Script
+			}
+		}
+	}
+	// The original's model is the agent's own only when the agents file
+	// still names it and no script of a submission comes along with it.
+	ownModel := sub.Model == "" && len(inline) == 0 && modelName == a.Model
+	script, err := o.script(ctx, modelName, inline, ownModel)
+	if err != nil {
+		return fsm.Start{}, err
+	}
+	// A fork that keeps everything of the original's, its script included,
+	// goes on with the responses the original would have had after the
+	// fork's step; a new agent, model or script starts its script afresh.
+	scriptIndex := 0
+	if sub.Agent == "" && sub.Model == "" && len(sub.Script) == 0 {
+		scriptIndex = point.ScriptIndex
+	}
+	input := sub.Input
+	if input == nil {
+		input = []events.Message{}
+	}
+	return fsm.Start{
+		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
+		Input: input, Limits: fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits),
+		Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
+		History: history, Script: script, Metadata: sub.Metadata, KeepSteps: a.KeepSteps, ScriptIndex: scriptIndex,
+		ForkedFrom: &events.ForkedFrom{TurnID: sub.ForkedFrom.TurnID, Step: sub.ForkedFrom.Step},
+	}, nil
+}
+
+func (o *Orchestrator) agent(name string) (*agents.Agent, error) {
+	if name == "" {
+		names := o.agents.Names()
+		if len(names) != 1 {
+			return nil, &deadLetter{"the submission names no agent"}
+		}
+		name = names[0]
+	}
+	a, ok := o.agents.Get(name)
+	if !ok {
+		return nil, &deadLetter{fmt.Sprintf("unknown agent %q (known: %v)", name, o.agents.Names())}
+	}
+	return a, nil
+}
+
+// script checks the model a turn names and returns the script a scripted
+// turn runs, kept in its log so the turn never needs its submission again.
+// ownModel says the model is the agent's own, named by the agents file
+// alone: its script runs even where submissions may not run scripts (see
+// WithAllowScripts).
+func (o *Orchestrator) script(ctx context.Context, modelName string, inline json.RawMessage, ownModel bool) (json.RawMessage, error) {
+	if modelName == "" {
+		return nil, &deadLetter{"no model: the agent names none and the submission none"}
+	}
+	provider, name, err := model.Spec(modelName)
+	if err != nil {
+		return nil, &deadLetter{err.Error()}
+	}
+	if provider != "script" {
+		if _, ok := o.providers[provider]; !ok {
+			return nil, &deadLetter{fmt.Sprintf("model %q: provider %q is not configured", modelName, provider)}
+		}
+		if len(inline) > 0 {
+			return nil, &deadLetter{"a script is only allowed with model script"}
+		}
+		return nil, nil
+	}
+	// A bare script comes from a submission whoever names the model.
+	if !o.scripts.allow && (!ownModel || name == "") {
+		return nil, &deadLetter{ScriptsOff}
+	}
+	var sc *model.Script
+	switch {
+	case name != "":
+		sc, err = o.loadScript(ctx, name, ownModel)
+		if err != nil {
+			return nil, err
+		}
+	case len(inline) > 0:
+		if sc, err = model.ParseScript(inline); err != nil {
+			return nil, &deadLetter{err.Error()}
+		}
+	default:
+		return nil, &deadLetter{"model script needs a script"}
+	}
+	return events.Marshal(sc) // as submitted: json.Marshal would grow every < six-fold
+}
+
+// offered lists the tools an agent may call that some worker serves now,
+// with ask_user where the agent allows it.
+func (o *Orchestrator) offered(a *agents.Agent) []events.ToolSpec {
+	var out []events.ToolSpec
+	for _, t := range o.tools.live() {
+		if t.Name != fsm.AskUser && a.AllowsTool(t.Name) {
+			out = append(out, t)
+		}
+	}
+	if a.AllowsTool(fsm.AskUser) {
+		out = append(out, fsm.AskUserSpec)
+	}
+	slices.SortFunc(out, func(x, y events.ToolSpec) int {
+		switch {
+		case x.Name < y.Name:
+			return -1
+		case x.Name > y.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}

@@ -1,0 +1,222 @@
+package orchestrator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/orchestrator"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// echoTask is a task whose scripted model calls echo once, then answers.
+func echoTask(text string) events.Task {
+	return events.Task{Input: json.RawMessage(fmt.Sprintf("%q", text)), Model: "script",
+		Script: json.RawMessage(fmt.Sprintf(`{"responses":[{"tool_calls":[{"name":"echo","arguments":{"text":%q}}]},{"text":%q}]}`, text, "done: "+text))}
+}
+
+func (h *harness) submitWorkflow(w events.WorkflowSubmit) {
+	h.t.Helper()
+	data, err := json.Marshal(w)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.publish(events.SubjectWorkflow, data, w.WorkflowID)
+}
+
+func (h *harness) workflowFinished(id string) ([]events.Envelope, events.WorkflowFinishedData) {
+	h.t.Helper()
+	h.waitFor("workflow "+id+" to finish", func() bool { return h.last(id) == events.WorkflowFinished })
+	log := h.events(id)
+	var f events.WorkflowFinishedData
+	if err := json.Unmarshal(log[len(log)-1].Data, &f); err != nil {
+		h.t.Fatal(err)
+	}
+	return log, f
+}
+
+func TestWorkflowRunsItsTasks(t *testing.T) {
+	h := newHarness(t).start()
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "wf3", Agent: "General",
+		Tasks: []events.Task{echoTask("one"), echoTask("two"), echoTask("three")}})
+	log, fin := h.workflowFinished("wf3")
+	if fin.StopReason != events.StopCompleted || fin.Output != "done: three" || len(fin.Tasks) != 3 {
+		t.Fatalf("finished %+v", fin)
+	}
+	// Every checkpoint is the exact sum of the turns' metrics so far.
+	var sum events.WorkflowMetrics
+	var last events.WorkflowCheckpointedData
+	n := 0
+	for _, e := range log {
+		if e.Type != events.WorkflowCheckpointed {
+			continue
+		}
+		n++
+		_, tf := h.finished(fmt.Sprintf("wf3-%d", n))
+		sum.Add(tf.Metrics)
+		if err := json.Unmarshal(e.Data, &last); err != nil {
+			t.Fatal(err)
+		}
+		if last.Task != n || last.Metrics != sum {
+			t.Fatalf("checkpoint %d: %+v, want %+v", n, last.Metrics, sum)
+		}
+	}
+	if n != 3 || fin.Metrics != sum || sum.ToolCalls != 3 {
+		t.Fatalf("%d checkpoints, finished metrics %+v, sum %+v", n, fin.Metrics, sum)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := h.js.KeyValue(ctx, bus.BucketCheckpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := kv.Get(ctx, "wf3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored events.WorkflowCheckpointedData
+	if err := json.Unmarshal(entry.Value(), &stored); err != nil || stored != last {
+		t.Fatalf("KV holds %s, want the last checkpoint %+v", entry.Value(), last)
+	}
+	// Tasks share the session: the third task's turn saw the first two.
+	started := h.events("wf3-3")[0]
+	var d events.TurnStartedData
+	_ = json.Unmarshal(started.Data, &d)
+	if started.SessionID != "wf3" || d.Workflow == nil || d.Workflow.Task != 3 || len(d.HistoryTurns) != 2 {
+		t.Fatalf("task 3 started %+v in session %s", d, started.SessionID)
+	}
+	if h.calls.max() > 1 {
+		t.Fatal("a tool call ran twice")
+	}
+}
+
+func TestWorkflowStops(t *testing.T) {
+	h := newHarness(t).start()
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "capped", Agent: "General",
+		Tasks: []events.Task{echoTask("a"), echoTask("b"), echoTask("c")}, Limits: &events.WorkflowLimits{MaxTasks: 2}})
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "spent", Agent: "General",
+		Tasks: []events.Task{echoTask("a"), echoTask("b"), echoTask("c")}, Limits: &events.WorkflowLimits{Budget: 1}})
+	if _, f := h.workflowFinished("capped"); f.StopReason != events.StopMaxTasks || len(f.Tasks) != 2 {
+		t.Errorf("max_tasks: %+v", f)
+	}
+	if _, f := h.workflowFinished("spent"); f.StopReason != events.StopBudget || len(f.Tasks) != 1 {
+		t.Errorf("budget: %+v", f)
+	}
+
+	// An abort stops the running task's turn too.
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "asking", Agent: "Reader", Tasks: []events.Task{{
+		Input: json.RawMessage(`"ask"`), Model: "script",
+		Script: json.RawMessage(`{"responses":[{"tool_calls":[{"name":"ask_user","arguments":{"question":"?"}}]},{"text":"ok"}]}`)}}})
+	h.waitType("asking-1", events.TurnPaused)
+	h.control("asking", events.Control{Action: events.ActionAbort, Reason: "enough"})
+	if _, f := h.workflowFinished("asking"); f.StopReason != events.StopAborted {
+		t.Errorf("abort: %+v", f)
+	}
+	if _, f := h.finished("asking-1"); f.StopReason != events.StopAborted {
+		t.Errorf("the task's turn: %s", f.StopReason)
+	}
+
+	// Approval between tasks pauses, durably, until a person answers.
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "gated", Agent: "General",
+		Tasks: []events.Task{echoTask("a"), echoTask("b")}, Policy: &events.Policy{ApproveBetween: true}})
+	h.waitType("gated", events.WorkflowGated)
+	yes := true
+	h.control("gated", events.Control{Action: events.ActionApprove, Approved: &yes})
+	if _, f := h.workflowFinished("gated"); f.StopReason != events.StopCompleted || len(f.Tasks) != 2 {
+		t.Errorf("approved: %+v", f)
+	}
+}
+
+func TestBadWorkflowsAreRejected(t *testing.T) {
+	h := newHarness(t).start()
+	h.submit(script("taken", "General", `{"responses":[{"text":"hi"}]}`))
+	h.finished("taken")
+	for _, tt := range []struct{ id, body, want string }{
+		{"notjson", `{"workflow_id":"notjson",`, ""},
+		{"empty", `{"workflow_id":"empty","tasks":[]}`, "tasks"},
+		{"stranger", `{"workflow_id":"stranger","tasks":[{"input":"x","agent":"Nobody"}]}`, "Nobody"},
+		{"taken", `{"workflow_id":"taken","agent":"General","tasks":[{"input":"x"}]}`, "turn"},
+	} {
+		h.publish(events.SubjectWorkflow, []byte(tt.body), "wf-"+tt.id)
+		h.waitFor("dead letter of "+tt.id, func() bool {
+			for key, reasons := range h.deadBySubject() {
+				if strings.HasPrefix(key, "jetloop.dead.workflow ") && strings.Contains(strings.Join(reasons, " "), tt.want) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if _, f := h.workflowFinished("empty"); f.StopReason != events.StopRejected {
+		t.Fatalf("empty: %+v", f)
+	}
+	if h.last("taken") != events.TurnFinished {
+		t.Fatal("the turn's log changed")
+	}
+	// A turn submission that claims a task no workflow started is refused.
+	sub := script("forged-1", "General", `{"responses":[{"text":"hi"}]}`)
+	sub.Workflow = &events.WorkflowRef{WorkflowID: "forged", Task: 1}
+	h.submit(sub)
+	if _, f := h.finished("forged-1"); f.StopReason != events.StopRejected {
+		t.Fatalf("forged task: %s", f.StopReason)
+	}
+	// A control a workflow cannot take now is a dead letter.
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "plain", Agent: "General", Tasks: []events.Task{echoTask("a")}})
+	h.workflowFinished("plain")
+	_ = jetstream.ErrMsgNotFound
+}
+
+// countTask is a task whose turn calls count once with n, then answers.
+func countTask(n int) events.Task {
+	return events.Task{Input: json.RawMessage(fmt.Sprintf(`"count %d"`, n)), Model: "script",
+		Script: json.RawMessage(fmt.Sprintf(`{"responses":[{"tool_calls":[{"name":"count","arguments":{"n":%d}}]},{"text":"counted %d"}]}`, n, n))}
+}
+
+// TestWorkflowSurvivesCrashes stops the orchestrator abruptly after it
+// appended (or published for) its nth input — workflow inputs and task turns'
+// inputs alike — before acknowledging it; a fresh orchestrator finishes the
+// workflow: every task ran once, no tool call ran twice, every log verifies.
+func TestWorkflowSurvivesCrashes(t *testing.T) {
+	for _, stage := range []string{orchestrator.StageAppended, orchestrator.StagePublished} {
+		for n := 1; n <= 16; n++ {
+			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
+				h := newHarness(t)
+				h.worker()
+				var seen atomic.Int32
+				crashed := make(chan struct{})
+				_, kill := h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
+					if s != stage || seen.Add(1) != int32(n) {
+						return nil
+					}
+					close(crashed)
+					return errors.New("crash")
+				}))
+				id := fmt.Sprintf("wf-crash-%s-%d", stage, n)
+				h.submitWorkflow(events.WorkflowSubmit{WorkflowID: id, Agent: "General",
+					Tasks: []events.Task{countTask(1), countTask(2), countTask(3)}})
+				select {
+				case <-crashed:
+					kill()
+					h.orchestrator()
+				case <-time.After(30 * time.Second):
+					t.Fatal("never reached the crash")
+				}
+				_, fin := h.workflowFinished(id)
+				if fin.StopReason != events.StopCompleted || fin.Metrics.Tasks != 3 || fin.Metrics.ToolCalls != 3 {
+					t.Fatalf("finished %+v", fin)
+				}
+				if got := h.calls.max(); got != 1 {
+					t.Fatalf("a tool call ran %d times", got)
+				}
+			})
+		}
+	}
+}

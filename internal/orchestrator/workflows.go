@@ -1,0 +1,330 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/workflow"
+	"github.com/jetloop/jetloop/schemas"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// flow is a workflow's state as this shard last saw it.
+type flow struct {
+	state *workflow.State
+	seq   uint64
+}
+
+// workflowSubmit starts a workflow, or records why it cannot start: the
+// submission becomes a dead letter and, when its id is valid and new, the
+// workflow's log gets one workflow.finished (rejected), as a turn's does.
+func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byte) error {
+	var sub events.WorkflowSubmit
+	verr := schemas.Validate("workflow_submit", data)
+	if verr == nil {
+		verr = json.Unmarshal(data, &sub)
+	}
+	if verr != nil {
+		var id struct {
+			WorkflowID string `json:"workflow_id"`
+			SessionID  string `json:"session_id"`
+		}
+		_ = json.Unmarshal(data, &id)
+		return s.rejectWorkflow(ctx, log, id.WorkflowID, id.SessionID, verr.Error())
+	}
+	log = log.With("workflow", sub.WorkflowID)
+	if sub.SessionID == "" {
+		sub.SessionID = sub.WorkflowID
+	}
+	limits := workflow.EffectiveLimits(sub.Limits)
+	for i, t := range sub.Tasks {
+		agent := t.Agent
+		if agent == "" {
+			agent = sub.Agent
+		}
+		if _, err := s.o.agent(agent); err != nil {
+			var d *deadLetter
+			if errors.As(err, &d) {
+				return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, fmt.Sprintf("task %d: %s", i+1, d.reason))
+			}
+			return err
+		}
+	}
+	start := workflow.Start{WorkflowID: sub.WorkflowID, SessionID: sub.SessionID, Agent: sub.Agent, Tasks: sub.Tasks,
+		Limits: limits, Policy: workflow.EffectivePolicy(sub.Policy), Metadata: sub.Metadata, Digest: digest(data)}
+	err := s.applyWorkflow(ctx, log, sub.WorkflowID, start)
+	if d := (*deadLetter)(nil); errors.As(err, &d) {
+		return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, d.reason)
+	}
+	if errors.Is(err, workflow.ErrExists) {
+		// The very submission that started it, sent again, changes nothing.
+		// The very submission that started it, sent again, changes nothing,
+		// but repairs what a handling that died may have left undone: the
+		// first task's turn, a checkpoint's gate.
+		if st, _, lerr := s.o.store.LoadWorkflow(ctx, sub.WorkflowID); lerr == nil && sameWorkflow(st, &sub) {
+			return s.applyWorkflow(ctx, log, sub.WorkflowID, workflow.Gate{})
+		}
+		return &deadLetter{fmt.Sprintf("workflow %q already exists", sub.WorkflowID)}
+	}
+	return err
+}
+
+func (s *shard) rejectWorkflow(ctx context.Context, log *slog.Logger, id, session, reason string) error {
+	if !events.ValidID(id) || len(id) > events.MaxWorkflowID {
+		return &deadLetter{reason}
+	}
+	if session == "" || !events.ValidID(session) {
+		session = id
+	}
+	err := s.applyWorkflow(ctx, log, id, workflow.Reject{WorkflowID: id, SessionID: session, Reason: reason})
+	if err != nil && !errors.Is(err, workflow.ErrExists) {
+		var d *deadLetter
+		if !errors.As(err, &d) {
+			return err
+		}
+	}
+	return &deadLetter{reason}
+}
+
+// isWorkflow tells whether id names a workflow's log rather than a turn's.
+func (s *shard) isWorkflow(ctx context.Context, id string) (bool, error) {
+	if _, ok := s.flows[id]; ok {
+		return true, nil
+	}
+	if _, ok := s.cache[id]; ok {
+		return false, nil
+	}
+	last, _, ok, err := s.o.store.Last(ctx, id)
+	if err != nil {
+		return false, &retry{err}
+	}
+	return ok && last.Type.Workflow(), nil
+}
+
+func (s *shard) loadFlow(ctx context.Context, id string) (*flow, error) {
+	if f, ok := s.flows[id]; ok {
+		return f, nil
+	}
+	st, seq, err := s.o.store.LoadWorkflow(ctx, id)
+	if errors.Is(err, bus.ErrIsTurn) {
+		return nil, &deadLetter{fmt.Sprintf("%q is a turn, not a workflow", id)}
+	}
+	if err != nil {
+		return nil, &retry{err}
+	}
+	return &flow{state: st, seq: seq}, nil
+}
+
+// applyWorkflow decides an input of a workflow and performs the decision:
+// append, checkpoint to KV, gate, publish the task's turn, arm the deadline.
+func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, in workflow.Input) error {
+	for range 8 {
+		_, cached := s.flows[id]
+		f, err := s.loadFlow(ctx, id)
+		if err != nil {
+			return err
+		}
+		d, err := workflow.Decide(f.state, in, workflowEnv())
+		var ie *workflow.InputError
+		switch {
+		case errors.Is(err, workflow.ErrFinished):
+			// The abort of a task's turn is sent again: this input may be
+			// the one whose first handling died before sending it.
+			return s.o.publishFlowJobs(ctx, f.state)
+		case errors.Is(err, workflow.ErrExists):
+			return err
+		case cached && (errors.Is(err, workflow.ErrUnknownWorkflow) || errors.As(err, &ie)):
+			delete(s.flows, id)
+			continue
+		case errors.Is(err, workflow.ErrUnknownWorkflow):
+			return &deadLetter{fmt.Sprintf("no workflow %q", id)}
+		case errors.As(err, &ie):
+			return &deadLetter{ie.Reason}
+		case err != nil:
+			return &retry{err}
+		}
+		if cached && len(d.Events) == 0 {
+			_, seq, _, err := s.o.store.Last(ctx, id)
+			if err != nil {
+				return &retry{err}
+			}
+			if seq != f.seq {
+				delete(s.flows, id)
+				continue
+			}
+		}
+		seq, err := s.o.store.Append(ctx, f.seq, d.Events)
+		if err != nil {
+			delete(s.flows, id)
+			switch {
+			case errors.Is(err, bus.ErrConflict):
+				continue
+			case unstorable(err) && !f.state.Exists():
+				// A start too big to store (its task list is in
+				// workflow.started) is a rejected submission.
+				return &deadLetter{"cannot store the workflow: " + err.Error()}
+			case unstorable(err):
+				if _, failing := in.(workflow.Fail); !failing {
+					in = workflow.Fail{Reason: "cannot store what the workflow did: " + err.Error()}
+					continue
+				}
+			}
+			return &retry{err}
+		}
+		if err := s.crash(StageAppended); err != nil {
+			return err
+		}
+		// A workflow's jobs are published on every input, not only a new
+		// decision's: whether an input is a repeat of one whose handling
+		// died cannot be told after a restart reset the inbox consumer, and
+		// a job's id makes a second publish nothing.
+		st := d.State
+		if err := s.o.publishFlowJobs(ctx, st); err != nil {
+			delete(s.flows, id)
+			return &retry{err}
+		}
+		if err := s.crash(StagePublished); err != nil {
+			return err
+		}
+		s.o.timers.arm(st.ID, workflowTimers(st))
+		if st.Done() {
+			delete(s.flows, id)
+			if len(d.Events) > 0 {
+				s.o.metrics.WorkflowFinished(string(st.Finished.StopReason))
+				log.Info("workflow finished", "stop_reason", st.Finished.StopReason, "tasks", len(st.Finished.Tasks))
+			}
+			return nil
+		}
+		s.flows[id] = &flow{state: st, seq: seq}
+		if st.AwaitsGate() {
+			// The checkpoint's second half, then the gate: in that order,
+			// and again after a crash, since the state still awaits it.
+			if err := s.o.putCheckpoint(ctx, st); err != nil {
+				return &retry{err}
+			}
+			in = workflow.Gate{}
+			continue
+		}
+		return nil
+	}
+	return &retry{fmt.Errorf("orchestrator: workflow %s: the log kept moving", id)}
+}
+
+func workflowEnv() workflow.Env {
+	e := env()
+	return workflow.Env{Now: e.Now, NewID: e.NewID}
+}
+
+func workflowTimers(st *workflow.State) []fsm.Timer {
+	var out []fsm.Timer
+	for _, t := range workflow.Timers(st) {
+		out = append(out, fsm.Timer{At: t.At, Timer: t.Timer})
+	}
+	return out
+}
+
+// publishFlowJobs publishes what a workflow's state waits on: its task's
+// turn (Nats-Msg-Id = the turn id), or the abort of a task it stopped.
+func (o *Orchestrator) publishFlowJobs(ctx context.Context, st *workflow.State) error {
+	for _, j := range workflow.Jobs(st) {
+		var v any = j.Submit
+		if j.Abort != nil {
+			v = j.Abort
+		}
+		data, err := events.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if _, err := o.js.Publish(ctx, j.Subject, data, jetstream.WithMsgID(j.ID)); err != nil {
+			return fmt.Errorf("orchestrator: publish %s: %w", j.Subject, err)
+		}
+	}
+	return nil
+}
+
+// putCheckpoint writes the workflow's last checkpoint to KV
+// JETLOOP_CHECKPOINTS, unless the bucket already holds it or a later one.
+func (o *Orchestrator) putCheckpoint(ctx context.Context, st *workflow.State) error {
+	cp := events.WorkflowCheckpointedData{Task: st.Checkpointed, Metrics: st.Metrics}
+	if e, err := o.checkpoints.Get(ctx, st.ID); err == nil {
+		var have events.WorkflowCheckpointedData
+		if json.Unmarshal(e.Value(), &have) == nil && have.Task >= cp.Task {
+			return nil
+		}
+	}
+	data, err := events.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	if _, err := o.checkpoints.Put(ctx, st.ID, data); err != nil {
+		return fmt.Errorf("orchestrator: checkpoint %s: %w", st.ID, err)
+	}
+	return nil
+}
+
+// startedTask accepts a submission that claims to run a workflow's task only
+// when that workflow's log shows it started that task with this turn id: no
+// client can make its own turn report to someone's workflow.
+func (o *Orchestrator) startedTask(ctx context.Context, sub *events.Submit) error {
+	w := sub.Workflow
+	last, _, ok, err := o.store.Last(ctx, w.WorkflowID)
+	if err != nil {
+		return &retry{err}
+	}
+	if ok && last.Type == events.TaskStarted {
+		var d events.TaskStartedData
+		if json.Unmarshal(last.Data, &d) == nil && d.Task == w.Task && d.TurnID == sub.TurnID &&
+			sub.TurnID == workflow.TurnID(w.WorkflowID, w.Task) && last.SessionID == sub.SessionID {
+			return nil
+		}
+	}
+	return &deadLetter{fmt.Sprintf("turn %q is not a task that workflow %q started", sub.TurnID, w.WorkflowID)}
+}
+
+// notifyTask tells a workflow that its task's turn finished. Its id makes a
+// second notice of the same turn one.
+func (o *Orchestrator) notifyTask(ctx context.Context, w *events.WorkflowRef, turn string, fin events.TurnFinishedData) error {
+	data, err := events.Marshal(events.TaskDone{WorkflowID: w.WorkflowID, Task: w.Task, TurnID: turn, Finished: fin})
+	if err != nil {
+		return err
+	}
+	msg := &nats.Msg{Subject: events.TaskSubject(w.WorkflowID), Data: data, Header: nats.Header{}}
+	msg.Header.Set(nats.MsgIdHdr, "task:"+turn)
+	if _, err := o.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("orchestrator: tell workflow %s: %w", w.WorkflowID, err)
+	}
+	return nil
+}
+
+func sameWorkflow(st *workflow.State, sub *events.WorkflowSubmit) bool {
+	if st.Started.IsZero() || st.SessionID != sub.SessionID || st.Agent != sub.Agent {
+		return false
+	}
+	a, err1 := json.Marshal(st.Tasks)
+	b, err2 := json.Marshal(sub.Tasks)
+	return err1 == nil && err2 == nil && string(a) == string(b)
+}
+
+// workflowInput decodes a control message or timer sent to a workflow.
+func (s *shard) workflowInput(ctx context.Context, log *slog.Logger, msg jetstream.Msg, kind, id string) error {
+	log = log.With("workflow", id)
+	if kind == "control" {
+		var c events.Control
+		if err := decode("control", msg.Data(), &c); err != nil {
+			return err
+		}
+		return s.applyWorkflow(ctx, log, id, workflow.Command(c))
+	}
+	var t events.Timer
+	if err := decode("timer", msg.Data(), &t); err != nil {
+		return err
+	}
+	return s.applyWorkflow(ctx, log, id, workflow.Tick(t))
+}
