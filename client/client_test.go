@@ -120,7 +120,7 @@ func TestEventsAreTyped(t *testing.T) {
 // The client's set of event types is the contract's: a type the log may
 // hold that the client cannot type would break every Watch.
 func TestEveryEventTypeDecodes(t *testing.T) {
-	for _, typ := range events.Types {
+	for _, typ := range slices.Concat(events.Types, events.WorkflowTypes) {
 		d, _ := events.NewData(typ)
 		data, err := json.Marshal(d)
 		if err != nil {

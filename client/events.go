@@ -129,7 +129,9 @@ const (
 
 // Event is one event of a turn's log: a TurnStarted, StepStarted,
 // ModelCompleted, ToolRequested, ToolCompleted, TurnPaused, TurnResumed,
-// StepChecked, TurnSentinel or TurnFinished. Switch on its type:
+// StepChecked, TurnSentinel or TurnFinished; or of a workflow's log: a
+// WorkflowStarted, TaskStarted, TaskFinished, WorkflowCheckpointed,
+// WorkflowGated, WorkflowResumed or WorkflowFinished. Switch on its type:
 //
 //	switch e := ev.(type) {
 //	case client.ToolCompleted:
@@ -146,10 +148,10 @@ type Event interface {
 type EventInfo struct {
 	ID        string    // a UUIDv7, the event's Nats-Msg-Id
 	Type      EventType // repeats the event's Go type
-	TurnID    string
+	TurnID    string    // the turn's id, or in a workflow's log the workflow's
 	SessionID string
-	Seq       int       // 1, 2, 3 … within the turn, without gaps
-	Step      int       // from 1; 0 before the first step
+	Seq       int       // 1, 2, 3 … within the log, without gaps
+	Step      int       // from 1; 0 before the first step (a workflow's: its task)
 	Time      time.Time // the orchestrator's clock when it decided the event
 }
 
@@ -237,6 +239,20 @@ var typed = map[EventType]func(EventInfo, any) Event{
 	TypeStepChecked:    func(i EventInfo, d any) Event { return StepChecked{i, *d.(*StepCheckedData)} },
 	TypeTurnSentinel:   func(i EventInfo, d any) Event { return TurnSentinel{i, *d.(*TurnSentinelData)} },
 	TypeTurnFinished:   func(i EventInfo, d any) Event { return TurnFinished{i, *d.(*TurnFinishedData)} },
+
+	TypeWorkflowStarted: func(i EventInfo, d any) Event { return WorkflowStarted{i, *d.(*WorkflowStartedData)} },
+	TypeTaskStarted: func(i EventInfo, d any) Event {
+		data := *d.(*TaskStartedData)
+		return TaskStarted{i, data, data.TurnID}
+	},
+	TypeTaskFinished: func(i EventInfo, d any) Event {
+		data := *d.(*TaskFinishedData)
+		return TaskFinished{i, data, data.TurnID}
+	},
+	TypeWorkflowCheckpointed: func(i EventInfo, d any) Event { return WorkflowCheckpointed{i, *d.(*WorkflowCheckpointedData)} },
+	TypeWorkflowGated:        func(i EventInfo, d any) Event { return WorkflowGated{i, *d.(*WorkflowGatedData)} },
+	TypeWorkflowResumed:      func(i EventInfo, d any) Event { return WorkflowResumed{i, *d.(*WorkflowResumedData)} },
+	TypeWorkflowFinished:     func(i EventInfo, d any) Event { return WorkflowFinished{i, *d.(*WorkflowFinishedData)} },
 }
 
 // decodeEvent reads one encoded event, checked against its schemas.

@@ -147,3 +147,45 @@ func ExampleRejectedError() {
 	}
 	// Output: rejected: true
 }
+
+// Run a workflow of two tasks and follow it: its own events, and the end of
+// each task's turn.
+func ExampleClient_WatchWorkflow() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	c, _ := client.New(nc)
+	id, err := c.RunWorkflow(ctx, client.Workflow{Agent: "Greeter", Tasks: []client.Task{
+		{Input: []byte(`"Greet Ada"`)}, {Input: []byte(`"Greet Bob"`)}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for ev, err := range c.WatchWorkflow(ctx, id) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		switch e := ev.(type) {
+		case client.TaskStarted:
+			// The task's own steps are its turn's: follow it to its end.
+			res, err := c.Wait(ctx, e.TurnID)
+			if err != nil {
+				log.Fatal(err)
+			}
+			fmt.Printf("task %d: %s\n", e.Task, res.Output)
+		case client.WorkflowCheckpointed:
+			fmt.Printf("checkpoint after task %d: %d steps so far\n", e.Task, e.Metrics.Steps)
+		case client.WorkflowFinished:
+			fmt.Println(e.StopReason, e.Metrics.Tasks, "tasks")
+		}
+	}
+	// Output:
+	// task 1: Hello, world!
+	// checkpoint after task 1: 1 steps so far
+	// task 2: Hello, world!
+	// checkpoint after task 2: 2 steps so far
+	// completed 2 tasks
+}

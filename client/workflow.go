@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/turnlog"
@@ -23,7 +24,114 @@ type Task = events.Task
 
 // WorkflowResult is how a workflow ended: StopReason, Output (the last
 // task's), Error, Metrics summed over its tasks, and each task's outcome.
-type WorkflowResult = events.WorkflowFinishedData
+type WorkflowResult = WorkflowFinishedData
+
+// The event types of a workflow's log.
+const (
+	TypeWorkflowStarted      = events.WorkflowStarted
+	TypeTaskStarted          = events.TaskStarted
+	TypeTaskFinished         = events.TaskFinished
+	TypeWorkflowCheckpointed = events.WorkflowCheckpointed
+	TypeWorkflowGated        = events.WorkflowGated
+	TypeWorkflowResumed      = events.WorkflowResumed
+	TypeWorkflowFinished     = events.WorkflowFinished
+)
+
+// The stop reasons only a workflow has; it also ends with StopCompleted,
+// StopTimeout, StopBudget, StopAborted, StopError and StopRejected.
+const (
+	StopMaxTasks   = events.StopMaxTasks   // its max_tasks ran
+	StopTokens     = events.StopTokens     // its token budget was spent
+	StopTaskFailed = events.StopTaskFailed // a task failed under on_task_failure: stop
+	StopDenied     = events.StopDenied     // an approval between tasks was denied
+)
+
+// The data of each workflow event type, as the log holds it.
+
+// WorkflowStartedData is workflow.started's: the number of Tasks, Agent,
+// Limits, Policy, Metadata and the TaskList itself.
+type WorkflowStartedData = events.WorkflowStartedData
+
+// TaskStartedData is task.started's: Task (from 1), the TurnID that runs it
+// and its Agent.
+type TaskStartedData = events.TaskStartedData
+
+// TaskFinishedData is task.finished's: Task, TurnID, and its turn's
+// StopReason, Output, Error and Metrics.
+type TaskFinishedData = events.TaskFinishedData
+
+// WorkflowCheckpointedData is workflow.checkpointed's, and what the
+// JETLOOP_CHECKPOINTS bucket holds: the Task just done and the Metrics
+// summed so far.
+type WorkflowCheckpointedData = events.WorkflowCheckpointedData
+
+// WorkflowGatedData is workflow.gated's: after Task, the gate's Decision
+// (continue, stop or wait for approval) and its Reason.
+type WorkflowGatedData = events.WorkflowGatedData
+
+// WorkflowResumedData is workflow.resumed's: Approved and Note.
+type WorkflowResumedData = events.WorkflowResumedData
+
+// WorkflowFinishedData is workflow.finished's: StopReason, Output, Error,
+// Metrics and every task's outcome.
+type WorkflowFinishedData = events.WorkflowFinishedData
+
+// WorkflowMetrics sum a workflow's tasks: Tasks, Steps, ToolCalls,
+// ModelCalls, InputTokens, OutputTokens, DurationMs.
+type WorkflowMetrics = events.WorkflowMetrics
+
+// WorkflowStarted opens a workflow's log.
+type WorkflowStarted struct {
+	EventInfo
+	WorkflowStartedData
+}
+
+// TaskStarted says a task's turn was submitted; Watch its TurnID to follow
+// its steps.
+type TaskStarted struct {
+	EventInfo
+	TaskStartedData
+	// TurnID is the task's turn, TaskStartedData's; it hides EventInfo's,
+	// which is the workflow's id (Info().TurnID).
+	TurnID string
+}
+
+// TaskFinished says a task's turn finished.
+type TaskFinished struct {
+	EventInfo
+	TaskFinishedData
+	// TurnID is the task's turn, as in TaskStarted.
+	TurnID string
+}
+
+// WorkflowCheckpointed is the checkpoint after a task.
+type WorkflowCheckpointed struct {
+	EventInfo
+	WorkflowCheckpointedData
+}
+
+// WorkflowGated is the gate's decision before the next task; a Decision of
+// wait pauses the workflow until ApproveWorkflow.
+type WorkflowGated struct {
+	EventInfo
+	WorkflowGatedData
+}
+
+// WorkflowResumed says a paused workflow got its approval (or denial).
+type WorkflowResumed struct {
+	EventInfo
+	WorkflowResumedData
+}
+
+// WorkflowFinished is a workflow's last event.
+type WorkflowFinished struct {
+	EventInfo
+	WorkflowFinishedData
+}
+
+// Succeeded reports whether every task ran: the workflow stopped with
+// StopCompleted.
+func (f WorkflowFinished) Succeeded() bool { return f.StopReason == StopCompleted }
 
 // RunWorkflow submits a workflow and returns its id (a new UUIDv7 when
 // WorkflowID is empty). The orchestrator checks it again: a rejection is
@@ -47,30 +155,58 @@ func (c *Client) RunWorkflow(ctx context.Context, w Workflow) (string, error) {
 	return w.WorkflowID, nil
 }
 
+// WatchWorkflow yields a workflow's own events from its first one (or, with
+// FromNow, from the next one), as they are written, and ends after
+// WorkflowFinished: WorkflowStarted, then per task TaskStarted and
+// TaskFinished, WorkflowCheckpointed and WorkflowGated (with
+// WorkflowResumed after an approval), and WorkflowFinished. A task's own
+// steps are in its turn's log: Watch(ctx, e.TurnID) of a TaskStarted e
+// follows them. A workflow not submitted yet is waited for; a failure is
+// yielded once with a nil event and ends the sequence, as does ctx ending.
+func (c *Client) WatchWorkflow(ctx context.Context, workflowID string, opts ...WatchOption) iter.Seq2[Event, error] {
+	from := turnlog.FromFirst
+	for _, opt := range opts {
+		opt(&from)
+	}
+	return func(yield func(Event, error) bool) {
+		if !events.ValidID(workflowID) {
+			yield(nil, fmt.Errorf("client: invalid workflow id %q", workflowID))
+			return
+		}
+		for ev, err := range c.follow(ctx, workflowID, from) {
+			if err == nil && (ev.Info().Type == TypeTurnStarted || ev.Info().Type == TypeTurnFinished) {
+				err = fmt.Errorf("client: %s is a turn, not a workflow", workflowID)
+			}
+			if !yield(ev, err) || err != nil {
+				return
+			}
+			if ev.Info().Type == TypeWorkflowFinished {
+				return
+			}
+		}
+	}
+}
+
 // WaitWorkflow returns how a workflow ended, waiting for it until ctx ends.
 // A rejected workflow is a *RejectedError with the orchestrator's reason.
 func (c *Client) WaitWorkflow(ctx context.Context, workflowID string) (WorkflowResult, error) {
 	if !events.ValidID(workflowID) {
 		return WorkflowResult{}, fmt.Errorf("client: invalid workflow id %q", workflowID)
 	}
-	for e, err := range turnlog.Follow(ctx, c.js, workflowID, turnlog.FromLast) {
+	// The last event first: a finished workflow is one read.
+	for ev, err := range c.follow(ctx, workflowID, turnlog.FromLast) {
 		if err != nil {
-			return WorkflowResult{}, fmt.Errorf("client: %w", err)
+			return WorkflowResult{}, err
 		}
-		if e.Type == events.TurnStarted || e.Type == events.TurnFinished {
+		switch e := ev.(type) {
+		case TurnStarted, TurnFinished:
 			return WorkflowResult{}, fmt.Errorf("client: %s is a turn, not a workflow", workflowID)
+		case WorkflowFinished:
+			if e.StopReason == StopRejected {
+				return e.WorkflowFinishedData, &RejectedError{TurnID: workflowID, Reason: e.Error}
+			}
+			return e.WorkflowFinishedData, nil
 		}
-		if e.Type != events.WorkflowFinished {
-			continue
-		}
-		var r WorkflowResult
-		if err := json.Unmarshal(e.Data, &r); err != nil {
-			return WorkflowResult{}, fmt.Errorf("client: workflow %s: %w", workflowID, err)
-		}
-		if r.StopReason == StopRejected {
-			return r, &RejectedError{TurnID: workflowID, Reason: r.Error}
-		}
-		return r, nil
 	}
 	return WorkflowResult{}, fmt.Errorf("client: wait %s: %w", workflowID, ctx.Err())
 }
