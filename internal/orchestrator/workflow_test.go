@@ -14,7 +14,6 @@ import (
 	"github.com/jetloop/jetloop/internal/orchestrator"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // echoTask is a task whose scripted model calls echo once, then answers.
@@ -168,10 +167,72 @@ func TestBadWorkflowsAreRejected(t *testing.T) {
 	if _, f := h.finished("forged-1"); f.StopReason != events.StopRejected {
 		t.Fatalf("forged task: %s", f.StopReason)
 	}
-	// A control a workflow cannot take now is a dead letter.
-	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "plain", Agent: "General", Tasks: []events.Task{echoTask("a")}})
-	h.workflowFinished("plain")
-	_ = jetstream.ErrMsgNotFound
+	// A control a workflow cannot take now is a dead letter with the
+	// reason, and the workflow goes on.
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "busy", Agent: "Reader", Tasks: []events.Task{{
+		Input: json.RawMessage(`"ask"`), Model: "script",
+		Script: json.RawMessage(`{"responses":[{"tool_calls":[{"name":"ask_user","arguments":{"question":"?"}}]},{"text":"ok"}]}`)}}})
+	h.waitType("busy-1", events.TurnPaused)
+	yes := true
+	h.control("busy", events.Control{Action: events.ActionApprove, Approved: &yes})
+	h.control("busy", events.Control{Action: events.ActionReply, CallID: "c", Answer: "x"})
+	for _, want := range []string{"waits for no approval", "takes abort and approve, not reply"} {
+		h.waitFor("the refused control's dead letter", func() bool {
+			return strings.Contains(strings.Join(h.deadBySubject()["jetloop.dead.control jetloop.inbox.control.busy"], " "), want)
+		})
+	}
+	if h.last("busy") != events.TaskStarted {
+		t.Fatalf("the refused controls moved the workflow: %s", h.last("busy"))
+	}
+	h.control("busy", events.Control{Action: events.ActionAbort})
+	h.workflowFinished("busy")
+}
+
+// TestWorkflowTaskTurnTaken: a client submitted a plain turn under the id
+// a workflow's task would take. The task cannot start under it: the
+// workflow hears so at once and stops with task_failed, instead of waiting
+// for a turn that is not its task's; the client's turn is left as it was.
+func TestWorkflowTaskTurnTaken(t *testing.T) {
+	h := newHarness(t).start()
+	h.submit(script("pre-1", "General", `{"responses":[{"text":"mine"}]}`))
+	h.finished("pre-1")
+	before := len(h.events("pre-1"))
+	// Two tasks: the contract's gate says a list that is done is completed
+	// before it looks at how its last task ended.
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "pre", Agent: "General", Tasks: []events.Task{echoTask("a"), echoTask("b")}})
+	_, f := h.workflowFinished("pre")
+	if f.StopReason != events.StopTaskFailed || len(f.Tasks) != 1 || f.Tasks[0].StopReason != events.StopRejected {
+		t.Fatalf("finished %+v", f)
+	}
+	if !strings.Contains(f.Error, "already exists") {
+		t.Errorf("the workflow's error %q does not say why", f.Error)
+	}
+	if n := len(h.events("pre-1")); n != before {
+		t.Fatalf("the client's turn went from %d to %d events", before, n)
+	}
+}
+
+// TestWorkflowStartTooBigIsRejected: a submission the inbox takes but whose
+// workflow.started (the submission's tasks plus the envelope) cannot be
+// stored is rejected once, with the reason, not retried ten times.
+func TestWorkflowStartTooBigIsRejected(t *testing.T) {
+	h := newHarness(t).start()
+	room := int(h.nc.MaxPayload())
+	w := events.WorkflowSubmit{WorkflowID: "huge", Agent: "General", Tasks: []events.Task{{Input: json.RawMessage(`""`)}}}
+	empty, _ := json.Marshal(w)
+	w.Tasks[0].Input = json.RawMessage(fmt.Sprintf("%q", strings.Repeat("x", room-len(empty)-64)))
+	data, _ := json.Marshal(w)
+	if len(data) >= room {
+		t.Fatalf("the submission is %d bytes, the server takes %d", len(data), room)
+	}
+	h.publish(events.SubjectWorkflow, data, "huge")
+	log, f := h.workflowFinished("huge")
+	if f.StopReason != events.StopRejected || len(log) != 1 {
+		t.Fatalf("finished %+v after %d events", f, len(log))
+	}
+	h.waitFor("the dead letter", func() bool {
+		return len(h.deadBySubject()["jetloop.dead.workflow jetloop.inbox.workflow"]) == 1
+	})
 }
 
 // countTask is a task whose turn calls count once with n, then answers.

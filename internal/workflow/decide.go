@@ -252,8 +252,11 @@ func (d *decider) gate() {
 	case s.Limits.Tokens > 0 && s.Metrics.InputTokens+s.Metrics.OutputTokens >= s.Limits.Tokens:
 		stop(events.StopTokens, fmt.Sprintf("tokens: %d of %d", s.Metrics.InputTokens+s.Metrics.OutputTokens, s.Limits.Tokens), "")
 	case !succeeded(last.StopReason) && s.Policy.OnTaskFailure != events.FailureContinue:
-		stop(events.StopTaskFailed, fmt.Sprintf("task_failed: task %d stopped with %s", last.Task, last.StopReason),
-			fmt.Sprintf("task %d stopped with %s", last.Task, last.StopReason))
+		why := fmt.Sprintf("task %d stopped with %s", last.Task, last.StopReason)
+		if s.TaskError != "" {
+			why += ": " + s.TaskError
+		}
+		stop(events.StopTaskFailed, fmt.Sprintf("task_failed: task %d stopped with %s", last.Task, last.StopReason), why)
 	case s.Policy.ApproveBetween:
 		d.emit(events.WorkflowGated, events.WorkflowGatedData{Task: next, Decision: events.GateWait,
 			Reason: "approve_between: waiting for a person to approve the next task"})

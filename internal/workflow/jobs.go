@@ -23,7 +23,10 @@ func Jobs(s *State) []Job {
 	switch {
 	case s.Phase == PhaseTaskExecute:
 		sub := s.submission()
-		return []Job{{ID: sub.TurnID, Subject: events.SubjectSubmit, Submit: sub}}
+		// Not the turn id, which a client's own submission of that id would
+		// use: the server would drop this one as its duplicate, and the
+		// workflow would wait on a turn that is not its task's.
+		return []Job{{ID: "task-start:" + sub.TurnID, Subject: events.SubjectSubmit, Submit: sub}}
 	case s.Done() && s.Finished != nil && s.Task > 0 && len(s.Finished.Tasks) > len(s.Outcomes):
 		turn := TurnID(s.ID, s.Task)
 		return []Job{{ID: "control:" + turn + ":workflow", Subject: events.ControlSubject(turn),

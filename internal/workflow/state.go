@@ -28,10 +28,12 @@ type State struct {
 	Task        int
 	TaskStarted time.Time
 	Running     bool
-	// Outcomes are the finished tasks, in order, and Output the last one's.
-	Outcomes []events.TaskOutcome
-	Output   string
-	Metrics  events.WorkflowMetrics
+	// Outcomes are the finished tasks, in order, and Output and TaskError
+	// the last one's.
+	Outcomes  []events.TaskOutcome
+	Output    string
+	TaskError string
+	Metrics   events.WorkflowMetrics
 	// Checkpointed is the task of the last checkpoint.
 	Checkpointed int
 	// Gated is the gate's last decision, for the task after Task.
@@ -113,7 +115,7 @@ func Evolve(s *State, e events.Envelope) error {
 		if err = s.step(tTaskDone, string(e.Type)); err == nil {
 			s.Running = false
 			s.Outcomes = append(s.Outcomes, events.TaskOutcome{Task: d.Task, TurnID: d.TurnID, StopReason: d.StopReason})
-			s.Output = d.Output
+			s.Output, s.TaskError = d.Output, d.Error
 			s.Metrics.Add(d.Metrics)
 		}
 	case *events.WorkflowCheckpointedData:
