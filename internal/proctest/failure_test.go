@@ -71,9 +71,16 @@ func newStack(t *testing.T, toolsTTL time.Duration) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { natstest.CheckLogs(t, js) })
-	s.orch = start(t, s.dir, "orchestrator", "--nats", s.url, "--agents", agents, "--ack-wait", "5s", "--allow-scripts")
-	s.waitServing(s.orch)
+	s.orch = s.orchestrator()
 	return s
+}
+
+// orchestrator starts an orchestrator process and waits until it serves.
+func (s *stack) orchestrator() *process {
+	s.t.Helper()
+	p := start(s.t, s.dir, "orchestrator", "--nats", s.url, "--agents", filepath.Join(s.dir, "AGENTS.md"), "--ack-wait", "5s", "--allow-scripts")
+	s.waitServing(p)
+	return p
 }
 
 // worker starts a tool worker process and waits until it serves.
@@ -235,6 +242,59 @@ func TestKilledWorkersCallIsCompletedByAnother(t *testing.T) {
 		t.Fatalf("tool.completed %+v", done)
 	}
 	natstest.WaitFor(t, "the job acknowledged", func() bool { return s.jobs() == 0 })
+}
+
+// TestWorkflowSurvivesKill9 kills the orchestrator and the tool worker with
+// SIGKILL while task 2 of a three-task workflow runs its tool call; fresh
+// processes finish the workflow: every task ran once, each tool call
+// completed once, each model call ran once, and every log verifies (the
+// stack's cleanup replays them all, the workflow's gate decisions too).
+func TestWorkflowSurvivesKill9(t *testing.T) {
+	s := newStack(t, 0)
+	flags := []string{"--tools", "sleep", "--ack-wait", "1s", "--concurrency", "1"}
+	a := s.worker("wa", flags...)
+	task := events.Task{Input: json.RawMessage(`"nap"`), Model: "script",
+		Script: json.RawMessage(`{"responses": [{"tool_calls": [{"name": "sleep", "arguments": {"ms": 1500}}]}, {"text": "rested"}]}`)}
+	data, err := json.Marshal(events.WorkflowSubmit{WorkflowID: "wfk", Agent: "Any", Tasks: []events.Task{task, task, task}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.Publish(context.Background(), events.SubjectWorkflow, data, jetstream.WithMsgID("wfk")); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, "task 2's call to run", func() bool {
+		return slices.ContainsFunc(s.log("wfk-2"), func(e events.Envelope) bool { return e.Type == events.ToolRequested })
+	})
+	s.running("sleep")
+	s.orch.kill9(t)
+	a.kill9(t)
+	s.worker("wb", flags...)
+	s.orch = s.orchestrator()
+	var wf []events.Envelope
+	natstest.WaitFor(t, "the workflow to finish", func() bool {
+		wf = turnLog(t, s.js, "wfk")
+		return len(wf) > 0 && wf[len(wf)-1].Type == events.WorkflowFinished
+	})
+	fin := of[events.WorkflowFinishedData](t, wf, events.WorkflowFinished)[0]
+	if fin.StopReason != events.StopCompleted || fin.Metrics.Tasks != 3 || fin.Metrics.ToolCalls != 3 {
+		t.Fatalf("finished %+v", fin)
+	}
+	if n := len(of[events.TaskStartedData](t, wf, events.TaskStarted)); n != 3 {
+		t.Fatalf("%d tasks started", n)
+	}
+	for _, turn := range []string{"wfk-1", "wfk-2", "wfk-3"} {
+		log, f := s.finished(turn)
+		done := of[events.ToolCompletedData](t, log, events.ToolCompleted)
+		models := of[events.ModelCompletedData](t, log, events.ModelCompleted)
+		if f.StopReason != events.StopCompleted || len(done) != 1 || done[0].IsError || len(models) != 2 {
+			t.Fatalf("%s: %s, tool.completed %+v, %d model calls", turn, f.StopReason, done, len(models))
+		}
+		for _, m := range models {
+			if m.Attempts > 1 {
+				t.Errorf("%s: a model call ran %d times", turn, m.Attempts)
+			}
+		}
+	}
 }
 
 // A job that used up its deliveries is answered with an error result that
