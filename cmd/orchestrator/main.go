@@ -38,6 +38,7 @@ func run() int {
 	ackWait := flag.Duration("ack-wait", 30*time.Second, "how long an input stays with this process before another may take it")
 	data := flag.String("data", embedded.DefaultDataDir, "store of the embedded server, when one is started")
 	allowScripts := flag.Bool("allow-scripts", false, "accept model script (inline or script:PATH) in submissions")
+	name := flag.String("name", "", "this orchestrator's name among the live ones (default host-pid); a restarted process that keeps its name takes its partitions back at once")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", proc.MetricsAddrUsage)
 	flag.Parse()
@@ -107,6 +108,9 @@ func run() int {
 	if err != nil {
 		log.Error("bad model provider configuration", "err", err)
 		return 2
+	}
+	if *name != "" {
+		providers = append(providers, orchestrator.WithName(*name))
 	}
 	o, err := orchestrator.New(nc, js, log.With("url", bus.RedactURL(*url)), set,
 		append(providers, orchestrator.WithShards(*shards), orchestrator.WithModelRunners(*runners), orchestrator.WithAckWait(*ackWait), orchestrator.WithAllowScripts(*allowScripts),

@@ -20,7 +20,9 @@ import (
 func DeadLetter(ctx context.Context, js jetstream.JetStream, msg Letter, kind, reason string) error {
 	dm := &nats.Msg{Subject: events.DeadSubject(kind), Data: msg.Data(), Header: nats.Header{}}
 	dm.Header.Set(events.HeaderError, Truncate(reason, maxReason))
-	dm.Header.Set("Jetloop-Subject", msg.Subject())
+	// The subject as published, without the inbox partition the server
+	// added: `jetloop dead retry` publishes it again.
+	dm.Header.Set("Jetloop-Subject", Unpartitioned(msg.Subject()))
 	id := "dead:" + msg.Subject()
 	if md, err := msg.Metadata(); err == nil {
 		id = "dead:" + md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,10 +27,16 @@ const (
 // Names of the buckets of the contract that the events package does not name
 // elsewhere.
 const (
-	BucketWorkers     = "JETLOOP_WORKERS"
-	BucketCheckpoints = "JETLOOP_CHECKPOINTS"
-	BucketBlobs       = "JETLOOP_BLOBS"
+	BucketWorkers       = "JETLOOP_WORKERS"
+	BucketCheckpoints   = "JETLOOP_CHECKPOINTS"
+	BucketBlobs         = "JETLOOP_BLOBS"
+	BucketOrchestrators = "JETLOOP_ORCHESTRATORS"
+	BucketLive          = "JETLOOP_LIVE"
 )
+
+// OrchestratorsTTL is how long an orchestrator's key outlives its last
+// refresh: how long its partitions wait for another owner after it dies.
+const OrchestratorsTTL = 5 * time.Second
 
 // Durable consumers of the contract. The inbox consumer is shared by every
 // orchestrator; the model runners share theirs.
@@ -90,14 +97,20 @@ func (p Provision) StreamConfigs() []jetstream.StreamConfig {
 		{
 			Name:        events.StreamInbox,
 			Description: "jetloop: inputs of the orchestrators (submits, controls, results)",
-			Subjects:    []string{"jetloop.inbox.>"},
-			Retention:   jetstream.WorkQueuePolicy,
-			Storage:     jetstream.FileStorage,
-			Replicas:    p.Replicas,
-			MaxBytes:    p.MaxBytes,
-			MaxMsgSize:  p.MaxMsgSize,
-			Discard:     jetstream.DiscardNew,
-			Duplicates:  inboxDuplicates,
+			// Every input naming a turn or workflow is stored under its
+			// partition (bus.Partitions), as five tokens; the stream takes
+			// every other inbox subject, to dead-letter it, but one of five
+			// tokens, which a publisher could otherwise aim at a partition
+			// its id is not in.
+			Subjects:         []string{"jetloop.inbox.*", "jetloop.inbox.*.*", "jetloop.inbox.*.*.*.>"},
+			SubjectTransform: inboxTransform,
+			Retention:        jetstream.WorkQueuePolicy,
+			Storage:          jetstream.FileStorage,
+			Replicas:         p.Replicas,
+			MaxBytes:         p.MaxBytes,
+			MaxMsgSize:       p.MaxMsgSize,
+			Discard:          jetstream.DiscardNew,
+			Duplicates:       inboxDuplicates,
 		},
 		{
 			Name:        events.StreamJobs,
@@ -162,6 +175,22 @@ func (p Provision) Buckets() []jetstream.KeyValueConfig {
 			Replicas:    p.Replicas,
 		},
 		{
+			Bucket:      BucketOrchestrators,
+			Description: "jetloop: live orchestrators, one key each, refreshed three times per TTL",
+			TTL:         OrchestratorsTTL,
+			// A key that expires leaves a marker, so every watcher sees an
+			// orchestrator die.
+			LimitMarkerTTL: time.Minute,
+			Storage:        jetstream.FileStorage,
+			Replicas:       p.Replicas,
+		},
+		{
+			Bucket:      BucketLive,
+			Description: "jetloop: the unfinished turns and workflows, by partition (<partition>.<id>)",
+			Storage:     jetstream.FileStorage,
+			Replicas:    p.Replicas,
+		},
+		{
 			Bucket:      BucketCheckpoints,
 			Description: "jetloop: the last checkpoint of each workflow",
 			Storage:     jetstream.FileStorage,
@@ -181,30 +210,55 @@ func (p Provision) Blobs() jetstream.ObjectStoreConfig {
 	}
 }
 
-// Consumers are the durable consumers of the contract that no tool names:
-// the orchestrators' inbox and model runners. ackWait is the orchestrator's
-// (--ack-wait); each orchestrator sets it again on its own consumers.
-func (p Provision) Consumers(ackWait time.Duration) map[string]jetstream.ConsumerConfig {
-	return map[string]jetstream.ConsumerConfig{
-		events.StreamInbox: InboxConsumerConfig(ackWait),
-		events.StreamJobs:  ModelConsumerConfig(ackWait),
-	}
+// Consumer is a durable consumer of one of the streams.
+type Consumer struct {
+	Stream string
+	Config jetstream.ConsumerConfig
 }
 
-// InboxConsumerConfig is the orchestrators' durable consumer of the inbox.
+// Consumers are the durable consumers of the contract that no tool names:
+// the orchestrators' submissions, one per inbox partition, and the model
+// runners'. ackWait is the orchestrator's (--ack-wait); each orchestrator
+// sets it again on its own consumers. The submissions' consumer comes first:
+// it must give up the partitions' subjects before they are taken (the
+// filters of a work queue's consumers may not overlap).
+func (p Provision) Consumers(ackWait time.Duration) []Consumer {
+	cs := []Consumer{{events.StreamInbox, InboxConsumerConfig(ackWait)}}
+	for i := range Partitions {
+		cs = append(cs, Consumer{events.StreamInbox, PartitionConsumerConfig(i, ackWait)})
+	}
+	return append(cs, Consumer{events.StreamJobs, ModelConsumerConfig(ackWait)})
+}
+
+// InboxConsumerConfig is the durable inbox consumer all orchestrators share:
+// the submissions of turns and workflows, and whatever else reaches the
+// inbox outside a partition, which is dead-lettered as unknown.
 func InboxConsumerConfig(ackWait time.Duration) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:       InboxConsumer,
-		Description:   "jetloop: the orchestrators' inputs",
-		FilterSubject: "jetloop.inbox.>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       ackWait,
+		Durable:     InboxConsumer,
+		Description: "jetloop: submissions of turns and workflows",
+		// Four-token subjects are all mapped into partitions, whose
+		// consumers take the five-token ones.
+		FilterSubjects: []string{"jetloop.inbox.*", "jetloop.inbox.*.*.*.>"},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        ackWait,
 		// An input that fails this often is dead-lettered, by its handler
 		// on the last delivery or from the MAX_DELIVERIES advisory when the
 		// process died handling it.
 		MaxDeliver:    InboxMaxDeliver,
 		MaxAckPending: 20_000,
 	}
+}
+
+// PartitionConsumerConfig is the durable consumer of inbox partition p: the
+// inputs of the turns and workflows in it, pulled by its owner only.
+func PartitionConsumerConfig(p int, ackWait time.Duration) jetstream.ConsumerConfig {
+	c := InboxConsumerConfig(ackWait)
+	c.Durable = PartitionConsumer(p)
+	c.Description = "jetloop: inputs of the turns and workflows of partition " + strconv.Itoa(p)
+	c.FilterSubjects, c.FilterSubject = nil, partitionFilter(p)
+	c.MaxAckPending = 20_000 / Partitions * 2
+	return c
 }
 
 // ModelConsumerConfig is the model runners' durable consumer of model jobs.
@@ -268,7 +322,8 @@ func Apply(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, 
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		done = append(done, "created object store "+BucketBlobs)
 	}
-	for stream, cfg := range p.Consumers(DefaultAckWait) {
+	for _, pc := range p.Consumers(DefaultAckWait) {
+		stream, cfg := pc.Stream, pc.Config
 		c, err := js.Consumer(ctx, stream, cfg.Durable)
 		if err == nil {
 			// The ack wait is the orchestrator's own (--ack-wait): keep it.
@@ -316,7 +371,8 @@ func Check(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, 
 		return nil, err
 	}
 	diffs = append(diffs, d...)
-	for stream, cfg := range p.Consumers(DefaultAckWait) {
+	for _, pc := range p.Consumers(DefaultAckWait) {
+		stream, cfg := pc.Stream, pc.Config
 		c, err := js.Consumer(ctx, stream, cfg.Durable)
 		switch {
 		case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
@@ -365,6 +421,9 @@ func diffStream(have, want jetstream.StreamConfig) []string {
 	d = differ(d, "discard", have.Discard, want.Discard)
 	d = differ(d, "duplicates", have.Duplicates, want.Duplicates)
 	d = differ(d, "allow_direct", have.AllowDirect, want.AllowDirect)
+	if transform(have.SubjectTransform) != transform(want.SubjectTransform) {
+		d = append(d, fmt.Sprintf("subject transform is %q, want %q", transform(have.SubjectTransform), transform(want.SubjectTransform)))
+	}
 	if have.RePublish != nil {
 		d = append(d, fmt.Sprintf("republishes %s to %s, want none", have.RePublish.Source, have.RePublish.Destination))
 	}
@@ -379,13 +438,20 @@ func diffStream(have, want jetstream.StreamConfig) []string {
 func diffConsumer(have, want jetstream.ConsumerConfig) []string {
 	var d []string
 	d = differ(d, "filter_subject", have.FilterSubject, want.FilterSubject)
-	if len(have.FilterSubjects) > 0 {
-		d = append(d, fmt.Sprintf("filter_subjects are %v, want none", have.FilterSubjects))
+	if !slices.Equal(have.FilterSubjects, want.FilterSubjects) {
+		d = append(d, fmt.Sprintf("filter_subjects are %v, want %v", have.FilterSubjects, want.FilterSubjects))
 	}
 	d = differ(d, "ack_policy", have.AckPolicy, want.AckPolicy)
 	d = differ(d, "max_deliver", unlimited(int64(have.MaxDeliver)), unlimited(int64(want.MaxDeliver)))
 	d = differ(d, "max_ack_pending", have.MaxAckPending, want.MaxAckPending)
 	return d
+}
+
+func transform(t *jetstream.SubjectTransformConfig) string {
+	if t == nil {
+		return "none"
+	}
+	return t.Source + " → " + t.Destination
 }
 
 func differ[T comparable](d []string, name string, have, want T) []string {
@@ -433,6 +499,10 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 		if !slices.Equal(have.Subjects, cfg.Subjects) || have.Retention != cfg.Retention {
 			wrong = append(wrong, fmt.Sprintf("stream %s has subjects %v and retention %s, want %v and %s",
 				cfg.Name, have.Subjects, have.Retention, cfg.Subjects, cfg.Retention))
+		}
+		if transform(have.SubjectTransform) != transform(cfg.SubjectTransform) {
+			wrong = append(wrong, fmt.Sprintf("stream %s has the subject transform %q, want %q (the inbox's partitions)",
+				cfg.Name, transform(have.SubjectTransform), transform(cfg.SubjectTransform)))
 		}
 	}
 	for _, cfg := range p.Buckets() {

@@ -87,7 +87,11 @@ func TestPoisonInputsDoNotStallOtherTurns(t *testing.T) {
 	}
 	for i := range each {
 		turn := fmt.Sprintf("p%d", i)
-		send("jetloop.inbox.control."+turn+".extra", []byte(`{"action":"abort"}`))
+		// Five tokens would name a partition: the inbox does not store
+		// one published as such, which its publisher hears at once.
+		if _, err := h.js.Publish(context.Background(), "jetloop.inbox.control."+turn+".extra", []byte(`{"action":"abort"}`)); err == nil {
+			t.Fatal("the inbox stored a five-token subject")
+		}
 		send("jetloop.inbox.result."+turn+".x.y", []byte(`{}`))
 		send("jetloop.inbox.nokind."+turn, []byte(`{}`))
 		send("jetloop.inbox.result."+turn, []byte(`not json`))
@@ -331,7 +335,7 @@ func TestStoredCopiesAreNotInputs(t *testing.T) {
 	var p events.TurnPausedData
 	_ = json.Unmarshal(paused.Data, &p)
 	forged := mustJSON(events.ToolResult{TurnID: "target", CallID: p.CallID, Tool: "echo", Output: "forged", Final: true, Attempt: 1})
-	h.publish("jetloop.inbox.result.target.x", forged, "") // becomes a dead letter, payload and all
+	h.publish("jetloop.inbox.result.target.x.y", forged, "") // becomes a dead letter, payload and all
 	h.waitFor("the forged result to be a dead letter", func() bool { return len(h.deadBySubject()) == 1 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -419,7 +423,7 @@ func TestFullServerStore(t *testing.T) {
 	}
 
 	h.orchestrator()
-	inbox, err := h.js.Consumer(ctx, events.StreamInbox, bus.InboxConsumer)
+	inbox, err := h.js.Consumer(ctx, events.StreamInbox, bus.PartitionConsumer(bus.Partition("waiting")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -73,6 +74,9 @@ type harness struct {
 	set   *agents.Set
 	log   *slog.Logger
 	calls *counter
+
+	namesMu sync.Mutex
+	names   map[string]bool // of the orchestrators running
 }
 
 // counter is a tool that counts its executions per call, so tests can prove
@@ -194,10 +198,22 @@ func (h *harness) orchestrator(opts ...orchestrator.Option) (stop func()) {
 // crash does: its connection closes under it, nothing more is acknowledged.
 func (h *harness) orchestratorKill(opts ...orchestrator.Option) (stop, kill func()) {
 	h.t.Helper()
+	_, stop, kill = h.running(opts...)
+	return stop, kill
+}
+
+// running starts an orchestrator like orchestratorKill and returns it too.
+func (h *harness) running(opts ...orchestrator.Option) (o *orchestrator.Orchestrator, stop, kill func()) {
+	h.t.Helper()
 	nc, js := h.srv.Connect(h.t)
 	// The tests' submissions carry their scripts; a test of the default
 	// turns scripts off again with an option of its own.
-	opts = append([]orchestrator.Option{orchestrator.WithAckWait(time.Second), orchestrator.WithAllowScripts(true)}, opts...)
+	// Each running orchestrator of the test has its own name; one started
+	// after another stopped takes the lowest free one, as a process
+	// restarted on its machine replaces the one before it.
+	name := h.claimName()
+	opts = append([]orchestrator.Option{orchestrator.WithAckWait(time.Second), orchestrator.WithAllowScripts(true),
+		orchestrator.WithName(name)}, opts...)
 	o, err := orchestrator.New(nc, js, h.log.With("process", "orchestrator"), h.set, opts...)
 	if err != nil {
 		h.t.Fatal(err)
@@ -217,6 +233,7 @@ func (h *harness) orchestratorKill(opts ...orchestrator.Option) (stop, kill func
 			cancel()
 			<-done
 			nc.Close()
+			h.releaseName(name)
 		})
 	}
 	kill = func() {
@@ -225,10 +242,11 @@ func (h *harness) orchestratorKill(opts ...orchestrator.Option) (stop, kill func
 			nc.Close()
 			cancel()
 			<-done
+			h.releaseName(name)
 		})
 	}
 	h.t.Cleanup(stop)
-	return stop, kill
+	return o, stop, kill
 }
 
 // worker runs a tool worker with the built-in tools and count.
@@ -425,4 +443,26 @@ func of[T any](t *testing.T, log []events.Envelope, typ events.Type) []T {
 		out = append(out, v)
 	}
 	return out
+}
+
+// claimName returns the lowest orchestrator name no running orchestrator of
+// the test has.
+func (h *harness) claimName() string {
+	h.namesMu.Lock()
+	defer h.namesMu.Unlock()
+	if h.names == nil {
+		h.names = map[string]bool{}
+	}
+	for i := 1; ; i++ {
+		if n := fmt.Sprintf("orchestrator-%d", i); !h.names[n] {
+			h.names[n] = true
+			return n
+		}
+	}
+}
+
+func (h *harness) releaseName(name string) {
+	h.namesMu.Lock()
+	defer h.namesMu.Unlock()
+	delete(h.names, name)
 }

@@ -20,10 +20,55 @@ type historyCache struct {
 
 	mu          sync.Mutex
 	transcripts map[string][]events.Message
+	// ended are the finished turns seen, by id: a turn's end never changes,
+	// so a session's next turn reads only the logs of turns not seen ended
+	// (a workflow's task k would otherwise read k-1 logs, n²/2 in all).
+	ended map[string]ended
 }
 
+// ended is where a finished turn's log ends, and whether it was only
+// rejected (which is never remembered: a valid submission replaces it).
+type ended struct {
+	seq      uint64
+	rejected bool
+}
+
+// maxEnded bounds the ended turns remembered; past it, one is forgotten
+// (and read again if asked).
+const maxEnded = 100_000
+
 func newHistoryCache(store *bus.Store, size int) *historyCache {
-	return &historyCache{store: store, size: size, transcripts: map[string][]events.Message{}}
+	return &historyCache{store: store, size: size, transcripts: map[string][]events.Message{}, ended: map[string]ended{}}
+}
+
+// end reads whether a turn finished, from memory when it was seen finished.
+func (h *historyCache) end(ctx context.Context, turn string) (ended, bool, error) {
+	h.mu.Lock()
+	e, ok := h.ended[turn]
+	h.mu.Unlock()
+	if ok {
+		return e, true, nil
+	}
+	last, seq, ok, err := h.store.Last(ctx, turn)
+	if err != nil || !ok || last.Type != events.TurnFinished {
+		return ended{}, false, err
+	}
+	e = ended{seq: seq, rejected: last.Step == 0 && last.Seq == 1}
+	if e.rejected {
+		// A valid submission of a rejected turn replaces its log: not
+		// final.
+		return e, true, nil
+	}
+	h.mu.Lock()
+	if len(h.ended) >= maxEnded {
+		for k := range h.ended {
+			delete(h.ended, k)
+			break
+		}
+	}
+	h.ended[turn] = e
+	h.mu.Unlock()
+	return e, true, nil
 }
 
 // session returns the conversation of a session's finished turns, oldest
@@ -44,17 +89,14 @@ func (h *historyCache) session(ctx context.Context, session, except string) ([]e
 		if turn == except {
 			continue
 		}
-		last, seq, ok, err := h.store.Last(ctx, turn)
+		e, finished, err := h.end(ctx, turn)
 		if err != nil {
 			return nil, nil, err
 		}
-		if !ok || last.Type != events.TurnFinished {
-			continue
+		if !finished || e.rejected {
+			continue // unfinished, or rejected: a log of one turn.finished
 		}
-		if last.Step == 0 && last.Seq == 1 {
-			continue // rejected: a log of one turn.finished
-		}
-		turns = append(turns, done{turn, seq})
+		turns = append(turns, done{turn, e.seq})
 	}
 	// A turn's place in the session is when it finished.
 	slices.SortFunc(turns, func(a, b done) int { return int(a.seq) - int(b.seq) })

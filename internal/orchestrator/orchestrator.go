@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +61,18 @@ type Orchestrator struct {
 	stranded *stranded
 	// checkpoints is KV JETLOOP_CHECKPOINTS, the workflows' last checkpoints.
 	checkpoints jetstream.KeyValue
+	// live is KV JETLOOP_LIVE, the index of unfinished turns and workflows
+	// by partition: what a new owner of a partition re-arms.
+	live jetstream.KeyValue
+
+	// name is this orchestrator's key in KV JETLOOP_ORCHESTRATORS; members
+	// are the live ones, and owns the partitions this one pulls from.
+	name    string
+	members *members
+	owns    [bus.Partitions]atomic.Bool
+	// gens counts each partition's changes of owner: a cached state from
+	// before this process last took a partition over may be stale.
+	gens [bus.Partitions]atomic.Uint64
 
 	metrics *metrics.Metrics // nil: metrics off
 	tracer  *tracing.Tracer  // nil: tracing off
@@ -124,6 +139,20 @@ func WithProvider(name string, p model.Provider) Option {
 	}
 }
 
+// WithName sets this orchestrator's name among the live ones (default:
+// host-pid). A restarted process that keeps its name, or runs on the same
+// machine as the one it replaces, takes over its partitions at once; two
+// live processes may not share one.
+func WithName(name string) Option {
+	return func(o *Orchestrator) error {
+		if !events.ValidID(name) {
+			return fmt.Errorf("orchestrator: invalid name %q: letters, digits, - and _, at most 64", name)
+		}
+		o.name = name
+		return nil
+	}
+}
+
 // WithDrainGrace bounds how long a graceful stop waits for in-flight work.
 func WithDrainGrace(d time.Duration) Option {
 	return func(o *Orchestrator) error {
@@ -158,6 +187,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, set *agents.Se
 		cancels:    bus.NewCancels(),
 		calls:      newCalls(),
 		stranded:   newStranded(),
+		name:       defaultName(),
 	}
 	for _, opt := range opts {
 		if err := opt(o); err != nil {
@@ -200,17 +230,34 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	o.timers = newTimers(o.nc, o.js, o.log)
 	defer o.timers.stopAll()
 
+	if o.live, err = o.js.KeyValue(setup, bus.BucketLive); err != nil {
+		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketLive, err)
+	}
+	// The submissions' consumer first: it gives up the partitions'
+	// subjects before their consumers take them.
 	inbox, err := o.js.CreateOrUpdateConsumer(setup, events.StreamInbox, bus.InboxConsumerConfig(o.ackWait))
 	if err != nil {
 		return fmt.Errorf("orchestrator: inbox consumer: %w", err)
 	}
-	// Whether another orchestrator is alive is judged once, by its pull on
-	// the inbox: its model runners may all be busy in long calls, with no
-	// pull waiting on the model jobs, and those calls must not run twice.
-	alone, err := alone(setup, inbox)
+	parts := make([]jetstream.Consumer, bus.Partitions)
+	for p := range parts {
+		if parts[p], err = o.js.CreateOrUpdateConsumer(setup, events.StreamInbox, bus.PartitionConsumerConfig(p, o.ackWait)); err != nil {
+			return fmt.Errorf("orchestrator: inbox consumer of partition %d: %w", p, err)
+		}
+	}
+	kv, err := o.js.KeyValue(setup, bus.BucketOrchestrators)
+	if err != nil {
+		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketOrchestrators, err)
+	}
+	o.members = newMembers(kv, o.log, o.name)
+	watch, err := o.members.join(setup, ctx)
 	if err != nil {
 		return err
 	}
+	// Alone, this process may take back at once what a crashed one held of
+	// the shared consumers (with others alive, it may be theirs); a
+	// partition's consumer is reset when its owner is found dead (gain).
+	alone := o.members.alone()
 	if alone {
 		if err := o.reclaim(setup, events.StreamInbox, inbox); err != nil {
 			return err
@@ -229,11 +276,25 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	}
 	defer func() { _ = exhausted.Unsubscribe() }()
 
-	if err := o.rearm(setup, alone); err != nil {
-		return err
+	// The partitions owned from the start are re-armed before serving.
+	live := o.members.names()
+	before := slices.DeleteFunc(slices.Clone(live), func(n string) bool { return n == o.name })
+	first := o.members.owned(live)
+	n, paused := 0, 0
+	for _, p := range first {
+		pn, pp, err := o.gain(setup, p, before, live, parts[p])
+		if err != nil {
+			return err
+		}
+		n, paused = n+pn, paused+pp
+	}
+	o.seedTurns(alone, n, paused)
+	if n > 0 {
+		o.log.Info("re-armed the timers of unfinished turns", "turns", n)
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return o.members.run(gctx, watch) })
 	if o.runners > 0 {
 		r, err := newModelRunners(setup, o, alone)
 		if err != nil {
@@ -241,21 +302,22 @@ func (o *Orchestrator) run(ctx context.Context) error {
 		}
 		g.Go(func() error { return r.run(gctx) })
 	}
-	g.Go(func() error { return o.serve(gctx, inbox) })
+	g.Go(func() error { return o.serve(gctx, inbox, parts, first, live) })
 	g.Go(func() error { return o.retryStranded(gctx, strandedInterval) })
 	o.ready.Store(true)
 	defer o.ready.Store(false)
-	o.log.Info("serving", "agents", o.agents.Names(), "shards", o.shards, "model_runners", o.runners)
+	o.log.Info("serving", "name", o.name, "agents", o.agents.Names(), "shards", o.shards, "model_runners", o.runners,
+		"orchestrators", len(live), "partitions", len(first))
 	return g.Wait()
 }
 
 // serve pulls inputs and hands each to the shard that owns its turn, so one
 // turn's inputs are handled in order while other turns go on in parallel.
-func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer) error {
-	it, err := inbox.Messages(jetstream.PullMaxMessages(4 * o.shards))
-	if err != nil {
-		return fmt.Errorf("orchestrator: consume inbox: %w", err)
-	}
+// It pulls the submissions, which any orchestrator takes, and the
+// partitions this one owns, following the live orchestrators: a partition
+// given up is drained (what was pulled is handled), one taken over is
+// re-armed and pulled.
+func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, parts []jetstream.Consumer, owned []int, live []string) error {
 	shards := make([]*shard, o.shards)
 	var wg sync.WaitGroup
 	var stopping atomic.Bool
@@ -267,27 +329,123 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer) erro
 			shards[i].run()
 		}()
 	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		msg, err := it.Next()
+	var pumps sync.WaitGroup
+	failed := make(chan error, bus.Partitions+1)
+	pump := func(c jetstream.Consumer, buffer int) (jetstream.MessagesContext, error) {
+		it, err := c.Messages(jetstream.PullMaxMessages(buffer))
 		if err != nil {
-			stopping.Store(true)
-			for _, s := range shards {
-				s.in.close()
-			}
-			wg.Wait()
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return fmt.Errorf("orchestrator: consume inbox: %w", err)
+			return nil, fmt.Errorf("orchestrator: consume %s: %w", c.CachedInfo().Name, err)
 		}
-		shards[o.shardOf(msg, len(shards))].in.push(msg)
+		pumps.Add(1)
+		go func() {
+			defer pumps.Done()
+			for {
+				msg, err := it.Next()
+				if err != nil {
+					if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+						failed <- fmt.Errorf("orchestrator: consume %s: %w", c.CachedInfo().Name, err)
+					}
+					return
+				}
+				shards[o.shardOf(msg, len(shards))].in.push(msg)
+			}
+		}()
+		return it, nil
+	}
+	pulling := map[int]jetstream.MessagesContext{}
+	stop := func() {
+		for _, it := range pulling {
+			it.Stop()
+		}
+		pumps.Wait()
+		stopping.Store(true)
+		for _, s := range shards {
+			s.in.close()
+		}
+		wg.Wait()
+	}
+	submissions, err := pump(inbox, 4*o.shards)
+	if err != nil {
+		stop()
+		return err
+	}
+	pulling[-1] = submissions
+	for _, p := range owned {
+		if pulling[p], err = pump(parts[p], 64); err != nil {
+			stop()
+			return err
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil
+		case err := <-failed:
+			stop()
+			return err
+		case <-o.members.changed:
+		}
+		now := o.members.names()
+		mine := o.members.owned(now)
+		for p, it := range pulling {
+			if p >= 0 && !slices.Contains(mine, p) {
+				o.owns[p].Store(false)
+				it.Drain()
+				delete(pulling, p)
+				o.log.Info("gave up a partition", "partition", p)
+			}
+		}
+		for _, p := range mine {
+			if pulling[p] != nil {
+				continue
+			}
+			gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_, _, err := o.gain(gctx, p, live, now, parts[p])
+			cancel()
+			if err != nil {
+				o.log.Error("cannot take a partition over; trying again at the next change", "partition", p, "err", err)
+				continue
+			}
+			if pulling[p], err = pump(parts[p], 64); err != nil {
+				stop()
+				return err
+			}
+			o.log.Info("took a partition over", "partition", p)
+		}
+		live = now
 	}
 }
 
+// Partitions lists the inbox partitions this orchestrator pulls from now.
+func (o *Orchestrator) Partitions() []int {
+	var ps []int
+	for p := range bus.Partitions {
+		if o.owns[p].Load() {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// gain makes this process the owner of partition p: what a dead owner held
+// of its inputs is handed back at once (an owner still alive, giving p up
+// to this one, drains its own), cached states of p become stale, and the
+// timers of p's unfinished turns and workflows are armed from the index. It
+// returns how many turns it re-armed, and how many of those are paused.
+func (o *Orchestrator) gain(ctx context.Context, p int, before, now []string, c jetstream.Consumer) (turns, paused int, err error) {
+	if prev := bus.Owner(p, before); prev == "" || !slices.Contains(now, prev) {
+		if err := o.reclaim(ctx, events.StreamInbox, c); err != nil {
+			return 0, 0, err
+		}
+	}
+	o.gens[p].Add(1)
+	o.owns[p].Store(true)
+	return o.rearm(ctx, p)
+}
+
 func (o *Orchestrator) shardOf(msg jetstream.Msg, n int) int {
-	_, turn, _ := events.InboxKind(msg.Subject())
+	_, turn := inputKind(msg.Subject())
 	if turn == "" {
 		var s struct {
 			TurnID     string `json:"turn_id"`
@@ -301,21 +459,12 @@ func (o *Orchestrator) shardOf(msg jetstream.Msg, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// alone reports whether no other orchestrator serves the inbox: a live one
-// keeps a pull waiting on it while it has room for inputs.
-func alone(ctx context.Context, inbox jetstream.Consumer) (bool, error) {
-	info, err := inbox.Info(ctx)
-	if err != nil {
-		return false, fmt.Errorf("orchestrator: consumer %s: %w", bus.InboxConsumer, err)
-	}
-	return info.NumWaiting == 0, nil
-}
-
 // reclaim hands back at once what a process that died held: inputs and model
 // jobs it took and never acknowledged would otherwise wait for their ack
 // wait (30 s by default) before anyone takes them again. It is called only
-// when no other orchestrator is alive (see alone), so a lone orchestrator
-// restarted after a crash goes on at once. Whatever comes again is handled
+// on consumers no live orchestrator pulls from: the shared ones when no
+// other orchestrator is alive, a partition's when its owner died; so a lone
+// orchestrator restarted after a crash goes on at once. Whatever comes again is handled
 // as a redelivery: appends are fenced, jobs deduplicated, decisions
 // idempotent. A replica so loaded that it had no pull waiting on the inbox
 // at that moment may see some inputs or model calls done twice, never lost.
@@ -339,48 +488,85 @@ func env() fsm.Env {
 	return fsm.Env{Now: time.Now().UTC(), NewID: func() string { return uuid.Must(uuid.NewV7()).String() }}
 }
 
-// rearm arms the timers of every unfinished turn from the log, and caches
-// nothing: a turn is folded again when its next input comes. It also counts
-// them for the metrics when this process is alone.
-func (o *Orchestrator) rearm(ctx context.Context, alone bool) error {
-	subjects, err := o.store.Subjects(ctx, "jetloop.events.>")
-	if err != nil {
-		return err
+// liveKey is the key of a turn or workflow in KV JETLOOP_LIVE.
+func liveKey(id string) string { return strconv.Itoa(bus.Partition(id)) + "." + id }
+
+// markLive records an unfinished turn or workflow in the index before its
+// first event is appended: a crash between the two leaves an entry for a
+// log that does not exist, which the next re-arm drops.
+func (o *Orchestrator) markLive(ctx context.Context, id string) error {
+	if _, err := o.live.Put(ctx, liveKey(id), nil); err != nil {
+		return fmt.Errorf("orchestrator: index %s as unfinished: %w", id, err)
 	}
-	n, paused := 0, 0
-	for subj := range subjects {
-		turn := bus.TurnOf(subj)
-		last, _, ok, err := o.store.Last(ctx, turn)
+	return nil
+}
+
+// markDone drops a finished turn or workflow from the index. It is not
+// retried: an entry left behind is dropped by the next re-arm.
+func (o *Orchestrator) markDone(ctx context.Context, id string) {
+	if err := o.live.Delete(ctx, liveKey(id)); err != nil {
+		o.log.Debug("cannot drop a finished turn from the index", "turn", id, "err", err)
+	}
+}
+
+// rearm arms the timers of partition p's unfinished turns and workflows,
+// read from the index (not from every subject of the log, which grows with
+// all history), and caches nothing: a turn is folded again when its next
+// input comes.
+func (o *Orchestrator) rearm(ctx context.Context, p int) (n, paused int, err error) {
+	keys, err := o.live.ListKeysFiltered(ctx, strconv.Itoa(p)+".>")
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return 0, 0, nil
+		}
+		return 0, 0, fmt.Errorf("orchestrator: the unfinished turns of partition %d: %w", p, err)
+	}
+	var ids []string
+	for k := range keys.Keys() {
+		ids = append(ids, k[strings.IndexByte(k, '.')+1:])
+	}
+	_ = keys.Stop() // stopped already when its channel closed
+	for _, id := range ids {
+		last, _, ok, err := o.store.Last(ctx, id)
 		if err != nil {
-			// Whatever else an admin put in the stream must not keep every
-			// other turn from being served.
-			o.log.Warn("cannot re-arm the timers of a turn", "turn", turn, "err", err)
+			o.log.Warn("cannot re-arm the timers of a turn", "turn", id, "err", err)
 			continue
 		}
 		if !ok || last.Type == events.TurnFinished || last.Type == events.WorkflowFinished {
+			o.markDone(ctx, id)
 			continue
 		}
 		if last.Type.Workflow() {
-			st, _, err := o.store.LoadWorkflow(ctx, turn)
+			st, _, err := o.store.LoadWorkflow(ctx, id)
 			if err != nil {
-				o.log.Warn("cannot re-arm the deadline of a workflow", "workflow", turn, "err", err)
+				o.log.Warn("cannot re-arm the deadline of a workflow", "workflow", id, "err", err)
 				continue
 			}
 			o.timers.arm(st.ID, workflowTimers(st))
 			continue
 		}
-		st, _, err := o.store.Load(ctx, turn)
+		st, _, err := o.store.Load(ctx, id)
 		if err != nil {
-			o.log.Warn("cannot re-arm the timers of a turn", "turn", turn, "err", err)
+			o.log.Warn("cannot re-arm the timers of a turn", "turn", id, "err", err)
 			continue
 		}
 		o.timers.set(st)
 		n++
 		paused += b2i(st.Phase == fsm.PhasePaused)
 	}
-	o.seedTurns(alone, n, paused)
-	if n > 0 {
-		o.log.Info("re-armed the timers of unfinished turns", "turns", n)
+	return n, paused, nil
+}
+
+// defaultName names an orchestrator by where it runs: host-pid.
+func defaultName() string {
+	host := strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '-'
+	}, here.Host)
+	if host = strings.Trim(host, "-"); host == "" {
+		host = "orchestrator"
 	}
-	return nil
+	return host[:min(len(host), 40)] + "-" + strconv.Itoa(here.PID)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,17 +16,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// inboxMaxDeliveries is the advisory JetStream sends when an input hit the
-// inbox consumer's MaxDeliver: the input stays in the stream, delivered to
-// no one, unless something keeps it elsewhere.
-const inboxMaxDeliveries = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + events.StreamInbox + "." + bus.InboxConsumer
+// inboxMaxDeliveries is the advisory JetStream sends when an input hit an
+// inbox consumer's MaxDeliver (the last token names the consumer): the
+// input stays in the stream, delivered to no one, unless something keeps it
+// elsewhere.
+const inboxMaxDeliveries = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + events.StreamInbox + ".*"
 
 // watchExhausted turns every input that exhausted its deliveries into a dead
 // letter. A handler dead-letters an input itself on its last delivery; this
 // catches the inputs whose every delivery ended with the process that took
 // it (a crash, a kill, an input that crashes the process). Every
 // orchestrator sees the advisory: the dead letter's id makes their copies
-// one.
+// one, and a partition's are handled by its owner only.
 func (o *Orchestrator) watchExhausted() (*nats.Subscription, error) {
 	sub, err := o.nc.Subscribe(inboxMaxDeliveries, func(m *nats.Msg) {
 		var adv struct {
@@ -33,6 +35,10 @@ func (o *Orchestrator) watchExhausted() (*nats.Subscription, error) {
 			Deliveries int    `json:"deliveries"`
 		}
 		if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
+			return
+		}
+		consumer := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+		if consumer != bus.InboxConsumer && !o.ownsConsumer(consumer) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), defaultIOTimeout)
@@ -160,3 +166,14 @@ func (o *Orchestrator) retryStranded(ctx context.Context, interval time.Duration
 
 // strandedInterval is how often stranded inputs are tried again.
 const strandedInterval = 5 * time.Second
+
+// ownsConsumer reports whether consumer is the inbox consumer of a
+// partition this orchestrator owns.
+func (o *Orchestrator) ownsConsumer(consumer string) bool {
+	for p := range bus.Partitions {
+		if bus.PartitionConsumer(p) == consumer {
+			return o.owns[p].Load()
+		}
+	}
+	return false
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 
 	"github.com/jetloop/jetloop/internal/events"
@@ -76,4 +77,88 @@ func TestStartingReplicaLeavesRunningCallsAlone(t *testing.T) {
 	if n := g.count("t-replica/1"); n != 1 {
 		t.Fatalf("the model call ran %d times", n)
 	}
+}
+
+// counterTotal sums a counter of a registry over its labels.
+func counterTotal(t *testing.T, m *metrics.Metrics, name string) float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, c := range f.GetMetric() {
+				total += c.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// TestPartitionedOrchestrators runs three orchestrators: they own disjoint
+// partitions that cover the inbox, turns run with no append conflict (no
+// input is handled by two at once), and when one dies its partitions move
+// to the others, which finish its turns.
+func TestPartitionedOrchestrators(t *testing.T) {
+	h := newHarness(t)
+	h.worker()
+	ms := []*metrics.Metrics{metrics.New(), metrics.New(), metrics.New()}
+	var orchs []*orchestrator.Orchestrator
+	var kills []func()
+	for _, m := range ms {
+		o, _, kill := h.running(orchestrator.WithMetrics(m))
+		orchs = append(orchs, o)
+		kills = append(kills, kill)
+	}
+	split := func(live []*orchestrator.Orchestrator) bool {
+		seen := map[int]int{}
+		for _, o := range live {
+			for _, p := range o.Partitions() {
+				seen[p]++
+			}
+		}
+		for p := range bus.Partitions {
+			if seen[p] != 1 {
+				return false
+			}
+		}
+		return true
+	}
+	h.waitFor("the partitions split among the three", func() bool {
+		return split(orchs) && len(orchs[0].Partitions()) > 0 && len(orchs[1].Partitions()) > 0 && len(orchs[2].Partitions()) > 0
+	})
+	const echoTwice = `{"responses": [{"tool_calls": [{"name": "echo", "arguments": {"text": "a"}}]}, {"tool_calls": [{"name": "echo", "arguments": {"text": "b"}}]}, {"text": "done"}]}`
+	for i := range 48 {
+		h.submit(script(fmt.Sprintf("part-%d", i), "General", echoTwice))
+	}
+	for i := range 48 {
+		if _, f := h.finished(fmt.Sprintf("part-%d", i)); f.StopReason != events.StopCompleted {
+			t.Fatalf("part-%d: %+v", i, f)
+		}
+	}
+	for i, m := range ms {
+		if n := counterTotal(t, m, "jetloop_append_conflicts_total"); n != 0 {
+			t.Errorf("orchestrator %d: %v append conflicts in steady state", i+1, n)
+		}
+	}
+
+	// One dies without a word: its key expires, the others take its
+	// partitions over and finish the turns it held.
+	lost := orchs[2].Partitions()
+	kills[2]()
+	for i := range 24 {
+		h.submit(script(fmt.Sprintf("after-%d", i), "General", echoTwice))
+	}
+	h.waitFor("the dead one's partitions taken over", func() bool { return split(orchs[:2]) })
+	for i := range 24 {
+		if _, f := h.finished(fmt.Sprintf("after-%d", i)); f.StopReason != events.StopCompleted {
+			t.Fatalf("after-%d: %+v", i, f)
+		}
+	}
+	if h.calls.max() > 1 {
+		t.Fatal("a tool call ran twice")
+	}
+	t.Logf("partitions %v moved from the dead orchestrator", lost)
 }

@@ -25,6 +25,7 @@ type entry struct {
 	state     *fsm.State
 	seq       uint64
 	published map[string]bool
+	gen       uint64 // of the turn's partition when cached (Orchestrator.gens)
 }
 
 // shard advances the turns that hash to it, one input at a time, and owns
@@ -212,7 +213,7 @@ const deadLetterTimeout = 2 * time.Second
 // inputKind names an inbox subject's kind of input and its turn. A subject
 // that names no known kind, or has extra tokens, is of kind "unknown".
 func inputKind(subject string) (kind, turn string) {
-	kind, turn, ok := events.InboxKind(subject)
+	kind, turn, ok := events.InboxKind(bus.Unpartitioned(subject))
 	switch {
 	case !ok:
 		return "unknown", ""
@@ -230,10 +231,10 @@ func backoff(delivered uint64) time.Duration {
 func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Msg, kind, turn string, delivered uint64) error {
 	redelivered := delivered > 1
 	if kind == "unknown" {
-		return &deadLetter{fmt.Sprintf("no input of jetloop has the subject %q", msg.Subject())}
+		return &deadLetter{fmt.Sprintf("no input of jetloop has the subject %q", bus.Unpartitioned(msg.Subject()))}
 	}
 	if kind != "submit" && kind != "workflow" && !events.ValidID(turn) {
-		return &deadLetter{fmt.Sprintf("invalid turn id in subject %q", msg.Subject())}
+		return &deadLetter{fmt.Sprintf("invalid turn id in subject %q", bus.Unpartitioned(msg.Subject()))}
 	}
 	var in fsm.Input
 	switch kind {
@@ -301,7 +302,10 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 // load returns the cached state of a turn, or folds it from the log.
 func (s *shard) load(ctx context.Context, turn string) (*entry, error) {
 	if e, ok := s.cache[turn]; ok {
-		return e, nil
+		if e.gen == s.o.gens[bus.Partition(turn)].Load() {
+			return e, nil
+		}
+		delete(s.cache, turn) // another process owned the turn since
 	}
 	st, seq, err := s.o.store.Load(ctx, turn)
 	if errors.Is(err, bus.ErrIsWorkflow) {
@@ -443,6 +447,9 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	}
 	if d.State.Done() {
 		delete(s.cache, turn)
+		if len(d.Events) > 0 && e.state.Exists() {
+			o.markDone(ctx, turn)
+		}
 		if r := d.State.Finished.StopReason; r == events.StopAborted || r == events.StopTimeout {
 			if err := o.nc.Publish(events.CancelSubject(turn), nil); err != nil {
 				log.Warn("cannot broadcast the cancel", "err", err)
@@ -529,6 +536,14 @@ func (s *shard) crash(stage string) error {
 // put caches a state, evicting an arbitrary other one when the shard is full:
 // an evicted turn is folded again from its log on its next input.
 func (s *shard) put(turn string, e *entry) {
+	p := bus.Partition(turn)
+	if !s.o.owns[p].Load() {
+		// A turn started here whose partition another process owns: its
+		// next input goes there.
+		delete(s.cache, turn)
+		return
+	}
+	e.gen = s.o.gens[p].Load()
 	if _, ok := s.cache[turn]; !ok && len(s.cache) >= max(s.o.cacheSize/s.o.shards, 1) {
 		for k := range s.cache {
 			delete(s.cache, k)

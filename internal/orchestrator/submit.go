@@ -75,6 +75,12 @@ func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit,
 		return s.reject(ctx, log, sub.TurnID, sub.SessionID, d.reason, redelivered)
 	}
 	start.Digest = digest
+	if err := s.o.markLive(ctx, sub.TurnID); err != nil {
+		if unstorable(err) {
+			return s.reject(ctx, log, sub.TurnID, sub.SessionID, "cannot start the turn: "+err.Error(), redelivered)
+		}
+		return &retry{err}
+	}
 	err = s.apply(ctx, log, sub.TurnID, start, redelivered)
 	if errors.Is(err, fsm.ErrTurnExists) {
 		cleared, cerr := s.clearRejected(ctx, log, sub.TurnID)

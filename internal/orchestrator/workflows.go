@@ -20,6 +20,7 @@ import (
 type flow struct {
 	state *workflow.State
 	seq   uint64
+	gen   uint64 // as entry.gen
 }
 
 // workflowSubmit starts a workflow, or records why it cannot start: the
@@ -59,6 +60,12 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 	}
 	start := workflow.Start{WorkflowID: sub.WorkflowID, SessionID: sub.SessionID, Agent: sub.Agent, Tasks: sub.Tasks,
 		Limits: limits, Policy: workflow.EffectivePolicy(sub.Policy), Metadata: sub.Metadata, Digest: digest(data)}
+	if err := s.o.markLive(ctx, sub.WorkflowID); err != nil {
+		if unstorable(err) {
+			return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, "cannot start the workflow: "+err.Error())
+		}
+		return &retry{err}
+	}
 	err := s.applyWorkflow(ctx, log, sub.WorkflowID, start)
 	if d := (*deadLetter)(nil); errors.As(err, &d) {
 		return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, d.reason)
@@ -110,7 +117,10 @@ func (s *shard) isWorkflow(ctx context.Context, id string) (bool, error) {
 
 func (s *shard) loadFlow(ctx context.Context, id string) (*flow, error) {
 	if f, ok := s.flows[id]; ok {
-		return f, nil
+		if f.gen == s.o.gens[bus.Partition(id)].Load() {
+			return f, nil
+		}
+		delete(s.flows, id)
 	}
 	st, seq, err := s.o.store.LoadWorkflow(ctx, id)
 	if errors.Is(err, bus.ErrIsTurn) {
@@ -196,13 +206,18 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 		s.o.timers.arm(st.ID, workflowTimers(st))
 		if st.Done() {
 			delete(s.flows, id)
+			if len(d.Events) > 0 && f.state.Exists() {
+				s.o.markDone(ctx, id)
+			}
 			if len(d.Events) > 0 {
 				s.o.metrics.WorkflowFinished(string(st.Finished.StopReason))
 				log.Info("workflow finished", "stop_reason", st.Finished.StopReason, "tasks", len(st.Finished.Tasks))
 			}
 			return nil
 		}
-		s.flows[id] = &flow{state: st, seq: seq}
+		if p := bus.Partition(id); s.o.owns[p].Load() {
+			s.flows[id] = &flow{state: st, seq: seq, gen: s.o.gens[p].Load()}
+		}
 		if st.AwaitsGate() {
 			// The checkpoint's second half, then the gate: in that order,
 			// and again after a crash, since the state still awaits it.

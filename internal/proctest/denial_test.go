@@ -135,9 +135,12 @@ func deniedTo(role string) []denied {
 
 	// Other roles' consumers: reading model jobs, stealing the inbox.
 	if role != "orchestrator" {
-		add("create the inbox consumer", api("CONSUMER.CREATE.%s.orchestrator.jetloop.inbox.>", events.StreamInbox),
-			map[string]any{"stream_name": events.StreamInbox, "config": map[string]any{"durable_name": "orchestrator", "filter_subject": "jetloop.inbox.>"}})
+		add("create the submissions' consumer", api("CONSUMER.CREATE.%s.orchestrator", events.StreamInbox),
+			map[string]any{"stream_name": events.StreamInbox, "config": map[string]any{"durable_name": "orchestrator", "filter_subjects": []string{"jetloop.inbox.*"}}})
+		add("create a partition's consumer", api("CONSUMER.CREATE.%s.%s.jetloop.inbox.*.*.3", events.StreamInbox, bus.PartitionConsumer(3)),
+			map[string]any{"stream_name": events.StreamInbox, "config": map[string]any{"durable_name": bus.PartitionConsumer(3), "filter_subject": "jetloop.inbox.*.*.3"}})
 		add("pull from the inbox consumer", api("CONSUMER.MSG.NEXT.%s.orchestrator", events.StreamInbox), map[string]any{"batch": 1})
+		add("pull from a partition's consumer", api("CONSUMER.MSG.NEXT.%s.%s", events.StreamInbox, bus.PartitionConsumer(3)), map[string]any{"batch": 1})
 		add("read model jobs through a consumer of its own", api("CONSUMER.CREATE.%s.spy.jetloop.jobs.model", events.StreamJobs),
 			map[string]any{"stream_name": events.StreamJobs, "config": map[string]any{"name": "spy", "filter_subject": "jetloop.jobs.model"}})
 		add("turn model_runner to tool jobs", api("CONSUMER.CREATE.%s.model_runner.jetloop.jobs.tool.echo", events.StreamJobs),
@@ -161,15 +164,18 @@ func deniedTo(role string) []denied {
 	case "client":
 		foreign = []string{"jetloop.inbox.result.x", "jetloop.inbox.model.x", "jetloop.inbox.timer.x", "jetloop.inbox.task.x",
 			"jetloop.events.x.y", "jetloop.jobs.tool.x", "jetloop.jobs.model", "jetloop.dead.x", "jetloop.cancel.x",
-			"jetloop.stream.x", "jetloop.inbox.control.a.b", "$KV.JETLOOP_TOOLS.x", "$KV.JETLOOP_CHECKPOINTS.x"}
+			"jetloop.stream.x", "jetloop.inbox.control.a.b", "$KV.JETLOOP_TOOLS.x", "$KV.JETLOOP_CHECKPOINTS.x",
+			"$KV.JETLOOP_ORCHESTRATORS.x", "$KV.JETLOOP_LIVE.0.x"}
 	case "viewer":
 		foreign = []string{events.SubjectSubmit, "jetloop.inbox.workflow", "jetloop.inbox.control.x", "jetloop.inbox.result.x",
 			"jetloop.inbox.model.x", "jetloop.events.x.y", "jetloop.jobs.tool.x", "jetloop.dead.x", "jetloop.cancel.x",
-			"jetloop.stream.x", "$KV.JETLOOP_TOOLS.x", "$KV.JETLOOP_CHECKPOINTS.x"}
+			"jetloop.stream.x", "$KV.JETLOOP_TOOLS.x", "$KV.JETLOOP_CHECKPOINTS.x",
+			"$KV.JETLOOP_ORCHESTRATORS.x", "$KV.JETLOOP_LIVE.0.x"}
 	case "toolworker":
 		foreign = []string{events.SubjectSubmit, "jetloop.inbox.workflow", "jetloop.inbox.control.x", "jetloop.inbox.model.x",
 			"jetloop.inbox.timer.x", "jetloop.inbox.task.x", "jetloop.events.x.y", "jetloop.jobs.tool.x", "jetloop.jobs.model",
-			"jetloop.cancel.x", "jetloop.stream.x", "jetloop.inbox.result.a.b", "$KV.JETLOOP_CHECKPOINTS.x"}
+			"jetloop.cancel.x", "jetloop.stream.x", "jetloop.inbox.result.a.b", "$KV.JETLOOP_CHECKPOINTS.x",
+			"$KV.JETLOOP_ORCHESTRATORS.x", "$KV.JETLOOP_LIVE.0.x"}
 	case "orchestrator":
 		// It submits its workflows' task turns and aborts them, so it may
 		// publish submissions and control messages; a workflow submission

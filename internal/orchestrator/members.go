@@ -1,0 +1,248 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// members is this orchestrator's view of the live ones: a key each in KV
+// JETLOOP_ORCHESTRATORS, refreshed three times per TTL, so one that dies
+// disappears within the TTL and every other sees it go (the bucket leaves a
+// marker when a key expires). Which partitions an orchestrator owns follows
+// from the live set alone (bus.Owner), so all agree without talking.
+type members struct {
+	kv    jetstream.KeyValue
+	log   *slog.Logger
+	name  string
+	nonce string // tells this process from another running under its name
+
+	mu      sync.Mutex
+	live    map[string]bool
+	twin    error         // set when another process runs under this name
+	changed chan struct{} // one pending wake-up of serve
+}
+
+type memberRecord struct {
+	Nonce   string    `json:"nonce"`
+	Started time.Time `json:"started"`
+	// Where the process runs: an orchestrator restarted on the same machine
+	// sees at once that the one before it is gone (its pid is), rather
+	// than wait for its key to expire.
+	Host  string `json:"host,omitempty"`
+	PIDNS string `json:"pid_ns,omitempty"`
+	PID   int    `json:"pid,omitempty"`
+}
+
+// here is where this process runs, as memberRecord says it.
+var here = func() memberRecord {
+	host, _ := os.Hostname()
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return memberRecord{Host: host, PIDNS: ns, PID: os.Getpid()}
+}()
+
+// gone reports whether r is a process of this machine that no longer runs.
+func (r memberRecord) gone() bool {
+	if r.Host == "" || r.Host != here.Host || r.PIDNS != here.PIDNS || r.PID <= 0 || r.PID == here.PID {
+		return false
+	}
+	p, err := os.FindProcess(r.PID)
+	return err != nil || p.Signal(syscall.Signal(0)) != nil
+}
+
+func newMembers(kv jetstream.KeyValue, log *slog.Logger, name string) *members {
+	return &members{kv: kv, log: log, name: name, nonce: uuid.NewString(), live: map[string]bool{}, changed: make(chan struct{}, 1)}
+}
+
+// join writes this orchestrator's key and reads the live set as it stands.
+// A key under this name left by a process that died is taken over: it is
+// this process's predecessor, not another orchestrator.
+// The watch lasts as long as life.
+func (m *members) join(ctx, life context.Context) (jetstream.KeyWatcher, error) {
+	if err := m.beat(ctx); err != nil {
+		// A full store, say: the others do not see this one until a
+		// refresh is written, and serving goes on meanwhile.
+		m.log.Warn("cannot write this orchestrator's liveness key; trying again", "err", err)
+	}
+	w, err := m.kv.WatchAll(life)
+	if err != nil {
+		return nil, fmt.Errorf("orchestrator: watch %s: %w", bus.BucketOrchestrators, err)
+	}
+	for e := range w.Updates() {
+		if e == nil {
+			break // the live set as it stands
+		}
+		m.update(e)
+		var r memberRecord
+		if e.Key() != m.name && e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &r) == nil && r.gone() {
+			m.log.Info("an orchestrator of this machine is gone; its partitions are taken over now", "orchestrator", e.Key(), "pid", r.PID)
+			_ = m.kv.Delete(ctx, e.Key(), jetstream.LastRevision(e.Revision()))
+			m.mu.Lock()
+			delete(m.live, e.Key())
+			m.mu.Unlock()
+		}
+	}
+	return w, nil
+}
+
+func (m *members) beat(ctx context.Context) error {
+	r := here
+	r.Nonce, r.Started = m.nonce, time.Now().UTC()
+	data, _ := json.Marshal(r)
+	if _, err := m.kv.Put(ctx, m.name, data); err != nil {
+		return fmt.Errorf("orchestrator: liveness key %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// update applies one change of the bucket.
+func (m *members) update(e jetstream.KeyValueEntry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	before := len(m.live)
+	alive := e.Operation() == jetstream.KeyValuePut
+	if e.Key() == m.name {
+		var r memberRecord
+		// A put under this name by another process after this one's own:
+		// two orchestrators think they are one, and both would pull the
+		// same partitions.
+		if alive && json.Unmarshal(e.Value(), &r) == nil && r.Nonce != m.nonce && m.twin == nil && m.live[m.name] {
+			m.twin = fmt.Errorf("orchestrator: another orchestrator runs as %q; give each its own --name", m.name)
+		}
+		if alive && r.Nonce == m.nonce {
+			m.live[m.name] = true
+		}
+		return
+	}
+	was := m.live[e.Key()]
+	if alive {
+		m.live[e.Key()] = true
+	} else {
+		delete(m.live, e.Key())
+	}
+	if was != alive || len(m.live) != before {
+		m.log.Info("orchestrators changed", "orchestrator", e.Key(), "alive", alive)
+		select {
+		case m.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run keeps the key fresh and the live set current until ctx ends; then
+// the key is deleted, so the others take the partitions over at once. A
+// watch that stops (the server restarted, the store is full) is begun
+// again, and the live set read afresh.
+func (m *members) run(ctx context.Context, w jetstream.KeyWatcher) error {
+	defer func() {
+		if w != nil {
+			_ = w.Stop()
+		}
+	}()
+	tick := time.NewTicker(bus.OrchestratorsTTL / 3)
+	defer tick.Stop()
+	var updates <-chan jetstream.KeyValueEntry = w.Updates()
+	for {
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = m.kv.Delete(dctx, m.name)
+			return nil
+		case <-tick.C:
+			bctx, cancel := context.WithTimeout(ctx, bus.OrchestratorsTTL/3)
+			if err := m.beat(bctx); err != nil && ctx.Err() == nil {
+				m.log.Warn("cannot refresh this orchestrator's liveness key", "err", err)
+			}
+			if updates == nil {
+				w, updates = m.rewatch(ctx)
+			}
+			cancel()
+		case e, ok := <-updates:
+			switch {
+			case !ok:
+				m.log.Warn("the watch of the live orchestrators stopped; watching again")
+				_ = w.Stop()
+				w, updates = nil, nil
+			case e != nil:
+				m.update(e)
+			}
+		}
+		if err := m.err(); err != nil {
+			return err
+		}
+	}
+}
+
+// rewatch begins the watch again and replaces the live set by what it
+// reads first; nil when it cannot yet (the next tick tries again).
+func (m *members) rewatch(ctx context.Context) (jetstream.KeyWatcher, <-chan jetstream.KeyValueEntry) {
+	w, err := m.kv.WatchAll(ctx)
+	if err != nil {
+		return nil, nil
+	}
+	fresh := map[string]bool{}
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		if e.Key() == m.name {
+			m.update(e) // this process's own key: the twin check
+		}
+		if e.Operation() == jetstream.KeyValuePut {
+			fresh[e.Key()] = true
+		}
+	}
+	m.mu.Lock()
+	m.live = fresh
+	m.mu.Unlock()
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+	return w, w.Updates()
+}
+
+func (m *members) err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.twin
+}
+
+// names are the live orchestrators, this one always among them.
+func (m *members) names() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := []string{m.name}
+	for n := range m.live {
+		if n != m.name {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// alone reports whether no other orchestrator is alive.
+func (m *members) alone() bool { return len(m.names()) == 1 }
+
+// owned lists the partitions this orchestrator owns among live.
+func (m *members) owned(live []string) []int {
+	var ps []int
+	for p := range bus.Partitions {
+		if bus.Owner(p, live) == m.name {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
