@@ -107,7 +107,7 @@ func replay(ctx context.Context, c *command, args []string) int {
 	asJSON := c.flags.Bool("json", false, "print one JSON object per event")
 	at := c.flags.Int("at", -1, "print the machine's state after the last event of this step")
 	verify := c.flags.Bool("verify", false, "re-derive every decision with today's machine; exit 1 at the first difference")
-	html := c.flags.String("html", "", "write the turn as a self-contained HTML timeline to this file")
+	html := c.flags.String("html", "", "write the turn (or the workflow, its tasks as bands) as a self-contained HTML timeline to this file")
 	if !c.parse(args) {
 		return ExitUsage
 	}
@@ -121,7 +121,11 @@ func replay(ctx context.Context, c *command, args []string) int {
 	}
 	if len(log) > 0 && log[0].Type.Workflow() {
 		if *html != "" {
-			return c.fail("the HTML timeline draws turns only: replay --html each task's turn (%s-1, %s-2, …)", turn, turn)
+			var turns map[string][]events.Envelope
+			if *file != "" {
+				log, turns = splitWorkflowFile(log)
+			}
+			return c.workflowTimeline(ctx, *html, log, turns, *file == "")
 		}
 		return c.replayWorkflow(ctx, log, *file == "", *verify, *asJSON, *at)
 	}
