@@ -424,6 +424,7 @@ function mount(tl, opts) {
     if (c.turn.summary) parent.appendChild(summaryRow(c.turn.summary, c));
   }
 
+  function count(n, what) { return n + " " + what + (n === 1 ? "" : "s"); }
   function good(reason) { return reason === "completed" || reason === "synthesis_done"; }
 
   // workflowRow draws the workflow's own events as marks on one lane:
@@ -501,10 +502,11 @@ function mount(tl, opts) {
       return f;
     });
     lane.appendChild(bar);
-    var cap = [(k.agent ? k.agent + ": " : "") + (k.input || "").split("\n")[0].slice(0, 80) + " "];
+    var prompt = (k.input || "").split("\n")[0];
+    var cap = [(k.agent ? k.agent + ": " : "") + (prompt.length > 48 ? prompt.slice(0, 47) + "…" : prompt) + " "];
     cap.push(el("span", k.open ? "dim" : good(k.stop_reason) ? "dim" : "err", {}, k.open ? (tl.running ? "· running" : "· cut short") :
       "· " + k.stop_reason + " · " + ms(k.end_ms - k.start_ms) +
-      (mt ? " · " + mt.steps + " steps · " + mt.tool_calls + " tool calls · " + mt.input_tokens + "→" + mt.output_tokens + " tok" : "")));
+      (mt ? " · " + count(mt.steps, "step") + " · " + count(mt.tool_calls, "tool call") + " · " + mt.input_tokens + "→" + mt.output_tokens + " tok" : "")));
     label(lane, k.start_ms, k.end_ms, cap);
     plot.appendChild(lane);
     row.appendChild(plot);
