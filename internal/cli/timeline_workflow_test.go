@@ -45,8 +45,9 @@ policy: {approve_between: true}
 
 // runGatedWorkflow runs gatedWorkflow to its end, approving between its
 // tasks from the command line, and returns the workflow's log and its
-// tasks' logs.
-func runGatedWorkflow(t *testing.T, e *env) (string, []events.Envelope, map[string][]events.Envelope) {
+// tasks' logs. Each waiting gate is passed to waiting, if given, before the
+// approval.
+func runGatedWorkflow(t *testing.T, e *env, waiting ...func(task int)) (string, []events.Envelope, map[string][]events.Envelope) {
 	t.Helper()
 	const id = "wf-html"
 	e.mustRun(ExitOK, "workflow", "run", e.script("wf-html.yaml", gatedWorkflow))
@@ -55,6 +56,9 @@ func runGatedWorkflow(t *testing.T, e *env) (string, []events.Envelope, map[stri
 			last, ok := e.last(id)
 			return ok && last.Type == events.WorkflowGated && last.Step == task
 		})
+		for _, w := range waiting {
+			w(task)
+		}
 		e.mustRun(ExitOK, "workflow", "approve", "--note", fmt.Sprintf("go on with %d", task), id)
 	}
 	e.waitType(id, events.WorkflowFinished)
