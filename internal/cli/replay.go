@@ -34,6 +34,19 @@ func (c *command) readLog(ctx context.Context, turn, file string) ([]events.Enve
 	if file != "" {
 		return readLogFile(file)
 	}
+	logs, err := c.readLogs(ctx, turn)
+	if err != nil {
+		return nil, err
+	}
+	if len(logs[turn]) == 0 {
+		return nil, fmt.Errorf("no turn %q", turn)
+	}
+	return logs[turn], nil
+}
+
+// readLogs reads the logs of turns from the server over one connection,
+// every event checked against its schema; a turn without a log is left out.
+func (c *command) readLogs(ctx context.Context, turns ...string) (map[string][]events.Envelope, error) {
 	nc, js, err := c.connect()
 	if err != nil {
 		return nil, err
@@ -43,20 +56,24 @@ func (c *command) readLog(ctx context.Context, turn, file string) ([]events.Enve
 	if err != nil {
 		return nil, err
 	}
-	log, _, err := store.Read(ctx, turn)
-	if err != nil {
-		return nil, err
-	}
-	if len(log) == 0 {
-		return nil, fmt.Errorf("no turn %q", turn)
-	}
-	for _, e := range log {
-		data, _ := json.Marshal(e)
-		if err := events.ValidateEvent(data); err != nil {
-			return nil, fmt.Errorf("event %d: %w", e.Seq, err)
+	out := make(map[string][]events.Envelope, len(turns))
+	for _, turn := range turns {
+		log, _, err := store.Read(ctx, turn)
+		if err != nil {
+			return nil, err
 		}
+		if len(log) == 0 {
+			continue
+		}
+		for _, e := range log {
+			data, _ := json.Marshal(e)
+			if err := events.ValidateEvent(data); err != nil {
+				return nil, fmt.Errorf("turn %s: event %d: %w", turn, e.Seq, err)
+			}
+		}
+		out[turn] = log
 	}
-	return log, nil
+	return out, nil
 }
 
 func readLogFile(path string) ([]events.Envelope, error) {

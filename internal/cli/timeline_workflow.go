@@ -272,20 +272,18 @@ func writeWorkflowPage(w io.Writer, wt *WorkflowTimeline, logs WorkflowLogs) err
 // invariants or do not fold, after its page is written.
 func (c *command) workflowTimeline(ctx context.Context, path string, log []events.Envelope, turns map[string][]events.Envelope, fromServer bool) int {
 	if fromServer {
-		turns = map[string][]events.Envelope{}
+		var ids []string
 		for _, e := range log {
-			if e.Type != events.TaskStarted {
-				continue
+			if e.Type == events.TaskStarted {
+				var d events.TaskStartedData
+				_ = json.Unmarshal(e.Data, &d)
+				ids = append(ids, d.TurnID)
 			}
-			var d events.TaskStartedData
-			_ = json.Unmarshal(e.Data, &d)
-			tlog, err := c.readLog(ctx, d.TurnID, "")
-			if err != nil {
-				// A task just started may have no log yet: its band says so.
-				fmt.Fprintf(c.stderr, "jetloop replay: task %d: %v\n", d.Task, err)
-				continue
-			}
-			turns[d.TurnID] = tlog
+		}
+		// A task just started may have no log yet: its band says so.
+		var err error
+		if turns, err = c.readLogs(ctx, ids...); err != nil {
+			return c.fail("%v", err)
 		}
 	}
 	wt, err := BuildWorkflowTimeline(log, turns)
