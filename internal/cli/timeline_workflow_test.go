@@ -120,8 +120,8 @@ func TestReplayHTMLWorkflow(t *testing.T) {
 		f.Metrics.Tasks != 3 || f.Metrics.ToolCalls != 3 || wt.Running {
 		t.Fatalf("finished %+v, metrics %+v, want %+v", f, wt.Metrics, fin.Metrics)
 	}
-	for _, want := range []string{`id="status">completed<`, "Stopped: completed", `<details class="task-events" id="task-2-events">`,
-		`<tr id="task-2-event-1"`, `<tr data-task="3" data-turn="wf-html-3">`} {
+	for _, want := range []string{`id="status">completed<`, "Stopped: completed", `<details class="task-events" id="task-2-log">`,
+		`<table class="events" id="task-2-events">`, `<tr id="task-2-event-1"`, `<tr data-task="3" data-turn="wf-html-3">`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}
@@ -166,6 +166,14 @@ func checkWorkflowPage(t *testing.T, path string, log []events.Envelope, turns m
 	}
 	page := string(data)
 	checkSelfContained(t, page)
+	// Links and the script find elements by id: no two share one.
+	seen := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\sid="([^"]*)"`).FindAllStringSubmatch(scriptBlock.ReplaceAllString(page, ""), -1) {
+		if seen[m[1]] {
+			t.Errorf("two elements have the id %q", m[1])
+		}
+		seen[m[1]] = true
+	}
 	blocks := map[string]string{}
 	for _, m := range scriptBlock.FindAllStringSubmatch(page, -1) {
 		blocks[m[1]] = m[2]
