@@ -35,6 +35,19 @@ func (c *command) readLog(ctx context.Context, turn, file string) ([]events.Enve
 	if file != "" {
 		return readLogFile(file)
 	}
+	logs, err := c.readLogs(ctx, turn)
+	if err != nil {
+		return nil, err
+	}
+	if len(logs[turn]) == 0 {
+		return nil, fmt.Errorf("no turn %q", turn)
+	}
+	return logs[turn], nil
+}
+
+// readLogs reads the logs of turns from the server over one connection,
+// every event checked against its schema; a turn without a log is left out.
+func (c *command) readLogs(ctx context.Context, turns ...string) (map[string][]events.Envelope, error) {
 	nc, js, err := c.connect()
 	if err != nil {
 		return nil, err
@@ -44,20 +57,24 @@ func (c *command) readLog(ctx context.Context, turn, file string) ([]events.Enve
 	if err != nil {
 		return nil, err
 	}
-	log, _, err := store.Read(ctx, turn)
-	if err != nil {
-		return nil, err
-	}
-	if len(log) == 0 {
-		return nil, fmt.Errorf("no turn %q", turn)
-	}
-	for _, e := range log {
-		data, _ := json.Marshal(e)
-		if err := events.ValidateEvent(data); err != nil {
-			return nil, fmt.Errorf("event %d: %w", e.Seq, err)
+	out := make(map[string][]events.Envelope, len(turns))
+	for _, turn := range turns {
+		log, _, err := store.Read(ctx, turn)
+		if err != nil {
+			return nil, err
 		}
+		if len(log) == 0 {
+			continue
+		}
+		for _, e := range log {
+			data, _ := json.Marshal(e)
+			if err := events.ValidateEvent(data); err != nil {
+				return nil, fmt.Errorf("turn %s: event %d: %w", turn, e.Seq, err)
+			}
+		}
+		out[turn] = log
 	}
-	return log, nil
+	return out, nil
 }
 
 func readLogFile(path string) ([]events.Envelope, error) {
@@ -108,7 +125,7 @@ func replay(ctx context.Context, c *command, args []string) int {
 	asJSON := c.flags.Bool("json", false, "print one JSON object per event")
 	at := c.flags.Int("at", -1, "print the machine's state after the last event of this step")
 	verify := c.flags.Bool("verify", false, "re-derive every decision with today's machine; exit 1 at the first difference")
-	html := c.flags.String("html", "", "write the turn as a self-contained HTML timeline to this file")
+	html := c.flags.String("html", "", "write the turn (or the workflow, its tasks as bands) as a self-contained HTML timeline to this file")
 	if !c.parse(args) {
 		return ExitUsage
 	}
@@ -122,7 +139,11 @@ func replay(ctx context.Context, c *command, args []string) int {
 	}
 	if len(log) > 0 && log[0].Type.Workflow() {
 		if *html != "" {
-			return c.fail("the HTML timeline draws turns only: replay --html each task's turn (%s-1, %s-2, …)", turn, turn)
+			var turns map[string][]events.Envelope
+			if *file != "" {
+				log, turns = splitWorkflowFile(log)
+			}
+			return c.workflowTimeline(ctx, *html, log, turns, *file == "")
 		}
 		return c.replayWorkflow(ctx, log, *file == "", *verify, *asJSON, *at)
 	}

@@ -30,6 +30,14 @@ var (
 
 var timelinePage = template.Must(template.New("timeline").Funcs(template.FuncMap{
 	"since": func(ms int64) string { return since(time.Duration(ms) * time.Millisecond) },
+	// table is the argument of the event table's template: its rows, and
+	// what its ids start with where a page has more than one.
+	"table": func(id string, rows []Row) any {
+		return struct {
+			ID   string
+			Rows []Row
+		}{id, rows}
+	},
 }).Parse(timelineHTML))
 
 // Excerpt lengths of the texts the page shows on hover. The whole log is
@@ -57,6 +65,8 @@ type Timeline struct {
 	Sentinel   *TimelineSentinel  `json:"sentinel,omitempty"`
 	Finished   *TimelineFinish    `json:"finished,omitempty"`
 	ForkedFrom *events.ForkedFrom `json:"forked_from,omitempty"`
+	// Workflow names the workflow task the turn runs, if any.
+	Workflow *events.WorkflowRef `json:"workflow,omitempty"`
 	// Rows are the trace's rows (as replay --json prints them), for the
 	// event table under the chart.
 	Rows []Row `json:"rows"`
@@ -165,12 +175,18 @@ func BuildTimeline(log []events.Envelope) (*Timeline, error) {
 	if len(log) == 0 {
 		return nil, fmt.Errorf("timeline: empty log")
 	}
-	t0 := log[0].Time
+	return buildTimeline(log, log[0].Time)
+}
+
+// buildTimeline is BuildTimeline on an axis that starts at t0: a workflow
+// lays its tasks' turns out from its own first event, so each turn's steps
+// fall inside its task's band. The event rows keep the turn's own times.
+func buildTimeline(log []events.Envelope, t0 time.Time) (*Timeline, error) {
 	at := func(e events.Envelope) float64 {
 		// Microseconds keep sub-millisecond tool calls apart on a zoomed axis.
 		return math.Round(float64(e.Time.Sub(t0).Microseconds())) / 1000
 	}
-	tl := &Timeline{TurnID: log[0].TurnID, SessionID: log[0].SessionID, Started: t0,
+	tl := &Timeline{TurnID: log[0].TurnID, SessionID: log[0].SessionID, Started: log[0].Time,
 		EndMs: at(log[len(log)-1]), Running: true, Steps: []TimelineStep{}, Pauses: []TimelinePause{}}
 	step := func(n int) *TimelineStep {
 		for i := range tl.Steps {
@@ -208,7 +224,7 @@ func BuildTimeline(log []events.Envelope) (*Timeline, error) {
 			if err := decode(e, &d); err != nil {
 				return nil, err
 			}
-			tl.Agent, tl.Model, tl.Limits, tl.ForkedFrom = d.Agent, d.Model, &d.Limits, d.ForkedFrom
+			tl.Agent, tl.Model, tl.Limits, tl.ForkedFrom, tl.Workflow = d.Agent, d.Model, &d.Limits, d.ForkedFrom, d.Workflow
 			for _, m := range d.Input {
 				if m.Role == events.RoleUser {
 					tl.Input = clipKeep(m.Content, excerptText)
@@ -393,7 +409,13 @@ func writePage(w io.Writer, tl *Timeline, log []events.Envelope) error {
 
 // writeTimelineFile writes the page to path, through a temporary file so a
 // reader never sees half a page.
-func writeTimelineFile(path string, tl *Timeline, log []events.Envelope) (err error) {
+func writeTimelineFile(path string, tl *Timeline, log []events.Envelope) error {
+	return writeTimelineFileWith(path, func(w io.Writer) error { return writePage(w, tl, log) })
+}
+
+// writeTimelineFileWith writes what write writes to path, through a
+// temporary file.
+func writeTimelineFileWith(path string, write func(io.Writer) error) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), ".timeline-*.html")
 	if err != nil {
 		return fmt.Errorf("timeline: %w", err)
@@ -404,7 +426,7 @@ func writeTimelineFile(path string, tl *Timeline, log []events.Envelope) (err er
 			os.Remove(f.Name())
 		}
 	}()
-	if err = writePage(f, tl, log); err != nil {
+	if err = write(f); err != nil {
 		return fmt.Errorf("timeline: %w", err)
 	}
 	if err = f.Chmod(0o644); err != nil {

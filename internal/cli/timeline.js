@@ -1,11 +1,15 @@
-// timeline.js draws a turn's timeline from the JSON of cli.Timeline. The page
-// of `jetloop replay --html` inlines it and carries its turn in
+// timeline.js draws a turn's timeline from the JSON of cli.Timeline, or a
+// workflow's from cli.WorkflowTimeline: one band per task, holding that
+// task's turn drawn step by step exactly as a turn's page draws it. The page
+// of `jetloop replay --html` inlines it and carries its turn or workflow in
 // #timeline-data; `jetloop ui` serves it as a file and calls
-// jetloopTimeline(tl) itself, then update(tl) as the turn's events arrive.
+// jetloopTimeline(tl, opts) itself, then update(tl) as the events arrive.
 // Both pages hold the same elements (#timeline, #tooltip, the toolbar's).
+// opts.taskHref(task), when given, links each task's band to its turn.
 "use strict";
 var jetloopTimeline = (function () {
-function mount(tl) {
+function mount(tl, opts) {
+  opts = opts || {};
   var root = document.getElementById("timeline");
   var tip = document.getElementById("tooltip");
   var note = document.getElementById("zoom-note");
@@ -13,6 +17,23 @@ function mount(tl) {
   var full = [0, Math.max(tl.end_ms, 0.05)];
   var domain = full.slice();
   var tips = new WeakMap();
+  // A workflow's timeline has tasks; each task's turn is drawn with the
+  // same rows as a turn's, their ids prefixed by the task ("task-2-step-1").
+  function isWorkflow() { return !!tl.tasks; }
+  function turns() {
+    if (!isWorkflow()) return [{ turn: tl, key: "", task: null }];
+    return tl.tasks.filter(function (k) { return !!k.turn; }).map(function (k) {
+      return { turn: k.turn, key: "task-" + k.task + "-", task: k };
+    });
+  }
+  // pauses lists every span in which something waited for a person: a
+  // turn's pauses, and a workflow's gate waits.
+  function pauses() {
+    var out = [];
+    if (isWorkflow()) tl.waits.forEach(function (w) { out.push({ p: w, wait: true }); });
+    turns().forEach(function (c) { c.turn.pauses.forEach(function (p) { out.push({ p: p, c: c }); }); });
+    return out;
+  }
 
   // el builds an element; text only ever goes in through textContent, so no
   // string from the log is parsed as HTML.
@@ -39,7 +60,7 @@ function mount(tl) {
   var longPauses = findLongPauses();
   function findLongPauses() {
     var out = [];
-    tl.pauses.map(function (p) { return [p.start_ms, p.end_ms]; })
+    pauses().map(function (x) { return [x.p.start_ms, x.p.end_ms]; })
       .sort(function (a, b) { return a[0] - b[0]; })
       .forEach(function (p) {
         var last = out[out.length - 1];
@@ -118,7 +139,9 @@ function mount(tl) {
   }
   function pre(text) { return el("pre", "", {}, text); }
   function tokens(u) { return u ? u.input_tokens + " in / " + u.output_tokens + " out" : ""; }
-  function span(a, b, open) { return ms(b - a) + (open ? (tl.running ? " so far (running)" : " (cut short)") : ""); }
+  // span is a bar's length; running says whether its turn (or workflow) is
+  // still under way, which an open bar then is too.
+  function span(a, b, open, running) { return ms(b - a) + (open ? (running ? " so far (running)" : " (cut short)") : ""); }
 
   function axis() {
     var row = el("div", "row axis");
@@ -152,15 +175,20 @@ function mount(tl) {
     });
   }
 
-  function stepRow(s) {
-    var row = el("div", "row step", { id: "step-" + s.step, "data-step": s.step });
+  // stepRow draws step s of turn t; c.key prefixes its ids and c.task, in a
+  // workflow, is the task whose band holds it.
+  function stepRow(s, c) {
+    var t = c.turn, key = c.key, task = c.task ? c.task.task : null;
+    var what = (task ? "task " + task + " " : "") + "step " + s.step;
+    var row = el("div", "row step", { id: key + "step-" + s.step, "data-step": s.step });
+    if (task) row.setAttribute("data-task", task);
     if (s.decision) row.setAttribute("data-decision", s.decision);
     if (s.stop_reason) row.setAttribute("data-stop-reason", s.stop_reason);
     var lab = el("div", "label");
-    var name = el("button", "name", { type: "button", title: "zoom to step " + s.step }, "Step " + s.step);
-    name.addEventListener("click", function () { zoom(s.start_ms, s.end_ms, "step " + s.step); });
+    var name = el("button", "name", { type: "button", title: "zoom to " + what }, "Step " + s.step);
+    name.addEventListener("click", function () { zoom(s.start_ms, s.end_ms, what); });
     lab.appendChild(name);
-    var sub = s.open ? (tl.running ? "running" : "cut short") : s.decision === "stop" ? "stop: " + s.stop_reason : "continue";
+    var sub = s.open ? (t.running ? "running" : "cut short") : s.decision === "stop" ? "stop: " + s.stop_reason : "continue";
     lab.appendChild(el("span", "sub" + (s.decision === "stop" ? " stop stop-" + s.stop_reason : ""), {}, sub));
     lab.appendChild(el("span", "sub", {}, ms(s.end_ms - s.start_ms)));
     row.appendChild(lab);
@@ -174,13 +202,14 @@ function mount(tl) {
     var m = s.model;
     var lane = el("div", "lane model-lane");
     var bar = el("div", "bar model-bar" + (m.error ? " error" : "") + (m.open ? " open" : ""),
-      { id: "model-" + s.step, "data-step": s.step, "aria-label": "model call of step " + s.step });
+      { id: key + "model-" + s.step, "data-step": s.step, "aria-label": "model call of " + what });
+    if (task) bar.setAttribute("data-task", task);
     place(bar, m.start_ms, m.end_ms);
     tipFor(bar, function () {
       var f = document.createDocumentFragment();
-      f.appendChild(el("div", "t", {}, "model call · step " + s.step));
+      f.appendChild(el("div", "t", {}, "model call · " + what));
       f.appendChild(dl([
-        ["time", span(m.start_ms, m.end_ms, m.open)],
+        ["time", span(m.start_ms, m.end_ms, m.open, t.running)],
         ["provider", m.open ? "" : m.duration_ms + " ms"],
         ["tokens", m.open ? "" : tokens(m.usage)],
         ["finish", m.finish_reason],
@@ -195,7 +224,7 @@ function mount(tl) {
       return f;
     });
     lane.appendChild(bar);
-    var cap = [m.open ? (tl.running ? "model call (running)" : "model call (cut short)") : "model " + ms(m.end_ms - m.start_ms)];
+    var cap = [m.open ? (t.running ? "model call (running)" : "model call (cut short)") : "model " + ms(m.end_ms - m.start_ms)];
     if (!m.open) cap.push(el("span", "dim", {}, " · " + m.usage.input_tokens + "→" + m.usage.output_tokens + " tok · " +
       (m.tool_calls ? m.tool_calls.length : 0) + " call(s)"));
     if (m.error) cap.push(el("span", "err", {}, " · " + m.error));
@@ -207,13 +236,14 @@ function mount(tl) {
       var bar = el("div", "bar tool-bar" + (c.is_error ? " error" : "") + (c.final ? " final" : "") + (c.open ? " open" : ""),
         { id: "call-" + c.call_id, "data-call-id": c.call_id, "data-step": s.step, "data-tool": c.name,
           "aria-label": c.name + " " + c.call_id });
+      if (task) bar.setAttribute("data-task", task);
       place(bar, c.start_ms, c.end_ms);
       tipFor(bar, function () {
         var f = document.createDocumentFragment();
         f.appendChild(el("div", "t", {}, c.name + (c.is_error ? " · error" : "") + (c.final ? " · final" : "")));
         f.appendChild(dl([
           ["call", c.call_id],
-          ["time", span(c.start_ms, c.end_ms, c.open)],
+          ["time", span(c.start_ms, c.end_ms, c.open, t.running)],
           ["worker time", c.open ? "" : c.duration_ms + " ms"],
           ["worker", c.worker],
           ["attempts", c.attempts]
@@ -228,7 +258,7 @@ function mount(tl) {
       });
       lane.appendChild(bar);
       var cap = [c.name + " "];
-      cap.push(el("span", c.is_error ? "err" : "dim", {}, c.open ? (tl.running ? "running" : "cut short") :
+      cap.push(el("span", c.is_error ? "err" : "dim", {}, c.open ? (t.running ? "running" : "cut short") :
         (c.is_error ? "error " : "") + ms(c.end_ms - c.start_ms)));
       label(lane, c.start_ms, c.end_ms, cap);
       plot.appendChild(lane);
@@ -237,8 +267,10 @@ function mount(tl) {
     return row;
   }
 
-  function summaryRow(sm) {
-    var row = el("div", "row summary", { id: "summary", "data-step": sm.step });
+  function summaryRow(sm, c) {
+    var t = c.turn;
+    var row = el("div", "row summary", { id: c.key + "summary", "data-step": sm.step });
+    if (c.task) row.setAttribute("data-task", c.task.task);
     var lab = el("div", "label");
     lab.appendChild(el("span", "name", {}, "Summary"));
     lab.appendChild(el("span", "sub", {}, "not a step"));
@@ -252,8 +284,8 @@ function mount(tl) {
     tipFor(bar, function () {
       var f = document.createDocumentFragment();
       f.appendChild(el("div", "t", {}, "summary call (no tools)"));
-      f.appendChild(dl([["time", span(sm.start_ms, sm.end_ms, sm.open)], ["tokens", tokens(sm.usage)]]));
-      if (tl.sentinel) f.appendChild(pre(tl.sentinel.text));
+      f.appendChild(dl([["time", span(sm.start_ms, sm.end_ms, sm.open, t.running)], ["tokens", tokens(sm.usage)]]));
+      if (t.sentinel) f.appendChild(pre(t.sentinel.text));
       return f;
     });
     lane.appendChild(bar);
@@ -283,8 +315,31 @@ function mount(tl) {
 
   function overlay() {
     var o = el("div", "overlay");
-    tl.pauses.forEach(function (p) {
-      var n = el("div", "pause" + (breaks.some(function (b) { return p.start_ms >= b[0] && p.end_ms <= b[1]; }) ? " compressed" : ""), { "data-call-id": p.call_id, "data-kind": p.kind, "data-step": p.step });
+    function compressed(p) { return breaks.some(function (b) { return p.start_ms >= b[0] && p.end_ms <= b[1]; }) ? " compressed" : ""; }
+    pauses().forEach(function (x) {
+      var p = x.p;
+      if (x.wait) {
+        // The gate waiting for a person between two tasks.
+        var w = el("div", "pause gate-wait" + compressed(p), { id: "wait-" + p.task, "data-kind": "gate", "data-task": p.task });
+        place(w, p.start_ms, p.end_ms);
+        markLabel(o, p.start_ms, p.end_ms, "pause-label", "waiting for approval of task " + p.task + " · " + ms(p.end_ms - p.start_ms));
+        tipFor(w, function () {
+          var f = document.createDocumentFragment();
+          f.appendChild(el("div", "t", {}, "the gate waits for a person before task " + p.task));
+          f.appendChild(dl([
+            ["time", span(p.start_ms, p.end_ms, p.open, tl.running)],
+            ["reason", p.reason],
+            ["approved", p.approved === undefined || p.approved === null ? "" : String(p.approved)],
+            ["note", p.note]
+          ]));
+          return f;
+        });
+        o.appendChild(w);
+        return;
+      }
+      var task = x.c.task ? x.c.task.task : null;
+      var n = el("div", "pause" + compressed(p), { "data-call-id": p.call_id, "data-kind": p.kind, "data-step": p.step });
+      if (task) n.setAttribute("data-task", task);
       place(n, p.start_ms, p.end_ms);
       markLabel(o, p.start_ms, p.end_ms, "pause-label", "paused: " + (p.kind === "approval" ? "approval of " + p.tool : "reply") +
         " · " + ms(p.end_ms - p.start_ms));
@@ -292,8 +347,9 @@ function mount(tl) {
         var f = document.createDocumentFragment();
         f.appendChild(el("div", "t", {}, p.kind === "approval" ? "waiting for approval of " + p.tool : "waiting for a reply"));
         f.appendChild(dl([
+          ["task", task],
           ["call", p.call_id],
-          ["time", span(p.start_ms, p.end_ms, p.open)],
+          ["time", span(p.start_ms, p.end_ms, p.open, x.c.turn.running)],
           ["answer", p.answer],
           ["approved", p.approved === undefined || p.approved === null ? "" : String(p.approved)],
           ["note", p.note]
@@ -303,18 +359,21 @@ function mount(tl) {
       });
       o.appendChild(n);
     });
-    if (tl.sentinel) {
-      var sn = el("div", "marker sentinel-marker", { id: "sentinel", "data-kind": tl.sentinel.kind, "data-reason": tl.sentinel.reason });
-      sn.style.left = pct(tl.sentinel.at_ms) + "%";
-      markLabel(o, tl.sentinel.at_ms, tl.sentinel.at_ms, "sentinel-label", "sentinel: " + tl.sentinel.reason);
+    turns().forEach(function (c) {
+      var sen = c.turn.sentinel;
+      if (!sen) return;
+      var sn = el("div", "marker sentinel-marker", { id: c.key + "sentinel", "data-kind": sen.kind, "data-reason": sen.reason });
+      if (c.task) sn.setAttribute("data-task", c.task.task);
+      sn.style.left = pct(sen.at_ms) + "%";
+      markLabel(o, sen.at_ms, sen.at_ms, "sentinel-label", "sentinel: " + sen.reason);
       tipFor(sn, function () {
         var f = document.createDocumentFragment();
-        f.appendChild(el("div", "t", {}, "turn.sentinel · " + tl.sentinel.kind));
-        f.appendChild(pre(tl.sentinel.text));
+        f.appendChild(el("div", "t", {}, "turn.sentinel · " + sen.kind + (c.task ? " · task " + c.task.task : "")));
+        f.appendChild(pre(sen.text));
         return f;
       });
       o.appendChild(sn);
-    }
+    });
     var fin = tl.finished;
     var mk = el("div", fin ? "marker finish-marker stop-" + fin.stop_reason : "marker now-marker",
       fin ? { id: "finish", "data-stop-reason": fin.stop_reason } : { id: "now" });
@@ -327,13 +386,22 @@ function mount(tl) {
         f.appendChild(el("div", "t", {}, "still running at +" + ms(tl.end_ms)));
         return f;
       }
-      f.appendChild(el("div", "t", {}, "turn.finished · " + fin.stop_reason));
       var mt = fin.metrics;
-      f.appendChild(dl([
-        ["at", "+" + ms(fin.at_ms)],
-        ["steps", mt.steps], ["tool calls", mt.tool_calls], ["model calls", mt.model_calls],
-        ["tokens", mt.input_tokens + " in / " + mt.output_tokens + " out"], ["error", fin.error]
-      ]));
+      if (isWorkflow()) {
+        f.appendChild(el("div", "t", {}, "workflow.finished · " + fin.stop_reason));
+        f.appendChild(dl([
+          ["at", "+" + ms(fin.at_ms)],
+          ["tasks", mt.tasks], ["steps", mt.steps], ["tool calls", mt.tool_calls], ["model calls", mt.model_calls],
+          ["tokens", mt.input_tokens + " in / " + mt.output_tokens + " out"], ["in turns", mt.duration_ms + " ms"], ["error", fin.error]
+        ]));
+      } else {
+        f.appendChild(el("div", "t", {}, "turn.finished · " + fin.stop_reason));
+        f.appendChild(dl([
+          ["at", "+" + ms(fin.at_ms)],
+          ["steps", mt.steps], ["tool calls", mt.tool_calls], ["model calls", mt.model_calls],
+          ["tokens", mt.input_tokens + " in / " + mt.output_tokens + " out"], ["error", fin.error]
+        ]));
+      }
       if (fin.output) f.appendChild(pre(fin.output));
       return f;
     });
@@ -341,23 +409,134 @@ function mount(tl) {
     return o;
   }
 
+  function emptyRow(text) {
+    var row = el("div", "row");
+    row.appendChild(el("div", "label", {}, text));
+    var plot = el("div", "plot lane");
+    grid(plot);
+    row.appendChild(plot);
+    return row;
+  }
+
+  // turnRows draws a turn's steps and its summary call, as rows of parent.
+  function turnRows(parent, c) {
+    c.turn.steps.forEach(function (s) { parent.appendChild(stepRow(s, c)); });
+    if (c.turn.summary) parent.appendChild(summaryRow(c.turn.summary, c));
+  }
+
+  function count(n, what) { return n + " " + what + (n === 1 ? "" : "s"); }
+  function good(reason) { return reason === "completed" || reason === "synthesis_done"; }
+
+  // workflowRow draws the workflow's own events as marks on one lane:
+  // started, each checkpoint, each gate decision, a resume, the finish.
+  function workflowRow() {
+    var row = el("div", "row workflow-row", { id: "workflow" });
+    var lab = el("div", "label");
+    lab.appendChild(el("span", "name", {}, "Workflow"));
+    lab.appendChild(el("span", "sub", {}, tl.finished ? "stopped: " + tl.finished.stop_reason : tl.phase));
+    lab.appendChild(el("span", "sub", {}, tl.tasks.length + " of " + tl.task_count + " tasks"));
+    row.appendChild(lab);
+    var plot = el("div", "plot");
+    grid(plot);
+    var lane = el("div", "lane");
+    tl.marks.forEach(function (m) {
+      var kind = m.type.split(".").pop();
+      var cls = "wf-mark mark-" + kind + (m.decision ? " gate-" + m.decision : "") +
+        (m.type === "workflow.finished" && tl.finished ? " stop-" + tl.finished.stop_reason : "");
+      var n = el("div", cls, { id: "mark-" + m.seq, "data-type": m.type, "data-task": m.task, "aria-label": m.type });
+      if (m.decision) n.setAttribute("data-decision", m.decision);
+      n.style.left = pct(m.at_ms) + "%";
+      tipFor(n, function () {
+        var f = document.createDocumentFragment();
+        f.appendChild(el("div", "t", {}, m.type + (m.decision ? " · " + m.decision : "")));
+        f.appendChild(dl([["at", "+" + ms(m.at_ms)], ["seq", m.seq], ["task", m.task || ""]]));
+        if (m.text) f.appendChild(pre(m.text));
+        return f;
+      });
+      lane.appendChild(n);
+    });
+    plot.appendChild(lane);
+    row.appendChild(plot);
+    return row;
+  }
+
+  // taskBand draws task k as a band: a head row with the task's bar (its
+  // prompt, stop reason and metrics), then its turn's rows.
+  function taskBand(k) {
+    var band = el("div", "task-band" + (k.open ? " open" : good(k.stop_reason) ? "" : " failed"),
+      { id: "task-" + k.task, "data-task": k.task, "data-turn": k.turn_id });
+    if (k.stop_reason) band.setAttribute("data-stop-reason", k.stop_reason);
+    var row = el("div", "row task-head", { "data-task": k.task });
+    var lab = el("div", "label");
+    var name = el("button", "name", { type: "button", title: "zoom to task " + k.task }, "Task " + k.task);
+    name.addEventListener("click", function () { zoom(k.start_ms, k.end_ms, "task " + k.task); });
+    lab.appendChild(name);
+    if (opts.taskHref) lab.appendChild(el("a", "sub turn-link", { href: opts.taskHref(k) }, k.turn_id));
+    else lab.appendChild(el("span", "sub", {}, k.turn_id));
+    var status = k.open ? (tl.running ? "running" : "cut short") : "stop: " + k.stop_reason;
+    lab.appendChild(el("span", "sub" + (k.open ? "" : " stop stop-" + k.stop_reason), {}, status));
+    row.appendChild(lab);
+    var plot = el("div", "plot");
+    grid(plot);
+    var lane = el("div", "lane task-lane");
+    var bar = el("div", "bar task-bar" + (k.open ? " open" : good(k.stop_reason) ? "" : " error"),
+      { id: "task-bar-" + k.task, "data-task": k.task, "aria-label": "task " + k.task });
+    place(bar, k.start_ms, k.end_ms);
+    var mt = k.metrics;
+    tipFor(bar, function () {
+      var f = document.createDocumentFragment();
+      f.appendChild(el("div", "t", {}, "task " + k.task + " · " + (k.open ? "running" : k.stop_reason)));
+      f.appendChild(dl([
+        ["turn", k.turn_id],
+        ["agent", k.agent],
+        ["time", span(k.start_ms, k.end_ms, k.open, tl.running)],
+        ["steps", mt ? mt.steps : ""], ["tool calls", mt ? mt.tool_calls : ""], ["model calls", mt ? mt.model_calls : ""],
+        ["tokens", mt ? mt.input_tokens + " in / " + mt.output_tokens + " out" : ""],
+        ["error", k.error], ["log", k.missing]
+      ]));
+      if (k.input) f.appendChild(pre(k.input));
+      if (k.output) {
+        f.appendChild(el("div", "", {}, "output"));
+        f.appendChild(pre(k.output));
+      }
+      return f;
+    });
+    lane.appendChild(bar);
+    var prompt = (k.input || "").split("\n")[0];
+    var cap = [(k.agent ? k.agent + ": " : "") + (prompt.length > 48 ? prompt.slice(0, 47) + "…" : prompt) + " "];
+    cap.push(el("span", k.open ? "dim" : good(k.stop_reason) ? "dim" : "err", {}, k.open ? (tl.running ? "· running" : "· cut short") :
+      "· " + k.stop_reason + " · " + ms(k.end_ms - k.start_ms) +
+      (mt ? " · " + count(mt.steps, "step") + " · " + count(mt.tool_calls, "tool call") + " · " + mt.input_tokens + "→" + mt.output_tokens + " tok" : "")));
+    label(lane, k.start_ms, k.end_ms, cap);
+    plot.appendChild(lane);
+    row.appendChild(plot);
+    band.appendChild(row);
+    if (k.turn) turnRows(band, { turn: k.turn, key: "task-" + k.task + "-", task: k });
+    if (!k.turn || (!k.turn.steps.length && !k.turn.summary)) band.appendChild(emptyRow(k.missing ? "no log" : "no steps"));
+    return band;
+  }
+
   function render() {
     setScale();
     root.textContent = "";
     root.appendChild(axis());
-    tl.steps.forEach(function (s) { root.appendChild(stepRow(s)); });
-    if (tl.summary) root.appendChild(summaryRow(tl.summary));
-    if (!tl.steps.length && !tl.summary) {
-      var row = el("div", "row");
-      row.appendChild(el("div", "label", {}, "no steps"));
-      var plot = el("div", "plot lane");
-      grid(plot);
-      row.appendChild(plot);
-      root.appendChild(row);
+    var steps = 0;
+    if (isWorkflow()) {
+      root.appendChild(workflowRow());
+      tl.tasks.forEach(function (k) {
+        root.appendChild(taskBand(k));
+        if (k.turn) steps += k.turn.steps.length;
+      });
+      if (!tl.tasks.length) root.appendChild(emptyRow("no tasks"));
+      root.setAttribute("data-tasks", tl.tasks.length);
+    } else {
+      turnRows(root, turns()[0]);
+      if (!tl.steps.length && !tl.summary) root.appendChild(emptyRow("no steps"));
+      steps = tl.steps.length;
     }
     root.appendChild(marksRow());
     root.appendChild(overlay());
-    root.setAttribute("data-steps", tl.steps.length);
+    root.setAttribute("data-steps", steps);
     root.setAttribute("data-rendered", "true");
   }
   function zoom(a, b, what) {
@@ -436,10 +615,17 @@ function mount(tl) {
   }
 
   // A link to a bar (page.html#call-ID, #model-3, #finish) opens with that
-  // bar's details shown; a link to a step (#step-3) zoomed to that step.
+  // bar's details shown; a link to a step (#step-3, #task-2-step-1) or to a
+  // task (#task-2) zoomed to it.
   var linkID = decodeURIComponent(location.hash.slice(1));
-  var linkStep = tl.steps.find(function (s) { return "step-" + s.step === linkID; });
-  if (linkStep) zoom(linkStep.start_ms, linkStep.end_ms, "step " + linkStep.step);
+  turns().forEach(function (c) {
+    c.turn.steps.forEach(function (s) {
+      if (c.key + "step-" + s.step === linkID) zoom(s.start_ms, s.end_ms, (c.task ? "task " + c.task.task + " " : "") + "step " + s.step);
+    });
+  });
+  if (isWorkflow()) {
+    tl.tasks.forEach(function (k) { if ("task-" + k.task === linkID) zoom(k.start_ms, k.end_ms, "task " + k.task); });
+  }
   var linked = linkID && document.getElementById(linkID);
   if (linked && tips.has(linked)) {
     // Scroll the window only: the chart's boxes clip and must not scroll.

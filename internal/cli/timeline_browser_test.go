@@ -9,6 +9,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -390,4 +391,123 @@ func longestRun(img image.Image, c color.RGBA) int {
 func near(v uint32, c uint8) bool {
 	d := int(v) - int(c)
 	return d > -8 && d < 8
+}
+
+// TestWorkflowTimelineInChromium renders the page of a workflow run on the
+// embedded server in headless Chromium and checks, in the DOM the page's
+// script built, that each task is a band holding exactly its turn's steps
+// and tool calls, that the workflow's events, the gate's waits and the stop
+// are drawn, and that a link to a task or to one of its steps zooms to it.
+func TestWorkflowTimelineInChromium(t *testing.T) {
+	bin := chromium(t)
+	e := newEnv(t)
+	_, log, turns := runGatedWorkflow(t, e)
+	wt, err := BuildWorkflowTimeline(log, turns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(t.TempDir(), "workflow.html")
+	if err := writeTimelineFileWith(page, func(w io.Writer) error {
+		return writeWorkflowPage(w, wt, WorkflowLogs{Workflow: log, Turns: turns})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, els := dumpDOM(t, bin, page)
+	var root, finish *element
+	scripts, marks, waits := 0, 0, 0
+	// The elements of each band, in document order: a band runs from its
+	// start tag to the next band's, or to the row of marks after the last.
+	bands := map[string][]element{}
+	band := ""
+	for i, el := range els {
+		switch {
+		case el.attrs["id"] == "timeline":
+			root = &els[i]
+		case el.tag == "script":
+			scripts++
+		case el.hasClass("task-band"):
+			band = el.attrs["data-task"]
+			if el.attrs["id"] != "task-"+band {
+				t.Errorf("band %s has id %q", band, el.attrs["id"])
+			}
+			continue
+		case el.hasClass("marks") && el.hasClass("row"):
+			band = ""
+		case el.hasClass("wf-mark"):
+			marks++
+		case el.hasClass("gate-wait"):
+			waits++
+		case el.hasClass("finish-marker"):
+			finish = &els[i]
+		}
+		if band != "" {
+			bands[band] = append(bands[band], el)
+		}
+	}
+	if root == nil || root.attrs["data-rendered"] != "true" || root.attrs["data-tasks"] != "3" ||
+		root.attrs["data-steps"] != fmt.Sprint(wt.Steps()) {
+		t.Fatalf("the page's script did not draw the workflow: %v", root)
+	}
+	if scripts != 3 {
+		t.Errorf("%d script elements in the DOM, want 3", scripts)
+	}
+	if len(bands) != 3 {
+		t.Fatalf("%d bands drawn, want 3", len(bands))
+	}
+	for _, k := range wt.Tasks {
+		n := fmt.Sprint(k.Task)
+		steps, calls := stepsAndCalls(turns[k.TurnID])
+		rows, models, bars := map[string]bool{}, map[string]bool{}, 0
+		for _, el := range bands[n] {
+			if task, ok := el.attrs["data-task"]; ok && task != n {
+				t.Errorf("band %s holds an element of task %s: %v", n, task, el.attrs)
+			}
+			switch {
+			case el.hasClass("task-bar"):
+				bars++
+				if !strings.Contains(el.attrs["style"], "left:") || !strings.Contains(el.attrs["style"], "width:") {
+					t.Errorf("task %s's bar is not placed on the axis: %q", n, el.attrs["style"])
+				}
+			case el.hasClass("step") && el.hasClass("row"):
+				rows[el.attrs["data-step"]] = true
+				if el.attrs["id"] != "task-"+n+"-step-"+el.attrs["data-step"] {
+					t.Errorf("task %s: step row id %q", n, el.attrs["id"])
+				}
+			case el.hasClass("model-bar"):
+				models[el.attrs["data-step"]] = true
+			case el.hasClass("tool-bar"):
+				id := el.attrs["data-call-id"]
+				if step, ok := calls[id]; !ok || el.attrs["data-step"] != fmt.Sprint(step) {
+					t.Errorf("band %s draws call %s in step %s; its turn has it in step %d (%v)", n, id, el.attrs["data-step"], step, ok)
+				}
+				delete(calls, id)
+			}
+		}
+		if bars != 1 {
+			t.Errorf("band %s: %d task bars", n, bars)
+		}
+		if len(rows) != len(steps) || len(models) != len(steps) {
+			t.Errorf("band %s: %d step rows and %d model bars, its turn has %d steps", n, len(rows), len(models), len(steps))
+		}
+		for _, s := range steps {
+			if !rows[fmt.Sprint(s)] {
+				t.Errorf("band %s lacks step %d", n, s)
+			}
+		}
+		if len(calls) > 0 {
+			t.Errorf("band %s lacks the calls %v", n, calls)
+		}
+	}
+	if marks != len(log) || waits != len(wt.Waits) || waits != 2 {
+		t.Errorf("%d workflow marks for %d events, %d gate waits drawn for %d", marks, len(log), waits, len(wt.Waits))
+	}
+	if finish == nil || finish.attrs["data-stop-reason"] != string(events.StopCompleted) {
+		t.Errorf("the stop is not marked: %v", finish)
+	}
+	// A link to a task or to a step of it opens zoomed to it.
+	for frag, want := range map[string]string{"task-2": "showing task 2:", "task-2-step-1": "showing task 2 step 1:"} {
+		if dom, _ := dumpDOM(t, bin, page+"#"+frag); !strings.Contains(dom, `<span id="zoom-note">`+want) {
+			t.Errorf("#%s did not zoom: %s", frag, tail(regexp.MustCompile(`<span id="zoom-note">[^<]*`).FindString(dom), 200))
+		}
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/turnlog"
+	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -154,6 +155,7 @@ func (u *uiServer) handler() http.Handler {
 	}
 	mux.HandleFunc("GET /{$}", page("turns.html"))
 	mux.HandleFunc("GET /turn/{id}", page("turn.html"))
+	mux.HandleFunc("GET /workflow/{id}", page("workflow.html"))
 	mux.HandleFunc("GET /dead", page("dead.html"))
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /static/timeline.js", asset("text/javascript", timelineJS))
@@ -163,6 +165,7 @@ func (u *uiServer) handler() http.Handler {
 	mux.HandleFunc("GET /api/turns/live", u.turnsLive)
 	mux.HandleFunc("GET /api/turns/{id}/live", u.turnLive)
 	mux.HandleFunc("POST /api/turns/{id}/control", u.control)
+	mux.HandleFunc("GET /api/workflows/{id}/live", u.workflowLive)
 	mux.HandleFunc("GET /api/dead/live", u.deadLive)
 	mux.HandleFunc("GET /api/dead/{seq}", u.deadShow)
 	mux.HandleFunc("POST /api/dead/{seq}/retry", u.deadRetry)
@@ -314,9 +317,8 @@ func follow(ctx context.Context, js jetstream.JetStream, stream string, cfg jets
 	return msgs, errs, it.Stop, nil
 }
 
-// UIRow is a row of the turns page: a turn's summary, or for a log that is
-// not a turn's (a workflow's, or of a kind this build does not know) what
-// its envelopes say.
+// UIRow is a row of the turns page: a turn's summary, a workflow's, or for a
+// log of a kind this build does not know what its envelopes say.
 type UIRow struct {
 	Summary
 	// Kind is "turn", or the first word of the log's first event type
@@ -324,6 +326,56 @@ type UIRow struct {
 	Kind string `json:"kind"`
 	// LastType is the type of the log's last event.
 	LastType string `json:"last_type,omitempty"`
+	// Workflow is set on a workflow's row; its Summary then holds the
+	// workflow's id, status, stop reason, and its steps and tool calls
+	// summed over its tasks.
+	Workflow *UIWorkflow `json:"workflow,omitempty"`
+}
+
+// UIWorkflow is what a workflow's row adds to a summary: where it stands,
+// and its tasks' turns, which the page nests under it.
+type UIWorkflow struct {
+	Phase workflow.Phase `json:"phase"`
+	// Task is the task under way, or the last one that ran, of Tasks.
+	Task  int `json:"task"`
+	Tasks int `json:"tasks"`
+	// Metrics are summed over the tasks finished so far.
+	Metrics events.WorkflowMetrics `json:"metrics"`
+	// Turns are the tasks started so far, in order; a running one has no
+	// stop reason yet.
+	Turns []events.TaskOutcome `json:"turns"`
+}
+
+// workflowRow describes a workflow from its whole log: the envelopes of
+// its first and last events do not say which task it is at, or what its
+// tasks used.
+func (u *uiServer) workflowRow(ctx context.Context, id string) (UIRow, error) {
+	log, _, err := u.store.Read(ctx, id)
+	if err != nil {
+		return UIRow{}, err
+	}
+	if len(log) == 0 {
+		return UIRow{}, jetstream.ErrMsgNotFound // purged since the listing
+	}
+	st, err := workflow.Fold(log)
+	if err != nil {
+		return UIRow{}, fmt.Errorf("workflow %s does not fold: %w", id, err)
+	}
+	r := UIRow{Kind: "workflow", LastType: string(log[len(log)-1].Type), Summary: Summary{Turn: turnlog.Turn{
+		TurnID: st.ID, SessionID: st.SessionID, Status: StatusRunning, Agent: st.Agent, Steps: st.Metrics.Steps,
+		ToolCalls: st.Metrics.ToolCalls, Started: log[0].Time, Last: st.LastTime, Events: st.Seq}},
+		Workflow: &UIWorkflow{Phase: st.Phase, Task: st.Task, Tasks: len(st.Tasks), Metrics: st.Metrics,
+			Turns: append([]events.TaskOutcome{}, st.Outcomes...)}}
+	switch {
+	case st.Done():
+		r.Status, r.StopReason, r.Error = StatusFinished, st.Finished.StopReason, st.Finished.Error
+	case st.Phase == workflow.PhasePaused:
+		r.Status = StatusPaused
+	}
+	if st.Running {
+		r.Workflow.Turns = append(r.Workflow.Turns, events.TaskOutcome{Task: st.Task, TurnID: workflow.TurnID(st.ID, st.Task)})
+	}
+	return r, nil
 }
 
 // row describes the log on subject.
@@ -345,10 +397,17 @@ func (u *uiServer) row(ctx context.Context, subject string) (UIRow, error) {
 	}
 	_ = json.Unmarshal(lm.Data, &last)
 	_ = json.Unmarshal(fm.Data, &first)
+	if first.Type.Workflow() {
+		r, werr := u.workflowRow(ctx, first.TurnID)
+		if werr == nil || errors.Is(werr, jetstream.ErrMsgNotFound) {
+			return r, werr
+		}
+		err = werr // shown on the row of its envelopes
+	}
 	kind, _, _ := strings.Cut(string(first.Type), ".")
 	r := UIRow{Kind: kind, LastType: string(last.Type), Summary: Summary{Turn: turnlog.Turn{TurnID: last.TurnID, SessionID: last.SessionID,
 		Status: StatusRunning, Started: first.Time, Last: last.Time, Events: last.Seq}}}
-	if err != nil && kind == "turn" {
+	if err != nil && (kind == "turn" || kind == "workflow") {
 		r.Error = err.Error()
 	}
 	if strings.HasSuffix(r.LastType, ".finished") {
@@ -544,6 +603,133 @@ func (u *uiServer) turnLive(w http.ResponseWriter, r *http.Request) {
 			}
 			if s.send("turn", viewOf(turn, log)) != nil {
 				return
+			}
+		}
+	}
+}
+
+// WorkflowView is a workflow as its page draws it.
+type WorkflowView struct {
+	WorkflowID string `json:"workflow_id"`
+	// Timeline is nil until the workflow has a log, and when the id is a
+	// turn's (IsTurn: the page sends the reader to the turn's page).
+	Timeline *WorkflowTimeline `json:"timeline"`
+	IsTurn   bool              `json:"is_turn,omitempty"`
+	Error    string            `json:"error,omitempty"`
+}
+
+// workflowViewOf draws the workflow id from the logs of its session read so
+// far, by turn id.
+func workflowViewOf(id string, logs map[string][]events.Envelope) WorkflowView {
+	v := WorkflowView{WorkflowID: id}
+	log := logs[id]
+	switch {
+	case len(log) == 0:
+	case !log[0].Type.Workflow():
+		v.IsTurn = true
+	default:
+		wt, err := BuildWorkflowTimeline(log, logs)
+		if err != nil {
+			v.Error = err.Error()
+		}
+		v.Timeline = wt
+	}
+	return v
+}
+
+// workflowLive streams a workflow's page: the view after every batch of
+// events of the workflow or of its tasks' turns. They are all in the
+// workflow's session, which the stream follows whole; until the workflow
+// has a log its session is unknown, so its own subject is followed until
+// its first event.
+func (u *uiServer) workflowLive(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if !events.ValidID(id) {
+		uiError(w, http.StatusBadRequest, "invalid workflow id %q", id)
+		return
+	}
+	last, _, ok, err := u.store.Last(ctx, id)
+	if err != nil {
+		uiError(w, http.StatusBadGateway, "workflow %s: %v", id, err)
+		return
+	}
+	s := startSSE(w)
+	ping := time.NewTicker(ssePing)
+	defer ping.Stop()
+	session := last.SessionID
+	if !ok {
+		if s.send("workflow", workflowViewOf(id, nil)) != nil {
+			return
+		}
+		msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{events.TurnEventsFilter(id)}})
+		if err != nil {
+			_ = s.send("failure", map[string]string{"error": err.Error()})
+			return
+		}
+		for session == "" {
+			select {
+			case <-ctx.Done():
+				stop()
+				return
+			case err := <-errs:
+				stop()
+				_ = s.send("failure", map[string]string{"error": err.Error()})
+				return
+			case <-ping.C:
+				if s.ping() != nil {
+					stop()
+					return
+				}
+			case m := <-msgs:
+				parts := strings.Split(m.Subject(), ".")
+				session = parts[len(parts)-2]
+			}
+		}
+		stop()
+	}
+	msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{events.SessionEventsFilter(session)}})
+	if err != nil {
+		_ = s.send("failure", map[string]string{"error": err.Error()})
+		return
+	}
+	defer stop()
+	// Only the workflow's log and its tasks' turns' are kept; another turn
+	// of the session changes nothing drawn.
+	logs := map[string][]events.Envelope{}
+	dirty := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-errs:
+			_ = s.send("failure", map[string]string{"error": err.Error()})
+			return
+		case <-ping.C:
+			if s.ping() != nil {
+				return
+			}
+		case m := <-msgs:
+			var e events.Envelope
+			if err := json.Unmarshal(m.Data(), &e); err != nil {
+				_ = s.send("failure", map[string]string{"error": fmt.Sprintf("event %s: %v", m.Subject(), err)})
+				return
+			}
+			if e.TurnID == id || strings.HasPrefix(e.TurnID, id+"-") {
+				logs[e.TurnID] = append(logs[e.TurnID], e)
+				dirty = true
+			}
+			// Draw once the session read so far is caught up.
+			if md, err := m.Metadata(); err == nil && md.NumPending > 0 {
+				continue
+			}
+			if dirty && len(logs[id]) > 0 {
+				if s.send("workflow", workflowViewOf(id, logs)) != nil {
+					return
+				}
+				dirty = false
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"io"
 	"os"
@@ -388,4 +389,91 @@ func screenshot(t *testing.T, b *browser, session, path string) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
+}
+
+// TestUIWorkflowInChromium follows a workflow in headless Chromium: on the
+// turns page, open before it starts, it is one row with its tasks' turns
+// listed under it in task order (its toggle hides and shows them); its page,
+// opened while the gate waits, draws it live, each task a band holding its
+// turn's steps and linking to the turn's page, and goes on to the finish;
+// the turn page of a task links back to it, and /turn/ID of the workflow
+// leads to its page.
+func TestUIWorkflowInChromium(t *testing.T) {
+	e := newEnv(t)
+	_, ts := startUI(t, dialURL(e.srv.ClientURL()))
+	b := startBrowser(t)
+	const id = "wf-html"
+
+	list := b.tab(ts.URL + "/")
+	b.waitTrue(list, "the turns page", `document.body.dataset.loaded === "true"`)
+	var page string
+	_, _, turns := runGatedWorkflow(t, e, func(task int) {
+		if task != 2 {
+			return
+		}
+		page = b.tab(ts.URL + "/workflow/" + id)
+		b.waitTrue(page, "the workflow paused on its page", `document.body.dataset.status === "paused" &&
+			document.querySelectorAll("#timeline .task-band").length === 1 && !!document.querySelector("#timeline .gate-wait")`)
+		b.waitTrue(list, "the workflow paused on the list", `document.querySelector('tr[data-turn="`+id+`"]').dataset.status === "paused"`)
+		if got := b.text(list, `document.querySelector('tr[data-turn="`+id+`"] td.st').textContent`); got != "paused: approve task 2 · 1/3 done" {
+			t.Errorf("the paused workflow's status: %q", got)
+		}
+	})
+	if page == "" {
+		t.Fatal("the gate never waited")
+	}
+
+	b.waitTrue(list, "the workflow finished on the list", `document.querySelector('tr[data-turn="`+id+`"]').dataset.status === "finished" &&
+		document.querySelectorAll('tr[data-workflow="`+id+`"]').length === 3`)
+	order := `Array.from(document.querySelectorAll("#turns tbody tr")).filter(function (tr) { return !tr.hidden; }).map(function (tr) {
+		return tr.dataset.turn + (tr.dataset.workflow ? "<" + tr.dataset.workflow + ":" + tr.dataset.task : ""); }).join(" ")`
+	want := id + " " + id + "-1<" + id + ":1 " + id + "-2<" + id + ":2 " + id + "-3<" + id + ":3"
+	if got := b.text(list, order); got != want {
+		t.Errorf("the rows: %q, want %q", got, want)
+	}
+	row := `document.querySelector('tr[data-turn="` + id + `"]')`
+	if got := b.text(list, row+`.querySelector("td.st").textContent`); got != "finished: completed · 3/3 tasks" {
+		t.Errorf("the finished workflow's status: %q", got)
+	}
+	if got := string(b.eval(list, `[`+row+`.querySelector("a").getAttribute("href"), `+row+`.children[5].textContent,
+		`+row+`.children[6].textContent]`)); got != `["/workflow/`+id+`","5","3"]` {
+		t.Errorf("the workflow's [link, steps, tool calls]: %s", got)
+	}
+	b.eval(list, row+`.querySelector("button.toggle").click()`)
+	if got := b.text(list, order); got != id {
+		t.Errorf("with its tasks hidden: %q", got)
+	}
+	b.eval(list, row+`.querySelector("button.toggle").click()`)
+	if got := b.text(list, order); got != want {
+		t.Errorf("with its tasks shown again: %q", got)
+	}
+
+	b.waitTrue(page, "the workflow finished on its page", `document.body.dataset.status === "completed" &&
+		document.querySelectorAll("#timeline .task-band").length === 3`)
+	for i := 1; i <= 3; i++ {
+		turn := fmt.Sprintf("%s-%d", id, i)
+		steps, _ := stepsAndCalls(turns[turn])
+		band := fmt.Sprintf(`document.getElementById("task-%d")`, i)
+		got := string(b.eval(page, `[`+band+`.querySelectorAll(".row.step").length, `+band+`.querySelector("a.turn-link").getAttribute("href"),
+			document.querySelector('#tasks tr[data-task="`+fmt.Sprint(i)+`"] a').getAttribute("href")]`))
+		if want := fmt.Sprintf(`[%d,"/turn/%s","/turn/%s"]`, len(steps), turn, turn); got != want {
+			t.Errorf("task %d: [steps in its band, its band's link, its row's link] = %s, want %s", i, got, want)
+		}
+	}
+
+	// A task's turn names its workflow; the workflow's id as a turn leads
+	// to the workflow's page.
+	task := b.tab(ts.URL + "/turn/" + id + "-2")
+	b.waitTrue(task, "the task's turn", `document.body.dataset.status === "completed"`)
+	if got := b.text(task, `document.querySelector('#meta a').getAttribute("href")`); got != "/workflow/"+id {
+		t.Errorf("the task's turn links to %q", got)
+	}
+	moved := b.tab(ts.URL + "/turn/" + id)
+	b.waitTrue(moved, "the workflow's page from /turn/", `location.pathname === "/workflow/`+id+`" && document.body.dataset.status === "completed"`)
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.problems {
+		t.Errorf("the page went wrong: %s", p)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -562,5 +563,88 @@ func TestUIApproveAndAbort(t *testing.T) {
 	}
 	if fin := e.finished("ui-stop"); fin.StopReason != events.StopAborted {
 		t.Fatalf("ui-stop: %+v", fin)
+	}
+}
+
+// A workflow is one row of the turns stream: its id, where it stands (the
+// task under way of how many, paused at the gate, then its stop reason),
+// its steps and tool calls summed over its tasks, and its tasks' turns,
+// which the page nests under it; those turns have rows of their own. Its
+// page's stream draws it with a band per task, each naming its turn, live;
+// a turn's id there says it is a turn.
+func TestUIWorkflowRows(t *testing.T) {
+	e := newEnv(t)
+	_, ts := startUI(t, dialURL(e.srv.ClientURL()))
+	list := openSSE(t, ts.URL+"/api/turns/live")
+	nextSSE(t, list, "rows", "the first listing", func([]UIRow) bool { return true })
+	// The workflow's page is open before the workflow exists.
+	page := openSSE(t, ts.URL+"/api/workflows/wf-html/live")
+	nextSSE(t, page, "workflow", "the empty view", func(v WorkflowView) bool { return v.Timeline == nil && !v.IsTurn })
+
+	e.mustRun(ExitOK, "workflow", "run", e.script("wf-html.yaml", gatedWorkflow))
+	paused := nextSSE(t, list, "rows", "the workflow paused before task 2", func(rows []UIRow) bool {
+		r, ok := rowOf(rows, "wf-html")
+		return ok && r.Status == StatusPaused
+	})
+	r, _ := rowOf(paused, "wf-html")
+	if w := r.Workflow; r.Kind != "workflow" || r.Agent != "Refactorer" || w == nil || w.Phase != "paused" || w.Task != 1 ||
+		w.Tasks != 3 || w.Metrics.Tasks != 1 || w.Metrics.ToolCalls != 1 || r.ToolCalls != 1 || r.Steps != w.Metrics.Steps ||
+		len(w.Turns) != 1 || w.Turns[0] != (events.TaskOutcome{Task: 1, TurnID: "wf-html-1", StopReason: events.StopCompleted}) {
+		t.Fatalf("the paused workflow's row: %+v %+v", r, r.Workflow)
+	}
+	v := nextSSE(t, page, "workflow", "the view paused", func(v WorkflowView) bool {
+		return v.Timeline != nil && v.Timeline.Phase == "paused"
+	})
+	if tl := v.Timeline; len(tl.Tasks) != 1 || tl.Tasks[0].Turn == nil || len(tl.Waits) != 1 || !tl.Waits[0].Open || !tl.Running {
+		t.Fatalf("the paused view: %+v", tl)
+	}
+
+	for task := 2; task <= 3; task++ {
+		e.waitFor(fmt.Sprintf("the gate before task %d", task), func() bool {
+			last, ok := e.last("wf-html")
+			return ok && last.Type == events.WorkflowGated && last.Step == task
+		})
+		e.mustRun(ExitOK, "workflow", "approve", "wf-html")
+	}
+	done := nextSSE(t, list, "rows", "the workflow finished", func(rows []UIRow) bool {
+		r, ok := rowOf(rows, "wf-html")
+		return ok && r.Status == StatusFinished
+	})
+	r, _ = rowOf(done, "wf-html")
+	var fin events.WorkflowFinishedData
+	log := e.log("wf-html")
+	_ = json.Unmarshal(log[len(log)-1].Data, &fin)
+	if w := r.Workflow; r.StopReason != events.StopCompleted || w.Task != 3 || w.Metrics != fin.Metrics || r.Steps != fin.Metrics.Steps ||
+		r.ToolCalls != fin.Metrics.ToolCalls || len(w.Turns) != 3 || w.Turns[2].TurnID != "wf-html-3" || r.Events != len(log) {
+		t.Fatalf("the finished workflow's row: %+v %+v", r, r.Workflow)
+	}
+	v = nextSSE(t, page, "workflow", "the view finished", func(v WorkflowView) bool {
+		return v.Timeline != nil && v.Timeline.Finished != nil
+	})
+	for i, k := range v.Timeline.Tasks {
+		if k.TurnID != fmt.Sprintf("wf-html-%d", i+1) || k.Turn == nil || k.Turn.Finished == nil || k.Open {
+			t.Errorf("task %d in the view: %+v", i+1, k)
+		}
+	}
+
+	// A new listing has the workflow and each of its tasks' turns.
+	rows := nextSSE(t, openSSE(t, ts.URL+"/api/turns/live"), "rows", "a new listing", func([]UIRow) bool { return true })
+	for i := 1; i <= 3; i++ {
+		turn := fmt.Sprintf("wf-html-%d", i)
+		if r, ok := rowOf(rows, turn); !ok || r.Kind != "turn" || r.Status != StatusFinished || r.Workflow != nil {
+			t.Errorf("%s's row: %+v", turn, r)
+		}
+	}
+	if r, ok := rowOf(rows, "wf-html"); !ok || r.Workflow == nil || len(r.Workflow.Turns) != 3 {
+		t.Errorf("the workflow's row in a new listing: %+v", r)
+	}
+	// A turn's id on the workflow's stream; the workflow's page.
+	nextSSE(t, openSSE(t, ts.URL+"/api/workflows/wf-html-2/live"), "workflow", "a turn's view", func(v WorkflowView) bool { return v.IsTurn })
+	code, body := do(t, func() *http.Request {
+		r, _ := http.NewRequest(http.MethodGet, ts.URL+"/workflow/wf-html", nil)
+		return r
+	}())
+	if code != http.StatusOK || !strings.Contains(body, `data-page="workflow"`) || !strings.Contains(body, `src="/static/ui.js"`) {
+		t.Fatalf("the workflow's page: %d %s", code, body)
 	}
 }

@@ -14,6 +14,7 @@
   function td(text, cls) { return el("td", cls || "", {}, text); }
   function link(href, text) { return el("a", "", { href: href }, text); }
   function turnHref(id) { return "/turn/" + encodeURIComponent(id); }
+  function workflowHref(id) { return "/workflow/" + encodeURIComponent(id); }
   function when(t) { return t ? new Date(t).toLocaleString() : "-"; }
   function clip(s, n) { s = String(s || ""); return s.length > n ? s.slice(0, n - 1) + "…" : s; }
   function show(node, on) { node.hidden = !on; }
@@ -60,6 +61,12 @@
   }
 
   function statusText(r) {
+    if (r.kind === "workflow" && r.workflow) {
+      var w = r.workflow;
+      if (r.status === "finished") return "finished: " + r.stop_reason + " · " + w.metrics.tasks + "/" + w.tasks + " tasks";
+      if (r.status === "paused") return "paused: approve task " + (w.task + 1) + " · " + w.metrics.tasks + "/" + w.tasks + " done";
+      return "running: task " + w.task + "/" + w.tasks;
+    }
     if (r.kind !== "turn") return r.status + (r.last_type ? " (" + r.last_type + ")" : "");
     if (r.status === "finished") return "finished: " + r.stop_reason;
     if (r.status === "paused" && r.waiting) {
@@ -71,9 +78,13 @@
     return "st " + (r.status === "finished" ? "stop-" + r.stop_reason : r.status);
   }
 
-  // The turns page: one row per log, kept current by the server's stream.
+  // The turns page: one row per log, kept current by the server's stream. A
+  // workflow's tasks' turns are listed under its row, in task order, and
+  // its toggle hides them.
   function turnsPage() {
     var rows = new Map();
+    var parents = new Map(); // a task's turn id: {wf, task}
+    var collapsed = new Set();
     var tbody = document.querySelector("#turns tbody");
     var fs = $("f-status"), fa = $("f-agent"), fk = $("f-kind");
     var q = new URLSearchParams(location.search);
@@ -92,44 +103,112 @@
       return (!fs.value || r.status === fs.value || r.stop_reason === fs.value) &&
         (!fa.value || r.agent === fa.value) && (!fk.value || r.kind === fk.value);
     }
+    function visible(r) {
+      var p = parents.get(r.turn_id);
+      return matches(r) && !(p && rows.has(p.wf) && collapsed.has(p.wf));
+    }
     function draw(tr, r) {
       tr.textContent = "";
       tr.setAttribute("data-turn", r.turn_id);
       tr.setAttribute("data-status", r.status);
       tr.setAttribute("data-kind", r.kind);
       var first = el("td", "mono");
-      first.appendChild(link(turnHref(r.turn_id), r.turn_id));
+      var p = parents.get(r.turn_id);
+      tr.classList.toggle("task-row", !!(p && rows.has(p.wf)));
+      if (p && rows.has(p.wf)) {
+        tr.setAttribute("data-workflow", p.wf);
+        tr.setAttribute("data-task", p.task);
+        first.appendChild(el("span", "nest", {}, "↳ task " + p.task + " "));
+      } else {
+        tr.removeAttribute("data-workflow");
+        tr.removeAttribute("data-task");
+      }
+      if (r.workflow) {
+        var open = !collapsed.has(r.turn_id);
+        var toggle = el("button", "toggle", { type: "button", "aria-expanded": String(open),
+          title: (open ? "hide" : "show") + " its tasks' turns" }, open ? "▾" : "▸");
+        toggle.addEventListener("click", function () {
+          if (collapsed.has(r.turn_id)) collapsed.delete(r.turn_id); else collapsed.add(r.turn_id);
+          draw(tr, rows.get(r.turn_id));
+          refilter();
+        });
+        first.appendChild(toggle);
+        first.appendChild(document.createTextNode(" "));
+        first.appendChild(link(workflowHref(r.turn_id), r.turn_id));
+        tr.setAttribute("data-task", r.workflow.task);
+        tr.setAttribute("data-tasks", r.workflow.tasks);
+      } else {
+        first.appendChild(link(turnHref(r.turn_id), r.turn_id));
+      }
       tr.appendChild(first);
       tr.appendChild(td(r.session_id === r.turn_id ? "-" : r.session_id, "mono"));
       tr.appendChild(td(r.kind));
       tr.appendChild(td(r.agent || "-"));
-      tr.appendChild(td(statusText(r), statusClass(r)));
+      var st = td(statusText(r), statusClass(r));
+      if (r.workflow) {
+        var m = r.workflow.metrics;
+        st.title = m.tasks + " tasks · " + m.steps + " steps · " + m.tool_calls + " tool calls · " + m.model_calls + " model calls · " +
+          m.input_tokens + " tokens in / " + m.output_tokens + " out · " + m.duration_ms + " ms in turns";
+      }
+      tr.appendChild(st);
       tr.appendChild(td(r.steps, "num"));
       tr.appendChild(td(r.tool_calls, "num"));
       tr.appendChild(td(when(r.started)));
       tr.appendChild(td(when(r.last)));
-      tr.hidden = !matches(r);
+      tr.hidden = !visible(r);
     }
-    function place(tr, r) {
-      // Newest first, as jetloop turns lists them.
-      var before = null;
-      for (var n = tbody.firstChild; n; n = n.nextSibling) {
-        var o = rows.get(n.getAttribute("data-turn"));
-        if (o && o !== r && (o.started < r.started || (o.started === r.started && o.turn_id > r.turn_id))) { before = n; break; }
+    // arrange puts the rows in order: newest first, as jetloop turns lists
+    // them, each workflow followed by its tasks' turns. Only rows out of
+    // place are moved, so a row's highlight is not restarted.
+    function arrange() {
+      var top = [], kids = new Map();
+      rows.forEach(function (r, id) {
+        var p = parents.get(id);
+        if (p && rows.has(p.wf)) {
+          if (!kids.has(p.wf)) kids.set(p.wf, []);
+          kids.get(p.wf).push({ id: id, task: p.task });
+        } else {
+          top.push(r);
+        }
+      });
+      top.sort(function (a, b) { return a.started < b.started ? 1 : a.started > b.started ? -1 : a.turn_id < b.turn_id ? -1 : 1; });
+      var at = tbody.firstChild;
+      function put(id) {
+        var tr = trs.get(id);
+        if (tr === at) { at = at.nextSibling; return; }
+        tbody.insertBefore(tr, at);
       }
-      if (tr.nextSibling !== before || tr.parentNode !== tbody) tbody.insertBefore(tr, before);
+      top.forEach(function (r) {
+        put(r.turn_id);
+        (kids.get(r.turn_id) || []).sort(function (a, b) { return a.task - b.task; }).forEach(function (k) { put(k.id); });
+      });
     }
     var trs = new Map();
     function upsert(list, fresh) {
+      var redraw = new Set();
       list.forEach(function (r) {
-        var tr = trs.get(r.turn_id);
+        rows.set(r.turn_id, r);
+        redraw.add(r.turn_id);
+        if (!r.workflow) return;
+        // Its tasks' rows, drawn before it arrived, now go under it.
+        r.workflow.turns.forEach(function (t) {
+          var old = parents.get(t.turn_id);
+          parents.set(t.turn_id, { wf: r.turn_id, task: t.task });
+          if (!old && rows.has(t.turn_id)) redraw.add(t.turn_id);
+        });
+      });
+      redraw.forEach(function (id) {
+        var r = rows.get(id);
+        var tr = trs.get(id);
         if (!tr) {
           tr = el("tr");
-          trs.set(r.turn_id, tr);
+          trs.set(id, tr);
         }
-        rows.set(r.turn_id, r);
         draw(tr, r);
-        place(tr, r);
+      });
+      arrange();
+      list.forEach(function (r) {
+        var tr = trs.get(r.turn_id);
         if (fresh) {
           tr.classList.remove("fresh");
           void tr.offsetWidth; // restart the highlight
@@ -152,7 +231,7 @@
       if (fa.value) p.set("agent", fa.value);
       if (fk.value) p.set("kind", fk.value);
       history.replaceState(null, "", location.pathname + (p.toString() ? "?" + p : ""));
-      trs.forEach(function (tr, id) { tr.hidden = !matches(rows.get(id)); });
+      trs.forEach(function (tr, id) { tr.hidden = !visible(rows.get(id)); });
       count();
     }
     [fs, fa, fk].forEach(function (s) { s.addEventListener("change", refilter); });
@@ -163,6 +242,34 @@
         loaded = true;
         document.body.setAttribute("data-loaded", "true");
       }
+    });
+  }
+
+  // outcome shows how a turn or a workflow stopped, under its chart.
+  function outcome(tl) {
+    var f = tl && tl.finished;
+    show($("outcome"), !!f);
+    if (!f) return;
+    $("outcome-title").textContent = "Stopped: " + f.stop_reason;
+    $("outcome-error").textContent = f.error || "";
+    show($("outcome-error"), !!f.error);
+    $("outcome-output").textContent = f.output || "";
+    show($("outcome-output"), !!f.output);
+  }
+
+  // table fills the event table with a log's rows.
+  function table(rows) {
+    var body = document.querySelector("#events tbody");
+    body.textContent = "";
+    rows.forEach(function (r) {
+      var tr = el("tr", "", { id: "event-" + r.seq, "data-seq": r.seq, "data-step": r.step, "data-type": r.type });
+      tr.appendChild(td(r.seq, "num"));
+      tr.appendChild(td(r.step, "num"));
+      tr.appendChild(td(since(r.since_ms), "num"));
+      tr.appendChild(td(!r.before && !r.after ? "" : r.before === r.after ? r.after : r.before + " → " + r.after, "mono"));
+      tr.appendChild(td(r.type, "type"));
+      tr.appendChild(td(r.detail, "detail"));
+      body.appendChild(tr);
     });
   }
 
@@ -196,6 +303,10 @@
         part("session", tl.session_id);
         part("started", when(tl.started));
         if (tl.forked_from) part("forked from", tl.forked_from.turn_id + " at step " + tl.forked_from.step);
+        if (tl.workflow) {
+          meta.appendChild(document.createTextNode(" · task " + tl.workflow.task + " of workflow "));
+          meta.appendChild(link(workflowHref(tl.workflow.workflow_id), tl.workflow.workflow_id));
+        }
         var m = tl.finished && tl.finished.metrics;
         $("metrics").textContent = m ? m.steps + " steps · " + m.tool_calls + " tool calls · " + m.model_calls + " model calls · " +
           m.input_tokens + " tokens in / " + m.output_tokens + " out · " + m.duration_ms + " ms" :
@@ -205,32 +316,6 @@
       } else {
         $("metrics").textContent = v.rows && v.rows.length ? v.rows.length + " events" : "no events yet: waiting for the first";
       }
-    }
-
-    function outcome(tl) {
-      var f = tl && tl.finished;
-      show($("outcome"), !!f);
-      if (!f) return;
-      $("outcome-title").textContent = "Stopped: " + f.stop_reason;
-      $("outcome-error").textContent = f.error || "";
-      show($("outcome-error"), !!f.error);
-      $("outcome-output").textContent = f.output || "";
-      show($("outcome-output"), !!f.output);
-    }
-
-    function table(rows) {
-      var body = document.querySelector("#events tbody");
-      body.textContent = "";
-      rows.forEach(function (r) {
-        var tr = el("tr", "", { id: "event-" + r.seq, "data-seq": r.seq, "data-step": r.step, "data-type": r.type });
-        tr.appendChild(td(r.seq, "num"));
-        tr.appendChild(td(r.step, "num"));
-        tr.appendChild(td(since(r.since_ms), "num"));
-        tr.appendChild(td(!r.before && !r.after ? "" : r.before === r.after ? r.after : r.before + " → " + r.after, "mono"));
-        tr.appendChild(td(r.type, "type"));
-        tr.appendChild(td(r.detail, "detail"));
-        body.appendChild(tr);
-      });
     }
 
     function controls(v) {
@@ -267,6 +352,11 @@
 
     var current = null;
     function render(v) {
+      if (!v.timeline && v.rows && v.rows.length && String(v.rows[0].type).indexOf("workflow.") === 0) {
+        // A workflow's log: its own page draws it.
+        location.replace(workflowHref(id));
+        return;
+      }
       current = v;
       var tl = v.timeline;
       header(v);
@@ -348,6 +438,112 @@
     });
   }
 
+  // The workflow page: its tasks, each linking to its turn's page, and the
+  // timeline of the workflow with one band per task, drawn again at every
+  // batch of events of the workflow or of its tasks' turns.
+  function workflowPage() {
+    var id = decodeURIComponent(location.pathname.split("/").pop());
+    $("workflow-id").textContent = id;
+    document.title = "workflow " + id + " · jetloop";
+    var chart = null, current = null;
+
+    function header(v) {
+      var tl = v.timeline;
+      var status = !tl ? "waiting" : tl.finished ? tl.finished.stop_reason : tl.phase === "paused" ? "paused" : "running";
+      var badge = $("status");
+      badge.textContent = status;
+      badge.className = "badge status-" + status;
+      document.body.setAttribute("data-status", status);
+      var meta = $("meta");
+      meta.textContent = "";
+      if (!tl) {
+        $("metrics").textContent = "no events yet: waiting for the first";
+        return;
+      }
+      [["agent", tl.agent], ["session", tl.session_id], ["started", when(tl.started)],
+        ["task", tl.tasks.length + " of " + tl.task_count], ["state", tl.phase]].forEach(function (p) {
+        if (!p[1]) return;
+        if (meta.childNodes.length) meta.appendChild(document.createTextNode(" · "));
+        meta.appendChild(document.createTextNode(p[0] + " "));
+        meta.appendChild(el("b", "", {}, p[1]));
+      });
+      var m = tl.metrics;
+      $("metrics").textContent = (tl.running ? "so far: " : "") + m.tasks + " tasks finished · " + m.steps + " steps · " +
+        m.tool_calls + " tool calls · " + m.model_calls + " model calls · " + m.input_tokens + " tokens in / " +
+        m.output_tokens + " out · " + m.duration_ms + " ms in turns";
+    }
+
+    function tasks(tl) {
+      var body = document.querySelector("#tasks tbody");
+      body.textContent = "";
+      var list = tl ? tl.tasks : [];
+      list.forEach(function (k) {
+        var tr = el("tr", "", { "data-task": k.task, "data-turn": k.turn_id, "data-status": k.open ? "running" : "finished" });
+        tr.appendChild(td(k.task, "num"));
+        var turn = el("td", "mono");
+        turn.appendChild(link(turnHref(k.turn_id), k.turn_id));
+        tr.appendChild(turn);
+        tr.appendChild(td(k.agent || "-"));
+        tr.appendChild(td(k.open ? (tl.running ? "running" : "cut short") : "finished: " + k.stop_reason,
+          "st " + (k.open ? "running" : "stop-" + k.stop_reason)));
+        var m = k.metrics;
+        tr.appendChild(td(m ? m.steps : "", "num"));
+        tr.appendChild(td(m ? m.tool_calls : "", "num"));
+        tr.appendChild(td(m ? m.input_tokens + " / " + m.output_tokens : "", "num"));
+        tr.appendChild(td(clip(k.input, 160) + (k.missing ? " (" + k.missing + ")" : ""), "reason"));
+        body.appendChild(tr);
+      });
+      show($("no-tasks"), list.length === 0);
+    }
+
+    function render(v) {
+      if (v.is_turn) {
+        // A turn's id: its own page draws it.
+        location.replace(turnHref(id));
+        return;
+      }
+      current = v;
+      var tl = v.timeline;
+      header(v);
+      tasks(tl);
+      show($("chart"), !!tl);
+      if (tl) {
+        var opts = { taskHref: function (k) { return turnHref(k.turn_id); } };
+        if (!chart) chart = window.jetloopTimeline(tl, opts); else chart.update(tl);
+        table(tl.rows);
+      }
+      $("note").textContent = v.error || "";
+      show($("note"), !!v.error);
+      outcome(tl);
+      document.body.setAttribute("data-events", tl ? tl.rows.length : 0);
+      document.body.setAttribute("data-tasks", tl ? tl.tasks.length : 0);
+    }
+
+    // A running workflow goes on between its events: its open task, that
+    // task's open calls and a gate's wait are drawn up to now, once a second.
+    setInterval(function () {
+      var tl = current && current.timeline;
+      if (!tl || !tl.running || !chart) return;
+      var now = Date.now() - Date.parse(tl.started), last = tl.end_ms;
+      if (!(now > last)) return;
+      function grow(x) { if (x && x.open && x.end_ms >= last) x.end_ms = now; }
+      tl.tasks.forEach(function (k) {
+        grow(k);
+        var t = k.turn;
+        if (!t || !t.running) return;
+        t.steps.forEach(function (s) { grow(s); grow(s.model); s.tools.forEach(grow); });
+        t.pauses.forEach(grow);
+        grow(t.summary);
+        t.end_ms = now;
+      });
+      tl.waits.forEach(grow);
+      tl.end_ms = now;
+      chart.update(tl);
+    }, 1000);
+
+    live("/api/workflows/" + encodeURIComponent(id) + "/live", { workflow: render });
+  }
+
   // The dead letters page.
   function deadPage() {
     var tbody = document.querySelector("#letters tbody");
@@ -417,7 +613,7 @@
     });
   }
 
-  var pages = { turns: turnsPage, turn: turnPage, dead: deadPage };
+  var pages = { turns: turnsPage, turn: turnPage, workflow: workflowPage, dead: deadPage };
   fetch("/api/info").then(function (r) { return r.json(); }).then(function (i) { info = i; }, function () {}).then(function () {
     document.body.setAttribute("data-can-control", String(info.can_control));
     pages[document.body.getAttribute("data-page")]();
