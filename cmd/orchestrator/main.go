@@ -36,6 +36,7 @@ func run() int {
 	allowScripts := flag.Bool("allow-scripts", false, "accept model script (inline or script:PATH) in submissions")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", cli.MetricsAddrUsage)
+	pprofAddr := flag.String("pprof-addr", "", cli.PprofAddrUsage)
 	flag.Parse()
 
 	var lvl slog.Level
@@ -52,6 +53,12 @@ func run() int {
 		return 1
 	}
 	defer stopMetrics()
+	stopPprof, err := cli.StartPprof(*pprofAddr, log)
+	if err != nil {
+		log.Error("cannot serve profiles", "err", err)
+		return 1
+	}
+	defer stopPprof()
 	tracer, stopTracing, err := cli.StartTracing(ctx, "jetloop-orchestrator", log)
 	if err != nil {
 		log.Error("bad tracing configuration", "err", err)

@@ -49,6 +49,7 @@ func run() int {
 	auth.Flags(flag.CommandLine)
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", cli.MetricsAddrUsage)
+	pprofAddr := flag.String("pprof-addr", "", cli.PprofAddrUsage)
 	var mcp mcpFlags
 	flag.Var(&mcp, "mcp", "NAME=COMMAND: serve the tools of the MCP server COMMAND starts, as NAME__tool (repeatable)")
 	flag.Parse()
@@ -76,6 +77,12 @@ func run() int {
 		return 1
 	}
 	defer stopMetrics()
+	stopPprof, err := cli.StartPprof(*pprofAddr, log)
+	if err != nil {
+		log.Error("cannot serve profiles", "err", err)
+		return 1
+	}
+	defer stopPprof()
 	tracer, stopTracing, err := cli.StartTracing(ctx, "jetloop-toolworker", log)
 	if err != nil {
 		log.Error("bad tracing configuration", "err", err)
