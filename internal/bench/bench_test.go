@@ -192,6 +192,9 @@ func TestDeployedShape(t *testing.T) {
 		if d.StepSamples != 2*3 || d.StepP50Ms <= 0 || d.StepP99Ms < d.StepP50Ms {
 			t.Errorf("%s: sequential steps %d (want 6), p50 %.3f, p99 %.3f", d.JobsStorage, d.StepSamples, d.StepP50Ms, d.StepP99Ms)
 		}
+		if len(d.Wire) != 3 || d.Wire[0].Process != "orchestrator" || d.Wire[0].SentMsgs <= 0 || d.Wire[1].ReceivedBytes <= 0 {
+			t.Errorf("%s: wire per step %+v", d.JobsStorage, d.Wire)
+		}
 		tp, ok := d.at(3)
 		if !ok || tp.Unfinished != 0 || tp.Steps != 6*3 || tp.StepsPerS <= 0 {
 			t.Errorf("%s: throughput %+v, want 18 steps, all finished", d.JobsStorage, tp)

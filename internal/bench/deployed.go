@@ -22,6 +22,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/runtime"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -35,11 +36,25 @@ type Deployed struct {
 	// StepP50Ms and StepP99Ms are a tool step's time with one turn at a
 	// time: its step.started to the next step.started, as the orchestrator
 	// stamped them (model and tool answer at once).
-	StepP50Ms   float64              `json:"step_p50_ms"`
-	StepP99Ms   float64              `json:"step_p99_ms"`
-	StepSamples int                  `json:"step_samples"`
-	Throughput  []DeployedThroughput `json:"throughput"`
-	Workflow    *WorkflowCost        `json:"workflow"`
+	StepP50Ms   float64 `json:"step_p50_ms"`
+	StepP99Ms   float64 `json:"step_p99_ms"`
+	StepSamples int     `json:"step_samples"`
+	// Wire is what each process sent and received per step while turns
+	// ran one at a time, as the server counted it (its /connz).
+	Wire       []Wire               `json:"wire_per_step"`
+	Throughput []DeployedThroughput `json:"throughput"`
+	Workflow   *WorkflowCost        `json:"workflow"`
+}
+
+// Wire is one process's traffic with the server per step: messages and
+// bytes it published (sent) and that the server delivered to it (received),
+// protocol and headers included.
+type Wire struct {
+	Process       string  `json:"process"`
+	SentMsgs      float64 `json:"sent_msgs"`
+	SentBytes     float64 `json:"sent_bytes"`
+	ReceivedMsgs  float64 `json:"received_msgs"`
+	ReceivedBytes float64 `json:"received_bytes"`
 }
 
 // ProcessCPU is CPU time (user + system) per step of each process.
@@ -193,7 +208,9 @@ type shape struct {
 	client *nats.Conn
 	cjs    jetstream.JetStream
 	// pprof is each process's profile endpoint, when profiles are taken.
-	pprof   map[string]string
+	pprof map[string]string
+	// monitor is the server's monitoring endpoint.
+	monitor string
 	storage string
 }
 
@@ -216,7 +233,8 @@ func (b *run) startShape(ctx context.Context, bins, repo, storage string) (_ *sh
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"-c", conf, "--ports_file_dir", dir}
+	// The monitoring port answers /connz: what each connection sent.
+	args := []string{"-c", conf, "--ports_file_dir", dir, "-m", "-1"}
 	if b.cfg.ProfileDir != "" {
 		args = append(args, "--profile", "-1")
 	}
@@ -230,6 +248,9 @@ func (b *run) startShape(ctx context.Context, bins, repo, storage string) (_ *sh
 	sh.url = ports.Nats[0]
 	if len(ports.Profile) > 0 {
 		sh.pprof["nats-server"] = ports.Profile[0]
+	}
+	if len(ports.Monitoring) > 0 {
+		sh.monitor = ports.Monitoring[0]
 	}
 	// Every stream, bucket and consumer of the contract, as an operator
 	// provisions them.
@@ -346,8 +367,9 @@ func (sh *shape) writeConfig() (string, error) {
 
 // ports is what nats-server writes to its ports file.
 type ports struct {
-	Nats    []string `json:"nats"`
-	Profile []string `json:"profile"`
+	Nats       []string `json:"nats"`
+	Monitoring []string `json:"monitoring"`
+	Profile    []string `json:"profile"`
 }
 
 // serverPorts waits for the server's ports file: the server listens once
@@ -434,7 +456,13 @@ func (sh *shape) sequential(ctx context.Context, sz sizes, d *Deployed) error {
 	defer w.stop()
 	const warmup = 2
 	var turns []string
+	var wire0 map[string]Wire
 	for i := range sz.overheadTurns + warmup {
+		if i == warmup {
+			if wire0, err = sh.wire(ctx); err != nil {
+				return err
+			}
+		}
 		turn := fmt.Sprintf("seq-%d", i)
 		if err := submit(ctx, sh.cjs, turn, script(turn, sz.overheadSteps, 0)); err != nil {
 			return err
@@ -448,6 +476,17 @@ func (sh *shape) sequential(ctx context.Context, sz sizes, d *Deployed) error {
 		if i >= warmup {
 			turns = append(turns, turn)
 		}
+	}
+	wire1, err := sh.wire(ctx)
+	if err != nil {
+		return err
+	}
+	// Per step of the measured turns, their submissions and ends included.
+	n := float64(len(turns) * sz.overheadSteps)
+	for _, name := range []string{"orchestrator", "toolworker", "driver"} {
+		a, b := wire0[name], wire1[name]
+		d.Wire = append(d.Wire, Wire{Process: name, SentMsgs: (b.SentMsgs - a.SentMsgs) / n, SentBytes: (b.SentBytes - a.SentBytes) / n,
+			ReceivedMsgs: (b.ReceivedMsgs - a.ReceivedMsgs) / n, ReceivedBytes: (b.ReceivedBytes - a.ReceivedBytes) / n})
 	}
 	store, err := runtime.NewStore(ctx, sh.ajs)
 	if err != nil {
@@ -480,6 +519,47 @@ func (sh *shape) sequential(ctx context.Context, sz sizes, d *Deployed) error {
 	d.StepSamples = len(steps)
 	d.StepP50Ms, d.StepP99Ms = ms(percentile(steps, 0.5)), ms(percentile(steps, 0.99))
 	return nil
+}
+
+// wire returns what each process's connections sent and received so far,
+// by process: the orchestrator, the tool worker, and this process (driver).
+func (sh *shape) wire(ctx context.Context) (map[string]Wire, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, sh.monitor+"/connz?limit=1024", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var connz server.Connz
+	if err := json.NewDecoder(resp.Body).Decode(&connz); err != nil {
+		return nil, fmt.Errorf("connz: %w", err)
+	}
+	out := map[string]Wire{}
+	for _, c := range connz.Conns {
+		var name string
+		switch {
+		case c.Name == "jetloop orchestrator":
+			name = "orchestrator"
+		case c.Name == "jetloop toolworker":
+			name = "toolworker"
+		case strings.HasPrefix(c.Name, "jetloop bench "):
+			name = "driver"
+		default:
+			continue
+		}
+		// The server's in is what the client sent.
+		w := out[name]
+		w.Process = name
+		w.SentMsgs += float64(c.InMsgs)
+		w.SentBytes += float64(c.InBytes)
+		w.ReceivedMsgs += float64(c.OutMsgs)
+		w.ReceivedBytes += float64(c.OutBytes)
+		out[name] = w
+	}
+	return out, nil
 }
 
 // throughput runs N turns of K steps with C of them in flight at any time,
@@ -665,6 +745,20 @@ func (r *Result) deployedTable(w io.Writer) {
 	each("sequential step p50 / p99", func(d *Deployed) string {
 		return fmt.Sprintf("%.3f / %.3f ms", d.StepP50Ms, d.StepP99Ms)
 	}, inproc("overhead", "%.3f / %.3f ms", r.StepTotalP50Ms, r.StepTotalP99Ms))
+	for i, name := range []string{"orchestrator", "toolworker", "driver"} {
+		label := "  " + name
+		if i == 0 {
+			label = "  wire per step, sent / received: " + name
+		}
+		each(label, func(d *Deployed) string {
+			for _, w := range d.Wire {
+				if w.Process == name {
+					return fmt.Sprintf("%.1f msgs %.0f B / %.1f msgs %.0f B", w.SentMsgs, w.SentBytes, w.ReceivedMsgs, w.ReceivedBytes)
+				}
+			}
+			return notMeasured
+		}, "")
+	}
 	var concurrency []int
 	for _, t := range r.Deployed[0].Throughput {
 		concurrency = append(concurrency, t.Concurrency)
