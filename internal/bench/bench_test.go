@@ -178,7 +178,7 @@ func TestDeployedShape(t *testing.T) {
 	profiles := t.TempDir()
 	b := &run{cfg: Config{ProfileDir: profiles, Progress: testWriter{t}}, log: discard()}
 	sz := sizes{overheadTurns: 2, overheadSteps: 4, throughputTurns: 6, steps: 3, concurrency: []int{3},
-		workflowTasks: 3, profileFor: time.Second}
+		workflowTasks: 3, profileFor: time.Second, floorSamples: 20}
 	if err := b.deployed(context.Background(), sz); err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +188,9 @@ func TestDeployedShape(t *testing.T) {
 	for i, d := range b.res.Deployed {
 		if d.JobsStorage != jobsStorages[i] {
 			t.Errorf("storage %q, want %q", d.JobsStorage, jobsStorages[i])
+		}
+		if d.PublishFloorP50Ms <= 0 || d.PublishFloorP99Ms < d.PublishFloorP50Ms {
+			t.Errorf("%s: publish floor p50 %.3f, p99 %.3f", d.JobsStorage, d.PublishFloorP50Ms, d.PublishFloorP99Ms)
 		}
 		if d.StepSamples != 2*3 || d.StepP50Ms <= 0 || d.StepP99Ms < d.StepP50Ms {
 			t.Errorf("%s: sequential steps %d (want 6), p50 %.3f, p99 %.3f", d.JobsStorage, d.StepSamples, d.StepP50Ms, d.StepP99Ms)
@@ -203,7 +206,7 @@ func TestDeployedShape(t *testing.T) {
 		if cpu.Server < 0 || cpu.Orchestrator < 0 || cpu.Toolworker < 0 || cpu.Driver < 0 {
 			t.Errorf("%s: negative CPU time: %+v", d.JobsStorage, cpu)
 		}
-		if d.Workflow == nil || d.Workflow.Tasks != 3 || d.Workflow.GapP50Ms <= 0 {
+		if d.Workflow == nil || d.Workflow.Tasks != 3 || d.Workflow.GapP50Ms <= 0 || d.Workflow.GateP50Ms <= 0 {
 			t.Errorf("%s: workflow %+v", d.JobsStorage, d.Workflow)
 		}
 		for _, proc := range []string{"nats-server", "orchestrator", "toolworker"} {

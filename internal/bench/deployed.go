@@ -39,6 +39,10 @@ type Deployed struct {
 	StepP50Ms   float64 `json:"step_p50_ms"`
 	StepP99Ms   float64 `json:"step_p99_ms"`
 	StepSamples int     `json:"step_samples"`
+	// PublishFloorP50Ms and PublishFloorP99Ms are one publish and its ack
+	// from this process to the server, as an event append makes it.
+	PublishFloorP50Ms float64 `json:"publish_floor_p50_ms"`
+	PublishFloorP99Ms float64 `json:"publish_floor_p99_ms"`
 	// Wire is what each process sent and received per step while turns
 	// ran one at a time, as the server counted it (its /connz).
 	Wire       []Wire               `json:"wire_per_step"`
@@ -118,6 +122,9 @@ func (b *run) deployedWith(ctx context.Context, sz sizes, bins, repo, storage st
 	}
 	defer sh.stop()
 	d := &Deployed{JobsStorage: storage}
+	if err := sh.publishFloor(ctx, sz, d); err != nil {
+		return nil, sh.explain(fmt.Errorf("publish floor: %w", err))
+	}
 	if err := sh.sequential(ctx, sz, d); err != nil {
 		return nil, sh.explain(fmt.Errorf("sequential: %w", err))
 	}
@@ -446,6 +453,37 @@ func (sh *shape) stop() {
 	os.RemoveAll(sh.dir)
 }
 
+// publishFloor measures one publish and its ack to the server process, with
+// a message id and an expected last subject sequence as an event append
+// sends them, on a file stream of its own that it deletes afterwards.
+func (sh *shape) publishFloor(ctx context.Context, sz sizes, d *Deployed) error {
+	if sz.floorSamples == 0 {
+		return nil
+	}
+	const stream = "BENCH_FLOOR"
+	if _, err := sh.ajs.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"bench.floor.>"},
+		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute}); err != nil {
+		return err
+	}
+	defer func() { _ = sh.ajs.DeleteStream(context.WithoutCancel(ctx), stream) }()
+	var pubs []time.Duration
+	last := uint64(0)
+	for i := range sz.floorSamples + 50 {
+		began := time.Now()
+		ack, err := sh.ajs.Publish(ctx, "bench.floor.turn", []byte(`{"type":"step.started","seq":1}`),
+			jetstream.WithMsgID("p"+strconv.Itoa(i)), jetstream.WithExpectLastSequencePerSubject(last))
+		if err != nil {
+			return err
+		}
+		if i >= 50 {
+			pubs = append(pubs, time.Since(began))
+		}
+		last = ack.Sequence
+	}
+	d.PublishFloorP50Ms, d.PublishFloorP99Ms = ms(percentile(pubs, 0.5)), ms(percentile(pubs, 0.99))
+	return nil
+}
+
 // sequential runs turns of overheadSteps steps one at a time and takes each
 // tool step's time from the log: step.started to the next step.started.
 func (sh *shape) sequential(ctx context.Context, sz sizes, d *Deployed) error {
@@ -742,6 +780,9 @@ func (r *Result) deployedTable(w io.Writer) {
 		}
 		return fmt.Sprintf(format, args...)
 	}
+	each("publish floor p50 / p99", func(d *Deployed) string {
+		return fmt.Sprintf("%.3f / %.3f ms", d.PublishFloorP50Ms, d.PublishFloorP99Ms)
+	}, inproc("floor", "%.3f / %.3f ms", r.PublishFloorP50Ms, r.PublishFloorP99Ms))
 	each("sequential step p50 / p99", func(d *Deployed) string {
 		return fmt.Sprintf("%.3f / %.3f ms", d.StepP50Ms, d.StepP99Ms)
 	}, inproc("overhead", "%.3f / %.3f ms", r.StepTotalP50Ms, r.StepTotalP99Ms))
@@ -839,6 +880,10 @@ func (r *Result) deployedTable(w io.Writer) {
 	}
 	each(fmt.Sprintf("workflow of %d tasks, per task p50 / p99", tasks), wf(gap), wfLocal(gap))
 	each("  first 10 / last 10 tasks, p50", wf(ends), wfLocal(ends))
+	parts := func(c *WorkflowCost) string {
+		return fmt.Sprintf("%.3f + %.3f + %.3f ms", c.EndP50Ms, c.GateP50Ms, c.StartP50Ms)
+	}
+	each("  end + gate + start, p50", wf(parts), wfLocal(parts))
 	each("  mean beyond the turns", wf(mean), wfLocal(mean))
 	_ = tw.Flush()
 	fmt.Fprintln(w)

@@ -27,6 +27,14 @@ type WorkflowCost struct {
 	// last ten gaps: a later task's turn starts with a longer session.
 	FirstGapsP50Ms float64 `json:"first_gaps_p50_ms"`
 	LastGapsP50Ms  float64 `json:"last_gaps_p50_ms"`
+	// A gap in three parts, p50 of each: EndP50Ms from a task's
+	// turn.finished to its task.finished (the turn's last appends, the
+	// task input's hop), GateP50Ms from there to the next task.started
+	// (the checkpoint in the log and KV, the gate), StartP50Ms from there to
+	// the next turn.started (the submission's hop and the turn's start).
+	EndP50Ms   float64 `json:"end_p50_ms"`
+	GateP50Ms  float64 `json:"gate_p50_ms"`
+	StartP50Ms float64 `json:"start_p50_ms"`
 	// OverheadMs is (workflow.started to workflow.finished − the sum of the
 	// task turns' own durations) / tasks.
 	OverheadMs float64 `json:"overhead_ms_per_task"`
@@ -120,20 +128,46 @@ func workflowCost(ctx context.Context, store *runtime.Store, id string, n int, e
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	var gaps, turns []time.Duration
+	// When each task finished and started in the workflow's log.
+	taskFinished, taskStarted := map[int]time.Time{}, map[int]time.Time{}
+	for _, e := range wf {
+		var d struct{ Task int }
+		switch e.Type {
+		case events.TaskFinished, events.TaskStarted:
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				return nil, err
+			}
+		}
+		switch e.Type {
+		case events.TaskFinished:
+			taskFinished[d.Task] = e.Time
+		case events.TaskStarted:
+			taskStarted[d.Task] = e.Time
+		}
+	}
+	var gaps, turns, ends, gates, starts []time.Duration
 	var inTurns time.Duration
 	for i, s := range spans {
 		turns = append(turns, s.end.Sub(s.start))
 		inTurns += s.end.Sub(s.start)
 		if i > 0 {
 			gaps = append(gaps, s.start.Sub(spans[i-1].end))
+			fin, ok1 := taskFinished[i]
+			next, ok2 := taskStarted[i+1]
+			if !ok1 || !ok2 {
+				return nil, fmt.Errorf("bench: workflow %s: no task.finished of task %d or task.started of task %d", id, i, i+1)
+			}
+			ends = append(ends, fin.Sub(spans[i-1].end))
+			gates = append(gates, next.Sub(fin))
+			starts = append(starts, s.start.Sub(next))
 		}
 	}
 	wall := wf[len(wf)-1].Time.Sub(wf[0].Time)
 	c := &WorkflowCost{Tasks: n, GapP50Ms: ms(percentile(gaps, 0.5)), GapP99Ms: ms(percentile(gaps, 0.99)),
 		FirstGapsP50Ms: ms(percentile(gaps[:min(10, len(gaps))], 0.5)),
 		LastGapsP50Ms:  ms(percentile(gaps[max(0, len(gaps)-10):], 0.5)),
-		OverheadMs:     ms(wall-inTurns) / float64(n), TurnP50Ms: ms(percentile(turns, 0.5)),
+		EndP50Ms:       ms(percentile(ends, 0.5)), GateP50Ms: ms(percentile(gates, 0.5)), StartP50Ms: ms(percentile(starts, 0.5)),
+		OverheadMs: ms(wall-inTurns) / float64(n), TurnP50Ms: ms(percentile(turns, 0.5)),
 		Seconds: elapsed.Seconds()}
 	return c, nil
 }
