@@ -122,6 +122,7 @@ func TestOnlyLeavesOtherFiguresUnmeasured(t *testing.T) {
 				t.Errorf("replay target not judged: %q", line)
 			}
 		case strings.HasPrefix(line, "step overhead p50 ≤ 1 ms"), strings.HasPrefix(line, "≥ 2,000 steps/s"),
+			strings.HasPrefix(line, "deployed shape"), strings.HasPrefix(line, "workflow cost per task"),
 			strings.HasPrefix(line, "recovery ≤"), strings.HasPrefix(line, "step overhead p50  "),
 			strings.HasPrefix(line, "memory per paused turn"):
 			if !strings.Contains(line, notMeasured) || strings.Contains(line, "yes") {
@@ -137,7 +138,8 @@ func TestOnlyLeavesOtherFiguresUnmeasured(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &got); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	for _, k := range []string{"step_overhead_p50_ms", "steps_per_s", "recovery_s", "turns_lost", "bytes_per_paused_turn", "hop_floor_p50_ms"} {
+	for _, k := range []string{"step_overhead_p50_ms", "steps_per_s", "recovery_s", "turns_lost", "bytes_per_paused_turn", "hop_floor_p50_ms",
+		"workflow", "deployed"} {
 		if v, ok := got[k]; !ok || v != nil {
 			t.Errorf("%s = %v (present %v), want null", k, v, ok)
 		}
@@ -206,7 +208,7 @@ func TestDeployedShape(t *testing.T) {
 		if cpu.Server < 0 || cpu.Orchestrator < 0 || cpu.Toolworker < 0 || cpu.Driver < 0 {
 			t.Errorf("%s: negative CPU time: %+v", d.JobsStorage, cpu)
 		}
-		if d.Workflow == nil || d.Workflow.Tasks != 3 || d.Workflow.GapP50Ms <= 0 || d.Workflow.GateP50Ms <= 0 {
+		if d.Workflow == nil || d.Workflow.Tasks != 3 || d.Workflow.GapP50Ms <= 0 || d.Workflow.EndP50Ms <= 0 {
 			t.Errorf("%s: workflow %+v", d.JobsStorage, d.Workflow)
 		}
 		for _, proc := range []string{"nats-server", "orchestrator", "toolworker"} {
