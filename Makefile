@@ -44,9 +44,11 @@ demo:
 demo-workflow:
 	$(GO) run ./cmd/jetloop demo --agents examples/workflow/AGENTS.md --workflow examples/workflow/refactor.yaml
 
-# One line per benchmark; each prints its own table (BENCHMARKS.md).
+# One line per benchmark; each prints its own table (BENCHMARKS.md). --deployed
+# adds the deployed shape (nats-server, orchestrator and toolworker as
+# processes, built here) beside the in-process figures.
 bench:
-	$(GO) run ./cmd/jetloop bench
+	$(GO) run ./cmd/jetloop bench --deployed
 	$(GO) test -run '^$$' -bench BenchmarkToolScaling -benchtime 640x ./internal/proctest/
 
 # A standalone server with the production configuration; the version is pinned

@@ -41,6 +41,7 @@ func run() int {
 	name := flag.String("name", "", "this orchestrator's name among the live ones (default host-pid); a restarted process that keeps its name takes its partitions back at once")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", proc.MetricsAddrUsage)
+	pprofAddr := flag.String("pprof-addr", "", proc.PprofAddrUsage)
 	flag.Parse()
 
 	var lvl slog.Level
@@ -57,6 +58,12 @@ func run() int {
 		return 1
 	}
 	defer stopMetrics()
+	stopPprof, err := proc.StartPprof(*pprofAddr, log)
+	if err != nil {
+		log.Error("cannot serve profiles", "err", err)
+		return 1
+	}
+	defer stopPprof()
 	tracer, stopTracing, err := proc.StartTracing(ctx, "jetloop-orchestrator", log)
 	if err != nil {
 		log.Error("bad tracing configuration", "err", err)

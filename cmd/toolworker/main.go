@@ -50,6 +50,7 @@ func run() int {
 	auth.Flags(flag.CommandLine)
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", proc.MetricsAddrUsage)
+	pprofAddr := flag.String("pprof-addr", "", proc.PprofAddrUsage)
 	var mcp mcpFlags
 	flag.Var(&mcp, "mcp", "NAME=COMMAND: serve the tools of the MCP server COMMAND starts, as NAME__tool (repeatable)")
 	flag.Parse()
@@ -77,6 +78,12 @@ func run() int {
 		return 1
 	}
 	defer stopMetrics()
+	stopPprof, err := proc.StartPprof(*pprofAddr, log)
+	if err != nil {
+		log.Error("cannot serve profiles", "err", err)
+		return 1
+	}
+	defer stopPprof()
 	tracer, stopTracing, err := proc.StartTracing(ctx, "jetloop-toolworker", log)
 	if err != nil {
 		log.Error("bad tracing configuration", "err", err)

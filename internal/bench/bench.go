@@ -42,6 +42,10 @@ type Config struct {
 	// Metrics records metrics in every orchestrator and tool worker, as
 	// --metrics-addr does (nothing scrapes them): the cost of metrics.
 	Metrics bool
+	// Deployed also measures the deployed shape (phase "deployed"): a
+	// nats-server process, an orchestrator process and a toolworker
+	// process built from the module this runs in, driven by this process.
+	Deployed bool
 }
 
 // Throughput is one run of N turns of K steps at concurrency C.
@@ -76,6 +80,7 @@ type Result struct {
 
 	StepOverheadSamples int          `json:"step_overhead_samples"`
 	StepTotalP50Ms      float64      `json:"step_total_p50_ms"`
+	StepTotalP99Ms      float64      `json:"step_total_p99_ms"`
 	OverheadPerHop      float64      `json:"step_overhead_per_hop_floor"`
 	HopFloorP99Ms       float64      `json:"hop_floor_p99_ms"`
 	PublishFloorP99Ms   float64      `json:"publish_floor_p99_ms"`
@@ -90,6 +95,10 @@ type Result struct {
 	FoldEventsPerS      float64      `json:"fold_events_per_s"`
 	RecoveryTurns       int          `json:"recovery_turns"`
 	LogsBroken          int          `json:"logs_broken"`
+	// Workflow is the outer loop's cost per task in one process.
+	Workflow *WorkflowCost `json:"workflow"`
+	// Deployed is the deployed shape, once per storage of the jobs stream.
+	Deployed []Deployed `json:"deployed"`
 
 	Quick     bool      `json:"quick"`
 	GoVersion string    `json:"go_version"`
@@ -108,12 +117,14 @@ var phaseKeys = map[string][]string{
 	"floor": {"hop_floor_p50_ms", "publish_floor_p50_ms", "hop_floor_p99_ms", "publish_floor_p99_ms",
 		"step_overhead_per_hop_floor"},
 	"overhead": {"step_overhead_p50_ms", "step_overhead_p99_ms", "step_overhead_samples", "step_total_p50_ms",
-		"step_overhead_per_hop_floor", "durability_ratio"},
+		"step_total_p99_ms", "step_overhead_per_hop_floor", "durability_ratio"},
 	"local":      {"inprocess_step_p50_ms", "inprocess_step_p99_ms", "durability_ratio"},
 	"throughput": {"steps_per_s", "cpu_s_per_step", "turns_per_s", "throughput"},
 	"memory":     {"bytes_per_paused_turn", "paused_turns", "rss_before_bytes", "rss_paused_bytes"},
 	"replay":     {"replay_events_per_s", "replay_log_events", "fold_events_per_s"},
 	"recovery":   {"recovery_s", "turns_lost", "recovery_turns", "logs_broken"},
+	"workflow":   {"workflow"},
+	"deployed":   {"deployed"},
 }
 
 // ran reports whether every phase named ran.
@@ -172,17 +183,33 @@ type sizes struct {
 	replaySteps                  int
 	replayFor                    time.Duration
 	localTurns                   int
+	workflowTasks                int
+	// profileFor is how long the deployed shape's processes are profiled
+	// at the start of each throughput run, when profiles are asked for.
+	profileFor time.Duration
 }
 
 func (c Config) sizes() sizes {
 	if c.Quick {
 		return sizes{overheadTurns: 15, overheadSteps: 11, floorSamples: 500,
 			throughputTurns: 200, steps: 10, concurrency: []int{50, 200},
-			paused: 2_000, recoveryTurns: 200, replaySteps: 200, replayFor: 300 * time.Millisecond, localTurns: 100}
+			paused: 2_000, recoveryTurns: 200, replaySteps: 200, replayFor: 300 * time.Millisecond, localTurns: 100,
+			workflowTasks: 100, profileFor: 2 * time.Second}
 	}
 	return sizes{overheadTurns: 50, overheadSteps: 11, floorSamples: 2_000,
 		throughputTurns: 1_000, steps: 10, concurrency: []int{50, 200},
-		paused: 10_000, recoveryTurns: 200, replaySteps: 200, replayFor: 2 * time.Second, localTurns: 500}
+		paused: 10_000, recoveryTurns: 200, replaySteps: 200, replayFor: 2 * time.Second, localTurns: 500,
+		workflowTasks: 100, profileFor: 5 * time.Second}
+}
+
+// runs reports whether the run measures phase: the deployed shape when
+// asked for (Deployed, or named in Only), every other phase unless Only
+// names others.
+func (c Config) runs(phase string) bool {
+	if phase == "deployed" {
+		return c.Deployed || slices.Contains(c.Only, phase)
+	}
+	return len(c.Only) == 0 || slices.Contains(c.Only, phase)
 }
 
 // Run measures everything and returns the figures.
@@ -216,6 +243,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{"throughput", b.throughput},
 		{"memory", b.memory},
 		{"recovery", b.recovery},
+		{"workflow", b.workflow},
+		{"deployed", b.deployed},
 	}
 	for _, name := range cfg.Only {
 		if !slices.ContainsFunc(phases, func(p phase) bool { return p.name == name }) {
@@ -223,7 +252,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	for _, p := range phases {
-		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, p.name) {
+		if !cfg.runs(p.name) {
 			continue
 		}
 		began := time.Now()
@@ -295,9 +324,11 @@ func (r *Result) targets() []target {
 // notMeasured stands for the figures of a phase that did not run.
 const notMeasured = "not measured"
 
-// Table prints the figures for a reader; those of phases that did not run
-// read "not measured".
+// Table prints the figures for a reader, the deployed shape's first; those
+// of phases that did not run read "not measured".
 func (r *Result) Table(w io.Writer) {
+	r.deployedTable(w)
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
 	// fig formats a figure when its phases ran.
@@ -332,6 +363,12 @@ func (r *Result) Table(w io.Writer) {
 	row("replay", fig([]string{"replay"}, "%.0f events/s", r.ReplayEventsPerS), fmt.Sprintf("decode + fold of a %d-event turn (fold alone: %.0f events/s)", r.ReplayEvents, r.FoldEventsPerS))
 	row("recovery", fig([]string{"recovery"}, "%.2f s", r.RecoveryS), fmt.Sprintf("%d turns in flight, orchestrator killed (SIGKILL) and restarted", r.RecoveryTurns))
 	row("turns lost / broken logs", fig([]string{"recovery"}, "%d / %d", r.TurnsLost, r.LogsBroken), "every turn must finish completed with a log that verifies")
+	if wf := r.Workflow; r.ran("workflow") && wf != nil {
+		row("workflow cost per task p50 / p99", fmt.Sprintf("%.3f / %.3f ms", wf.GapP50Ms, wf.GapP99Ms),
+			fmt.Sprintf("%d one-step tasks: a task's turn.finished to the next one's turn.started (mean beyond the turns %.3f ms)", wf.Tasks, wf.OverheadMs))
+	} else {
+		row("workflow cost per task p50 / p99", notMeasured, "")
+	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +122,7 @@ func TestOnlyLeavesOtherFiguresUnmeasured(t *testing.T) {
 				t.Errorf("replay target not judged: %q", line)
 			}
 		case strings.HasPrefix(line, "step overhead p50 ≤ 1 ms"), strings.HasPrefix(line, "≥ 2,000 steps/s"),
+			strings.HasPrefix(line, "deployed shape"), strings.HasPrefix(line, "workflow cost per task"),
 			strings.HasPrefix(line, "recovery ≤"), strings.HasPrefix(line, "step overhead p50  "),
 			strings.HasPrefix(line, "memory per paused turn"):
 			if !strings.Contains(line, notMeasured) || strings.Contains(line, "yes") {
@@ -135,7 +138,8 @@ func TestOnlyLeavesOtherFiguresUnmeasured(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &got); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	for _, k := range []string{"step_overhead_p50_ms", "steps_per_s", "recovery_s", "turns_lost", "bytes_per_paused_turn", "hop_floor_p50_ms"} {
+	for _, k := range []string{"step_overhead_p50_ms", "steps_per_s", "recovery_s", "turns_lost", "bytes_per_paused_turn", "hop_floor_p50_ms",
+		"workflow", "deployed"} {
 		if v, ok := got[k]; !ok || v != nil {
 			t.Errorf("%s = %v (present %v), want null", k, v, ok)
 		}
@@ -146,4 +150,88 @@ func TestOnlyLeavesOtherFiguresUnmeasured(t *testing.T) {
 	if !strings.HasPrefix(out.String(), `{"step_overhead_p50_ms":null,`) {
 		t.Errorf("keys out of order: %.60s", out.String())
 	}
+}
+
+// TestWorkflowCostMeasuresEveryTask runs the in-process workflow phase: every
+// task's turn is read and checked, and the figures are in order.
+func TestWorkflowCostMeasuresEveryTask(t *testing.T) {
+	b := &run{cfg: Config{}, log: discard()}
+	if err := b.workflow(context.Background(), sizes{workflowTasks: 4}); err != nil {
+		t.Fatal(err)
+	}
+	c := b.res.Workflow
+	if c == nil || c.Tasks != 4 {
+		t.Fatalf("workflow figures %+v, want 4 tasks", c)
+	}
+	if c.GapP50Ms <= 0 || c.GapP99Ms < c.GapP50Ms || c.TurnP50Ms <= 0 || c.OverheadMs <= 0 {
+		t.Fatalf("figures out of order: %+v", c)
+	}
+}
+
+// TestDeployedShape runs the deployed shape in its smallest form: the
+// processes built from this module, a nats-server with the repository's
+// nats.conf, streams applied with each jobs storage, a few turns one at a
+// time and a few in flight, a workflow of three tasks, and profiles of the
+// three processes. It keeps jetloop bench --deployed from rotting.
+func TestDeployedShape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	profiles := t.TempDir()
+	b := &run{cfg: Config{ProfileDir: profiles, Progress: testWriter{t}}, log: discard()}
+	sz := sizes{overheadTurns: 2, overheadSteps: 4, throughputTurns: 6, steps: 3, concurrency: []int{3},
+		workflowTasks: 3, profileFor: time.Second, floorSamples: 20}
+	if err := b.deployed(context.Background(), sz); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.res.Deployed) != len(jobsStorages) {
+		t.Fatalf("%d storages measured, want %d", len(b.res.Deployed), len(jobsStorages))
+	}
+	for i, d := range b.res.Deployed {
+		if d.JobsStorage != jobsStorages[i] {
+			t.Errorf("storage %q, want %q", d.JobsStorage, jobsStorages[i])
+		}
+		if d.PublishFloorP50Ms <= 0 || d.PublishFloorP99Ms < d.PublishFloorP50Ms {
+			t.Errorf("%s: publish floor p50 %.3f, p99 %.3f", d.JobsStorage, d.PublishFloorP50Ms, d.PublishFloorP99Ms)
+		}
+		if d.StepSamples != 2*3 || d.StepP50Ms <= 0 || d.StepP99Ms < d.StepP50Ms {
+			t.Errorf("%s: sequential steps %d (want 6), p50 %.3f, p99 %.3f", d.JobsStorage, d.StepSamples, d.StepP50Ms, d.StepP99Ms)
+		}
+		if len(d.Wire) != 3 || d.Wire[0].Process != "orchestrator" || d.Wire[0].SentMsgs <= 0 || d.Wire[1].ReceivedBytes <= 0 {
+			t.Errorf("%s: wire per step %+v", d.JobsStorage, d.Wire)
+		}
+		tp, ok := d.at(3)
+		if !ok || tp.Unfinished != 0 || tp.Steps != 6*3 || tp.StepsPerS <= 0 {
+			t.Errorf("%s: throughput %+v, want 18 steps, all finished", d.JobsStorage, tp)
+		}
+		cpu := tp.CPUSPerStep
+		if cpu.Server < 0 || cpu.Orchestrator < 0 || cpu.Toolworker < 0 || cpu.Driver < 0 {
+			t.Errorf("%s: negative CPU time: %+v", d.JobsStorage, cpu)
+		}
+		if d.Workflow == nil || d.Workflow.Tasks != 3 || d.Workflow.GapP50Ms <= 0 || d.Workflow.EndP50Ms <= 0 {
+			t.Errorf("%s: workflow %+v", d.JobsStorage, d.Workflow)
+		}
+		for _, proc := range []string{"nats-server", "orchestrator", "toolworker"} {
+			path := filepath.Join(profiles, "deployed-"+d.JobsStorage+"-c3-"+proc+".cpu.pprof")
+			if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+				t.Errorf("no profile of the %s: %v", proc, err)
+			}
+		}
+	}
+	b.res.Phases = []string{"deployed"}
+	var table strings.Builder
+	b.res.Table(&table)
+	for _, want := range []string{"deployed shape", "jobs file", "jobs memory", "sequential step p50 ≤ 1.5 ms"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, table.String())
+		}
+	}
+}
+
+// testWriter sends progress lines to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

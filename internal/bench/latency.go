@@ -214,7 +214,7 @@ func (b *run) overhead(ctx context.Context, sz sizes) error {
 	}
 	b.res.StepOverheadSamples = len(over)
 	b.res.StepOverheadP50Ms, b.res.StepOverheadP99Ms = ms(percentile(over, 0.5)), ms(percentile(over, 0.99))
-	b.res.StepTotalP50Ms = ms(percentile(total, 0.5))
+	b.res.StepTotalP50Ms, b.res.StepTotalP99Ms = ms(percentile(total, 0.5)), ms(percentile(total, 0.99))
 	return nil
 }
 

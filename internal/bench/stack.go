@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -188,14 +187,7 @@ func (s *site) startWorker(ctx context.Context, g *errgroup.Group, log *slog.Log
 		defer nc.Close()
 		return w.Run(ctx)
 	})
-	return waitFor(ctx, 15*time.Second, "the tool worker to advertise echo", func() bool {
-		kv, err := s.js.KeyValue(ctx, events.BucketTools)
-		if err != nil {
-			return false
-		}
-		_, err = kv.Get(ctx, "echo")
-		return err == nil
-	})
+	return waitTool(ctx, s.js, "echo")
 }
 
 // startOrchestrator runs an orchestrator in this process, with the scripted
@@ -224,9 +216,13 @@ func (s *site) startOrchestrator(ctx context.Context, g *errgroup.Group, log *sl
 }
 
 // waitServing returns once an orchestrator pulls from the inbox.
-func (s *site) waitServing(ctx context.Context) error {
+func (s *site) waitServing(ctx context.Context) error { return waitServing(ctx, s.js) }
+
+// waitServing returns once an orchestrator pulls from the inbox of the
+// server js is connected to.
+func waitServing(ctx context.Context, js jetstream.JetStream) error {
 	return waitFor(ctx, 30*time.Second, "the orchestrator to serve", func() bool {
-		c, err := s.js.Consumer(ctx, events.StreamInbox, bus.InboxConsumer)
+		c, err := js.Consumer(ctx, events.StreamInbox, bus.InboxConsumer)
 		if err != nil {
 			return false
 		}
@@ -235,9 +231,23 @@ func (s *site) waitServing(ctx context.Context) error {
 	})
 }
 
-// child is an orchestrator in a process of its own: `jetloop bench
-// --orchestrator URL --agents FILE`.
+// waitTool returns once a tool worker advertises the tool name.
+func waitTool(ctx context.Context, js jetstream.JetStream, name string) error {
+	return waitFor(ctx, 30*time.Second, "a tool worker to advertise "+name, func() bool {
+		kv, err := js.KeyValue(ctx, events.BucketTools)
+		if err != nil {
+			return false
+		}
+		_, err = kv.Get(ctx, name)
+		return err == nil
+	})
+}
+
+// child is a process the benchmark started: an orchestrator (`jetloop
+// bench --orchestrator URL --agents FILE`), or in the deployed shape one of
+// the real binaries.
 type child struct {
+	name string
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
@@ -251,10 +261,15 @@ func (b *run) spawn(s *site, extra ...string) (*child, error) {
 	cmd := exec.Command(b.cfg.Child[0], args...)
 	cmd.Stdout = io.Discard
 	cmd.Stderr = b.cfg.ChildLog
+	return startChild("orchestrator", cmd)
+}
+
+// startChild starts cmd as the process called name.
+func startChild(name string, cmd *exec.Cmd) (*child, error) {
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("bench: start the orchestrator: %w", err)
+		return nil, fmt.Errorf("bench: start the %s: %w", name, err)
 	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		close(c.done)
@@ -263,6 +278,16 @@ func (b *run) spawn(s *site, extra ...string) (*child, error) {
 }
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// exited reports whether the process ended.
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // stop ends the child gracefully (SIGTERM), killing it when it takes long.
 func (c *child) stop() error {
@@ -273,7 +298,7 @@ func (c *child) stop() error {
 	case <-time.After(30 * time.Second):
 		_ = c.cmd.Process.Kill()
 		<-c.done
-		return errors.New("bench: the orchestrator did not stop within 30 s")
+		return fmt.Errorf("bench: the %s did not stop within 30 s", c.name)
 	}
 }
 

@@ -70,9 +70,9 @@ type seen struct {
 	stop     events.StopReason
 }
 
-// watcher follows every event appended to any turn through a core NATS
-// subscription: it costs the server one more delivery per event, nothing
-// more, and tells the bench when turns pause, progress and finish.
+// watcher follows every event appended to any turn or workflow through a
+// core NATS subscription: it costs the server one more delivery per event,
+// nothing more, and tells the bench when turns pause, progress and finish.
 type watcher struct {
 	sub *nats.Subscription
 
@@ -113,8 +113,10 @@ func (w *watcher) event(m *nats.Msg) {
 	now := time.Now()
 	turn := bus.TurnOf(m.Subject)
 	typ := events.Type(m.Header.Get(events.HeaderType))
+	// A workflow's log ends with workflow.finished, whose stop_reason is
+	// where a turn's is.
 	var fin events.TurnFinishedData
-	if typ == events.TurnFinished {
+	if typ == events.TurnFinished || typ == events.WorkflowFinished {
 		var e events.Envelope
 		if json.Unmarshal(m.Data, &e) == nil {
 			_ = json.Unmarshal(e.Data, &fin)
@@ -138,7 +140,7 @@ func (w *watcher) event(m *nats.Msg) {
 			s.paused = true
 			w.paused++
 		}
-	case events.TurnFinished:
+	case events.TurnFinished, events.WorkflowFinished:
 		if !s.finished {
 			s.finished = true
 			s.stop = fin.StopReason

@@ -18,9 +18,10 @@ import (
 func benchCmd(ctx context.Context, c *command, args []string) int {
 	quick := c.flags.Bool("quick", false, "smaller workloads: the whole run takes under two minutes")
 	asJSON := c.flags.Bool("json", false, "print one JSON object instead of the table")
-	profiles := c.flags.String("profile", "", "write CPU and allocation profiles of the orchestrator process of each throughput run to this directory")
+	profiles := c.flags.String("profile", "", "write CPU and allocation profiles of the orchestrator process of each throughput run to this directory (with --deployed also CPU profiles of the three processes)")
 	verbose := c.flags.Bool("v", false, "log what the processes do")
-	only := c.flags.String("only", "", "run only these phases, comma-separated: floor,overhead,local,replay,throughput,memory,recovery")
+	only := c.flags.String("only", "", "run only these phases, comma-separated: floor,overhead,local,replay,throughput,memory,recovery,workflow,deployed")
+	deployed := c.flags.Bool("deployed", false, "also measure the deployed shape: nats-server, orchestrator and toolworker as processes built from this module (go build), with jobs on file and on memory storage")
 	// The orchestrator process the benchmark starts runs this command too.
 	orchestrator := c.flags.String("orchestrator", "", "internal: be the benchmark's orchestrator process on this server URL")
 	agentsPath := c.flags.String("agents", "", "internal: the orchestrator process's agents file")
@@ -54,7 +55,7 @@ func benchCmd(ctx context.Context, c *command, args []string) int {
 		childLog = c.stderr
 	}
 	res, err := bench.Run(ctx, bench.Config{Quick: *quick, Child: child, ChildLog: childLog,
-		ProfileDir: *profiles, Progress: c.stderr, Log: log, Only: phases(*only), Metrics: *withMetrics})
+		ProfileDir: *profiles, Progress: c.stderr, Log: log, Only: phases(*only), Metrics: *withMetrics, Deployed: *deployed})
 	if err != nil {
 		return c.fail("%v", err)
 	}

@@ -54,7 +54,7 @@ usage: jetloop COMMAND [flags] [args]
   dead [show SEQ | retry [--file FIXED.json] SEQ]
                            list, show and re-send dead letters
   agents check PATH        validate an AGENTS.md file or directory
-  bench [--quick] [--json] measure the cost of a durable step (see BENCHMARKS.md)
+  bench [--quick] [--deployed] [--json] measure the cost of a durable step (see BENCHMARKS.md)
   streams apply|check      provision the streams, buckets and consumers (as admin),
                            or report how the server differs from the table
   ui [--addr HOST:PORT]    serve a live web view of turns and dead letters

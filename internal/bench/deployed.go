@@ -1,0 +1,914 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/bus"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Deployed is the deployed shape measured with one storage of JETLOOP_JOBS:
+// a standalone nats-server process with the repository's nats.conf (file
+// storage, one user per role), one orchestrator process, one toolworker
+// process with --concurrency 64, and this process as a thin client.
+type Deployed struct {
+	JobsStorage string `json:"jobs_storage"`
+	// StepP50Ms and StepP99Ms are a tool step's time with one turn at a
+	// time: its step.started to the next step.started, as the orchestrator
+	// stamped them (model and tool answer at once).
+	StepP50Ms   float64 `json:"step_p50_ms"`
+	StepP99Ms   float64 `json:"step_p99_ms"`
+	StepSamples int     `json:"step_samples"`
+	// PublishFloorP50Ms and PublishFloorP99Ms are one publish and its ack
+	// from this process to the server, as an event append makes it.
+	PublishFloorP50Ms float64 `json:"publish_floor_p50_ms"`
+	PublishFloorP99Ms float64 `json:"publish_floor_p99_ms"`
+	// Wire is what each process sent and received per step while turns
+	// ran one at a time, as the server counted it (its /connz).
+	Wire       []Wire               `json:"wire_per_step"`
+	Throughput []DeployedThroughput `json:"throughput"`
+	Workflow   *WorkflowCost        `json:"workflow"`
+}
+
+// Wire is one process's traffic with the server per step: messages and
+// bytes it published (sent) and that the server delivered to it (received),
+// protocol and headers included.
+type Wire struct {
+	Process       string  `json:"process"`
+	SentMsgs      float64 `json:"sent_msgs"`
+	SentBytes     float64 `json:"sent_bytes"`
+	ReceivedMsgs  float64 `json:"received_msgs"`
+	ReceivedBytes float64 `json:"received_bytes"`
+}
+
+// ProcessCPU is CPU time (user + system) per step of each process.
+type ProcessCPU struct {
+	Server       float64 `json:"nats_server"`
+	Orchestrator float64 `json:"orchestrator"`
+	Toolworker   float64 `json:"toolworker"`
+	// Driver is this process: submitting and following every event.
+	Driver float64 `json:"driver"`
+}
+
+// DeployedThroughput is one run of N turns of K steps at concurrency C
+// through the deployed shape.
+type DeployedThroughput struct {
+	Turns       int        `json:"turns"`
+	Steps       int        `json:"steps"`
+	Concurrency int        `json:"concurrency"`
+	Seconds     float64    `json:"seconds"`
+	StepsPerS   float64    `json:"steps_per_s"`
+	TurnsPerS   float64    `json:"turns_per_s"`
+	CPUSPerStep ProcessCPU `json:"cpu_s_per_step"`
+	Unfinished  int        `json:"unfinished"`
+}
+
+// at returns the run at concurrency c, if any.
+func (d *Deployed) at(c int) (DeployedThroughput, bool) {
+	for _, t := range d.Throughput {
+		if t.Concurrency == c {
+			return t, true
+		}
+	}
+	return DeployedThroughput{}, false
+}
+
+// jobsStorages are the storages of JETLOOP_JOBS the deployed shape is
+// measured with (streams apply --jobs-storage).
+var jobsStorages = []string{"file", "memory"}
+
+// deployed measures the deployed shape with each storage of the jobs stream,
+// each on a server of its own.
+func (b *run) deployed(ctx context.Context, sz sizes) error {
+	bins, repo, err := b.buildBinaries(ctx)
+	if err != nil {
+		return err
+	}
+	for _, storage := range jobsStorages {
+		d, err := b.deployedWith(ctx, sz, bins, repo, storage)
+		if err != nil {
+			return fmt.Errorf("jobs storage %s: %w", storage, err)
+		}
+		b.res.Deployed = append(b.res.Deployed, *d)
+	}
+	return nil
+}
+
+func (b *run) deployedWith(ctx context.Context, sz sizes, bins, repo, storage string) (*Deployed, error) {
+	fmt.Fprintf(b.cfg.Progress, "bench:   deployed, jobs storage %s\n", storage)
+	sh, err := b.startShape(ctx, bins, repo, storage)
+	if err != nil {
+		return nil, err
+	}
+	defer sh.stop()
+	d := &Deployed{JobsStorage: storage}
+	if err := sh.publishFloor(ctx, sz, d); err != nil {
+		return nil, sh.explain(fmt.Errorf("publish floor: %w", err))
+	}
+	if err := sh.sequential(ctx, sz, d); err != nil {
+		return nil, sh.explain(fmt.Errorf("sequential: %w", err))
+	}
+	fmt.Fprintf(b.cfg.Progress, "bench:     sequential step p50 %.3f ms\n", d.StepP50Ms)
+	for _, c := range sz.concurrency {
+		t, err := sh.throughput(ctx, sz, c)
+		if err != nil {
+			return nil, sh.explain(fmt.Errorf("throughput at %d: %w", c, err))
+		}
+		d.Throughput = append(d.Throughput, t)
+		fmt.Fprintf(b.cfg.Progress, "bench:     %d×%d at %d: %.0f steps/s\n", t.Turns, sz.steps, c, t.StepsPerS)
+	}
+	w, err := watch(sh.admin)
+	if err != nil {
+		return nil, err
+	}
+	defer w.stop()
+	if d.Workflow, err = measureWorkflow(ctx, sh.cjs, sh.ajs, w, "wf-deployed", sz.workflowTasks); err != nil {
+		return nil, sh.explain(fmt.Errorf("workflow: %w", err))
+	}
+	fmt.Fprintf(b.cfg.Progress, "bench:     workflow of %d tasks: %.3f ms between tasks (p50)\n", d.Workflow.Tasks, d.Workflow.GapP50Ms)
+	return d, nil
+}
+
+// buildBinaries builds the orchestrator, the tool worker, jetloop and the
+// nats-server that go.mod's tool directive pins, from the module this
+// process runs in (go env GOMOD), into a directory kept between runs: go
+// build links again only what changed. It returns that directory and the
+// module's root.
+func (b *run) buildBinaries(ctx context.Context) (bins, repo string, err error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		return "", "", fmt.Errorf("the deployed shape is built from source: run jetloop bench --deployed inside the jetloop module (go env GOMOD: %q, %v)", gomod, err)
+	}
+	repo = filepath.Dir(gomod)
+	// One directory per checkout, so worktrees do not relink each other's.
+	bins = filepath.Join(os.TempDir(), fmt.Sprintf("jetloop-bench-bin-%x", fnv32(repo)))
+	if err := os.MkdirAll(bins, 0o755); err != nil {
+		return "", "", err
+	}
+	// Runs at the same time take turns to build into it.
+	lock, err := os.OpenFile(filepath.Join(bins, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", "", err
+	}
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+	began := time.Now()
+	fmt.Fprintf(b.cfg.Progress, "bench:   building the processes into %s\n", bins)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bins+string(filepath.Separator),
+		"github.com/jetloop/jetloop/cmd/orchestrator", "github.com/jetloop/jetloop/cmd/toolworker",
+		"github.com/jetloop/jetloop/cmd/jetloop", "github.com/nats-io/nats-server/v2")
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	fmt.Fprintf(b.cfg.Progress, "bench:   built in %.1fs\n", time.Since(began).Seconds())
+	return bins, repo, nil
+}
+
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := range len(s) {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
+
+// shape is the deployed shape running: three processes and this one's two
+// connections, admin (to watch every event and read logs back) and client
+// (to submit, as a user's program would).
+type shape struct {
+	b      *run
+	dir    string
+	repo   string
+	url    string
+	server *child
+	orch   *child
+	worker *child
+	// logs are the processes' outputs, by process name.
+	logs   map[string]string
+	admin  *nats.Conn
+	ajs    jetstream.JetStream
+	client *nats.Conn
+	cjs    jetstream.JetStream
+	// pprof is each process's profile endpoint, when profiles are taken.
+	pprof map[string]string
+	// monitor is the server's monitoring endpoint.
+	monitor string
+	storage string
+}
+
+// startShape starts a nats-server process with the repository's nats.conf
+// on a free port and a store of its own, provisions it with jetloop streams
+// apply as admin, then the orchestrator and the tool worker as their users.
+func (b *run) startShape(ctx context.Context, bins, repo, storage string) (_ *shape, err error) {
+	dir, err := os.MkdirTemp("", "jetloop-deployed-")
+	if err != nil {
+		return nil, err
+	}
+	sh := &shape{b: b, dir: dir, repo: repo, logs: map[string]string{}, pprof: map[string]string{}, storage: storage}
+	defer func() {
+		if err != nil {
+			err = sh.explain(err)
+			sh.stop()
+		}
+	}()
+	conf, err := sh.writeConfig()
+	if err != nil {
+		return nil, err
+	}
+	// The monitoring port answers /connz: what each connection sent.
+	args := []string{"-c", conf, "--ports_file_dir", dir, "-m", "-1"}
+	if b.cfg.ProfileDir != "" {
+		args = append(args, "--profile", "-1")
+	}
+	if sh.server, err = sh.start("nats-server", filepath.Join(bins, "nats-server"), args...); err != nil {
+		return nil, err
+	}
+	ports, err := sh.serverPorts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sh.url = ports.Nats[0]
+	if len(ports.Profile) > 0 {
+		sh.pprof["nats-server"] = ports.Profile[0]
+	}
+	if len(ports.Monitoring) > 0 {
+		sh.monitor = ports.Monitoring[0]
+	}
+	// Every stream, bucket and consumer of the contract, as an operator
+	// provisions them.
+	apply := exec.CommandContext(ctx, filepath.Join(bins, "jetloop"), append([]string{"streams"},
+		append(sh.as("admin"), "--jobs-storage", storage, "apply")...)...)
+	if out, err := apply.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("jetloop streams apply --jobs-storage %s: %v\n%s", storage, err, out)
+	}
+	if sh.admin, sh.ajs, err = sh.connect("admin", bus.InboxCLI); err != nil {
+		return nil, err
+	}
+	if sh.client, sh.cjs, err = sh.connect("client", bus.InboxCLI); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "AGENTS.md"), []byte(agentsFile), 0o644); err != nil {
+		return nil, err
+	}
+	root := filepath.Join(dir, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return nil, err
+	}
+	workerArgs := append(sh.as("toolworker"), "--root", root, "--concurrency", "64")
+	orchArgs := append(sh.as("orchestrator"), "--agents", filepath.Join(dir, "AGENTS.md"), "--allow-scripts")
+	if b.cfg.Metrics {
+		workerArgs = append(workerArgs, "--metrics-addr", "127.0.0.1:0")
+		orchArgs = append(orchArgs, "--metrics-addr", "127.0.0.1:0")
+	}
+	if b.cfg.ProfileDir != "" {
+		for _, p := range []struct {
+			name string
+			args *[]string
+		}{{"toolworker", &workerArgs}, {"orchestrator", &orchArgs}} {
+			addr, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			*p.args = append(*p.args, "--pprof-addr", addr)
+			sh.pprof[p.name] = "http://" + addr
+		}
+	}
+	if sh.worker, err = sh.start("toolworker", filepath.Join(bins, "toolworker"), workerArgs...); err != nil {
+		return nil, err
+	}
+	if sh.orch, err = sh.start("orchestrator", filepath.Join(bins, "orchestrator"), orchArgs...); err != nil {
+		return nil, err
+	}
+	if err := waitTool(ctx, sh.ajs, "echo"); err != nil {
+		return nil, err
+	}
+	if err := waitServing(ctx, sh.ajs); err != nil {
+		return nil, err
+	}
+	return sh, nil
+}
+
+// as is the connection flags of a role: the server's URL, the role's user
+// and its password file from deploy/dev (nats.conf's passwords are public).
+func (sh *shape) as(role string) []string {
+	return []string{"--nats", sh.url, "--user", role, "--password-file", filepath.Join(sh.repo, "deploy", "dev", role+".password")}
+}
+
+// connect opens a connection of this process as role.
+func (sh *shape) connect(role, inbox string) (*nats.Conn, jetstream.JetStream, error) {
+	auth := bus.Auth{User: role, PasswordFile: filepath.Join(sh.repo, "deploy", "dev", role+".password"), Inbox: inbox}
+	opts, err := auth.Options()
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := bus.Connect(sh.url, "jetloop bench "+role, func(err error) { sh.b.log.Warn("nats", "err", err) }, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// writeConfig writes the repository's nats.conf with a free port and a
+// store in the shape's directory, beside a copy of the permissions it
+// includes (an include is read relative to the file that includes it).
+func (sh *shape) writeConfig() (string, error) {
+	conf, err := os.ReadFile(filepath.Join(sh.repo, "nats.conf"))
+	if err != nil {
+		return "", err
+	}
+	perms, err := os.ReadFile(filepath.Join(sh.repo, "deploy", "permissions.conf"))
+	if err != nil {
+		return "", err
+	}
+	for _, r := range []struct {
+		re   *regexp.Regexp
+		with string
+	}{
+		{regexp.MustCompile(`(?m)^listen:.*$`), "listen: 127.0.0.1:-1"},
+		{regexp.MustCompile(`(?m)^(\s*)store_dir:.*$`), "${1}store_dir: " + strconv.Quote(filepath.Join(sh.dir, "store"))},
+	} {
+		if n := len(r.re.FindAllIndex(conf, -1)); n != 1 {
+			return "", fmt.Errorf("nats.conf: %d lines match %s, want 1", n, r.re)
+		}
+		conf = r.re.ReplaceAll(conf, []byte(r.with))
+	}
+	if err := os.MkdirAll(filepath.Join(sh.dir, "deploy"), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(sh.dir, "deploy", "permissions.conf"), perms, 0o644); err != nil {
+		return "", err
+	}
+	path := filepath.Join(sh.dir, "nats.conf")
+	return path, os.WriteFile(path, conf, 0o644)
+}
+
+// ports is what nats-server writes to its ports file.
+type ports struct {
+	Nats       []string `json:"nats"`
+	Monitoring []string `json:"monitoring"`
+	Profile    []string `json:"profile"`
+}
+
+// serverPorts waits for the server's ports file: the server listens once
+// it is written.
+func (sh *shape) serverPorts(ctx context.Context) (ports, error) {
+	path := filepath.Join(sh.dir, fmt.Sprintf("nats-server_%d.ports", sh.server.pid()))
+	var p ports
+	err := waitFor(ctx, 30*time.Second, "nats-server to listen", func() bool {
+		data, err := os.ReadFile(path)
+		return err == nil && json.Unmarshal(data, &p) == nil && len(p.Nats) > 0 || sh.server.exited()
+	})
+	if err == nil && sh.server.exited() {
+		err = errors.New("nats-server exited")
+	}
+	return p, err
+}
+
+// start starts a process whose output goes to a file in the shape's
+// directory (and to the run's ChildLog too when it has one).
+func (sh *shape) start(name, path string, args ...string) (*child, error) {
+	logPath := filepath.Join(sh.dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	sh.logs[name] = logPath
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	// An *os.File is handed to the process as it is: no pipe, no copying
+	// goroutine in this process to count in the driver's CPU.
+	cmd.Stdout, cmd.Stderr = f, f
+	if sh.b.cfg.ChildLog != io.Discard && sh.b.cfg.ChildLog != nil {
+		w := io.MultiWriter(f, sh.b.cfg.ChildLog)
+		cmd.Stdout, cmd.Stderr = w, w
+	}
+	c, err := startChild(name, cmd)
+	f.Close() // the process has its own descriptor (or the copying goroutine keeps f)
+	return c, err
+}
+
+// explain adds the end of each process's output to err.
+func (sh *shape) explain(err error) error {
+	var b strings.Builder
+	for _, name := range []string{"nats-server", "orchestrator", "toolworker"} {
+		path, ok := sh.logs[name]
+		if !ok {
+			continue
+		}
+		data, _ := os.ReadFile(path)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		fmt.Fprintf(&b, "\n--- %s (last lines):\n%s", name, strings.Join(lines[max(0, len(lines)-8):], "\n"))
+	}
+	return fmt.Errorf("%w%s", err, b.String())
+}
+
+// stop ends the processes gracefully, in the order an operator would: the
+// orchestrator, the tool worker, then the server.
+func (sh *shape) stop() {
+	for _, c := range []*child{sh.orch, sh.worker} {
+		if c != nil {
+			if err := c.stop(); err != nil {
+				sh.b.log.Warn("stop", "process", c.name, "err", err)
+			}
+		}
+	}
+	for _, nc := range []*nats.Conn{sh.admin, sh.client} {
+		if nc != nil {
+			nc.Close()
+		}
+	}
+	if sh.server != nil {
+		_ = sh.server.stop()
+	}
+	os.RemoveAll(sh.dir)
+}
+
+// publishFloor measures one publish and its ack to the server process, with
+// a message id and an expected last subject sequence as an event append
+// sends them, on a file stream of its own that it deletes afterwards.
+func (sh *shape) publishFloor(ctx context.Context, sz sizes, d *Deployed) error {
+	if sz.floorSamples == 0 {
+		return nil
+	}
+	const stream = "BENCH_FLOOR"
+	if _, err := sh.ajs.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"bench.floor.>"},
+		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute}); err != nil {
+		return err
+	}
+	defer func() { _ = sh.ajs.DeleteStream(context.WithoutCancel(ctx), stream) }()
+	var pubs []time.Duration
+	last := uint64(0)
+	for i := range sz.floorSamples + 50 {
+		began := time.Now()
+		ack, err := sh.ajs.Publish(ctx, "bench.floor.turn", []byte(`{"type":"step.started","seq":1}`),
+			jetstream.WithMsgID("p"+strconv.Itoa(i)), jetstream.WithExpectLastSequencePerSubject(last))
+		if err != nil {
+			return err
+		}
+		if i >= 50 {
+			pubs = append(pubs, time.Since(began))
+		}
+		last = ack.Sequence
+	}
+	d.PublishFloorP50Ms, d.PublishFloorP99Ms = ms(percentile(pubs, 0.5)), ms(percentile(pubs, 0.99))
+	return nil
+}
+
+// sequential runs turns of overheadSteps steps one at a time and takes each
+// tool step's time from the log: step.started to the next step.started.
+func (sh *shape) sequential(ctx context.Context, sz sizes, d *Deployed) error {
+	w, err := watch(sh.admin)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	const warmup = 2
+	var turns []string
+	var wire0 map[string]Wire
+	for i := range sz.overheadTurns + warmup {
+		if i == warmup {
+			if wire0, err = sh.wire(ctx); err != nil {
+				return err
+			}
+		}
+		turn := fmt.Sprintf("seq-%d", i)
+		if err := submit(ctx, sh.cjs, turn, script(turn, sz.overheadSteps, 0)); err != nil {
+			return err
+		}
+		if err := w.until(ctx, time.Minute, "turn "+turn, func() bool {
+			st := w.turns[turn]
+			return st != nil && st.finished
+		}); err != nil {
+			return err
+		}
+		if i >= warmup {
+			turns = append(turns, turn)
+		}
+	}
+	wire1, err := sh.wire(ctx)
+	if err != nil {
+		return err
+	}
+	// Per step of the measured turns, their submissions and ends included.
+	n := float64(len(turns) * sz.overheadSteps)
+	for _, name := range []string{"orchestrator", "toolworker", "driver"} {
+		a, b := wire0[name], wire1[name]
+		d.Wire = append(d.Wire, Wire{Process: name, SentMsgs: (b.SentMsgs - a.SentMsgs) / n, SentBytes: (b.SentBytes - a.SentBytes) / n,
+			ReceivedMsgs: (b.ReceivedMsgs - a.ReceivedMsgs) / n, ReceivedBytes: (b.ReceivedBytes - a.ReceivedBytes) / n})
+	}
+	store, err := bus.NewStore(ctx, sh.ajs)
+	if err != nil {
+		return err
+	}
+	var steps []time.Duration
+	for _, turn := range turns {
+		log, _, err := store.Read(ctx, turn)
+		if err != nil {
+			return err
+		}
+		if err := checkLog(log); err != nil {
+			return fmt.Errorf("turn %s: %w", turn, err)
+		}
+		starts := map[int]time.Time{}
+		for _, e := range log {
+			if e.Type == events.StepStarted {
+				starts[e.Step] = e.Time
+			}
+		}
+		for step := 1; step < sz.overheadSteps; step++ {
+			from, ok1 := starts[step]
+			to, ok2 := starts[step+1]
+			if !ok1 || !ok2 {
+				return fmt.Errorf("turn %s: step %d has no next step", turn, step)
+			}
+			steps = append(steps, to.Sub(from))
+		}
+	}
+	d.StepSamples = len(steps)
+	d.StepP50Ms, d.StepP99Ms = ms(percentile(steps, 0.5)), ms(percentile(steps, 0.99))
+	return nil
+}
+
+// wire returns what each process's connections sent and received so far,
+// by process: the orchestrator, the tool worker, and this process (driver).
+func (sh *shape) wire(ctx context.Context) (map[string]Wire, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, sh.monitor+"/connz?limit=1024", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var connz server.Connz
+	if err := json.NewDecoder(resp.Body).Decode(&connz); err != nil {
+		return nil, fmt.Errorf("connz: %w", err)
+	}
+	out := map[string]Wire{}
+	for _, c := range connz.Conns {
+		var name string
+		switch {
+		case c.Name == "jetloop orchestrator":
+			name = "orchestrator"
+		case c.Name == "jetloop toolworker":
+			name = "toolworker"
+		case strings.HasPrefix(c.Name, "jetloop bench "):
+			name = "driver"
+		default:
+			continue
+		}
+		// The server's in is what the client sent.
+		w := out[name]
+		w.Process = name
+		w.SentMsgs += float64(c.InMsgs)
+		w.SentBytes += float64(c.InBytes)
+		w.ReceivedMsgs += float64(c.OutMsgs)
+		w.ReceivedBytes += float64(c.OutBytes)
+		out[name] = w
+	}
+	return out, nil
+}
+
+// throughput runs N turns of K steps with C of them in flight at any time,
+// reading each process's CPU time from /proc before and after.
+func (sh *shape) throughput(ctx context.Context, sz sizes, c int) (DeployedThroughput, error) {
+	w, err := watch(sh.admin)
+	if err != nil {
+		return DeployedThroughput{}, err
+	}
+	defer w.stop()
+	slots := make(chan struct{}, c)
+	w.onFinish = func(string, seen) { <-slots }
+	procs := []*child{sh.server, sh.orch, sh.worker}
+	before := make([]time.Duration, len(procs))
+	for i, p := range procs {
+		if before[i], err = cpu(p.pid()); err != nil {
+			return DeployedThroughput{}, err
+		}
+	}
+	profiled := sh.profile(ctx, c, sz.profileFor)
+	self0 := selfCPU()
+	began := time.Now()
+	prefix := fmt.Sprintf("load%d-", c)
+	for i := range sz.throughputTurns {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return DeployedThroughput{}, ctx.Err()
+		}
+		turn := prefix + strconv.Itoa(i)
+		if err := submit(ctx, sh.cjs, turn, script(turn, sz.steps, 0)); err != nil {
+			return DeployedThroughput{}, err
+		}
+	}
+	werr := w.until(ctx, 5*time.Minute, "every turn to finish", func() bool { return w.finished >= sz.throughputTurns })
+	elapsed := time.Since(began)
+	self1 := selfCPU()
+	after := make([]time.Duration, len(procs))
+	for i, p := range procs {
+		if after[i], err = cpu(p.pid()); err != nil {
+			return DeployedThroughput{}, err
+		}
+	}
+	if err := profiled(); err != nil {
+		sh.b.log.Warn("profiles", "err", err)
+	}
+	t := DeployedThroughput{Turns: sz.throughputTurns, Concurrency: c, Seconds: elapsed.Seconds()}
+	for _, s := range w.snapshot() {
+		t.Steps += s.steps
+		if !s.finished || s.stop != events.StopCompleted {
+			t.Unfinished++
+		}
+	}
+	if werr != nil {
+		return t, fmt.Errorf("%w (%d of %d finished)", werr, w.finished, sz.throughputTurns)
+	}
+	per := func(d time.Duration) float64 { return d.Seconds() / float64(max(t.Steps, 1)) }
+	t.StepsPerS = float64(t.Steps) / elapsed.Seconds()
+	t.TurnsPerS = float64(sz.throughputTurns-t.Unfinished) / elapsed.Seconds()
+	t.CPUSPerStep = ProcessCPU{Server: per(after[0] - before[0]), Orchestrator: per(after[1] - before[1]),
+		Toolworker: per(after[2] - before[2]), Driver: per(self1 - self0)}
+	return t, nil
+}
+
+// profile takes a CPU profile of each process that serves one, for the
+// first d of a throughput run at concurrency c, into the run's ProfileDir;
+// the function it returns waits for them.
+func (sh *shape) profile(ctx context.Context, c int, d time.Duration) func() error {
+	if sh.b.cfg.ProfileDir == "" || len(sh.pprof) == 0 {
+		return func() error { return nil }
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	secs := max(1, int(d.Round(time.Second)/time.Second))
+	for name, base := range sh.pprof {
+		wg.Go(func() {
+			path := filepath.Join(sh.b.cfg.ProfileDir, fmt.Sprintf("deployed-%s-c%d-%s.cpu.pprof", sh.storage, c, name))
+			if err := fetch(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, secs), path); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				mu.Unlock()
+			}
+		})
+	}
+	return func() error {
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+}
+
+// fetch writes what url answers to path.
+func fetch(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, bytes.TrimSpace(data))
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// deployedTarget is one of issue 13's (and 12's) targets for the deployed
+// shape, judged on one jobs storage's figures.
+type deployedTarget struct {
+	what  string
+	judge func(d *Deployed) (met bool, got string, ok bool)
+}
+
+var deployedTargets = []deployedTarget{
+	{"sequential step p50 ≤ 1.5 ms", func(d *Deployed) (bool, string, bool) {
+		return d.StepP50Ms <= 1.5, fmt.Sprintf("%.3f ms", d.StepP50Ms), d.StepSamples > 0
+	}},
+	{"≥ 1,500 steps/s at 50 in flight", func(d *Deployed) (bool, string, bool) {
+		t, ok := d.at(50)
+		return t.StepsPerS >= 1500, fmt.Sprintf("%.0f steps/s", t.StepsPerS), ok
+	}},
+	{"≥ 2,000 steps/s at 200 in flight", func(d *Deployed) (bool, string, bool) {
+		t, ok := d.at(200)
+		return t.StepsPerS >= 2000, fmt.Sprintf("%.0f steps/s", t.StepsPerS), ok
+	}},
+	{"workflow cost per task p50 ≤ 2 ms", func(d *Deployed) (bool, string, bool) {
+		if d.Workflow == nil {
+			return false, "", false
+		}
+		return d.Workflow.GapP50Ms <= 2, fmt.Sprintf("%.3f ms", d.Workflow.GapP50Ms), true
+	}},
+}
+
+// deployedTable prints the deployed shape's figures beside the in-process
+// ones, then issue 13's targets and whether each holds.
+func (r *Result) deployedTable(w io.Writer) {
+	if !r.ran("deployed") || len(r.Deployed) == 0 {
+		fmt.Fprintf(w, "deployed shape: %s (jetloop bench --deployed)\n", notMeasured)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
+	head := []string{"deployed shape"}
+	rule := []string{"--------------"}
+	for _, d := range r.Deployed {
+		head = append(head, "jobs "+d.JobsStorage)
+		rule = append(rule, strings.Repeat("-", len("jobs "+d.JobsStorage)))
+	}
+	row(append(head, "in-process")...)
+	row(append(rule, "----------")...)
+	// each makes one cell per jobs storage.
+	each := func(label string, cell func(d *Deployed) string, inproc string) {
+		cells := []string{label}
+		for i := range r.Deployed {
+			cells = append(cells, cell(&r.Deployed[i]))
+		}
+		row(append(cells, inproc)...)
+	}
+	inproc := func(phase, format string, args ...any) string {
+		if !r.ran(phase) {
+			return notMeasured
+		}
+		return fmt.Sprintf(format, args...)
+	}
+	each("publish floor p50 / p99", func(d *Deployed) string {
+		return fmt.Sprintf("%.3f / %.3f ms", d.PublishFloorP50Ms, d.PublishFloorP99Ms)
+	}, inproc("floor", "%.3f / %.3f ms", r.PublishFloorP50Ms, r.PublishFloorP99Ms))
+	each("sequential step p50 / p99", func(d *Deployed) string {
+		return fmt.Sprintf("%.3f / %.3f ms", d.StepP50Ms, d.StepP99Ms)
+	}, inproc("overhead", "%.3f / %.3f ms", r.StepTotalP50Ms, r.StepTotalP99Ms))
+	for i, name := range []string{"orchestrator", "toolworker", "driver"} {
+		label := "  " + name
+		if i == 0 {
+			label = "  wire per step, sent / received: " + name
+		}
+		each(label, func(d *Deployed) string {
+			for _, w := range d.Wire {
+				if w.Process == name {
+					return fmt.Sprintf("%.1f msgs %.0f B / %.1f msgs %.0f B", w.SentMsgs, w.SentBytes, w.ReceivedMsgs, w.ReceivedBytes)
+				}
+			}
+			return notMeasured
+		}, "")
+	}
+	var concurrency []int
+	for _, t := range r.Deployed[0].Throughput {
+		concurrency = append(concurrency, t.Concurrency)
+	}
+	local := func(c int) (Throughput, bool) {
+		for _, t := range r.Throughput {
+			if t.Concurrency == c {
+				return t, true
+			}
+		}
+		return Throughput{}, false
+	}
+	for _, c := range concurrency {
+		t0, _ := r.Deployed[0].at(c)
+		lt, ok := local(c)
+		in := notMeasured
+		if ok {
+			in = fmt.Sprintf("%.0f steps/s", lt.StepsPerS)
+		}
+		each(fmt.Sprintf("steps/s, %d×%d turns at %d", t0.Turns, t0.Steps/max(t0.Turns, 1), c), func(d *Deployed) string {
+			t, _ := d.at(c)
+			return fmt.Sprintf("%.0f steps/s", t.StepsPerS)
+		}, in)
+	}
+	// CPU per step, one cell per storage: "at 50 / at 200".
+	cpuCell := func(d *Deployed, of func(ProcessCPU) float64) string {
+		var parts []string
+		for _, t := range d.Throughput {
+			parts = append(parts, fmt.Sprintf("%.3f", of(t.CPUSPerStep)*1000))
+		}
+		return strings.Join(parts, " / ") + " ms"
+	}
+	localCPU := func(of func(Throughput) float64) string {
+		var parts []string
+		for _, c := range concurrency {
+			t, ok := local(c)
+			if !ok {
+				return notMeasured
+			}
+			parts = append(parts, fmt.Sprintf("%.3f", of(t)*1000))
+		}
+		return strings.Join(parts, " / ") + " ms"
+	}
+	at := make([]string, len(concurrency))
+	for i, c := range concurrency {
+		at[i] = strconv.Itoa(c)
+	}
+	each(fmt.Sprintf("CPU per step at %s: nats-server", strings.Join(at, " / ")),
+		func(d *Deployed) string { return cpuCell(d, func(p ProcessCPU) float64 { return p.Server }) },
+		"server+worker+driver "+localCPU(func(t Throughput) float64 { return t.OtherCPUSPerStep }))
+	each("  orchestrator", func(d *Deployed) string { return cpuCell(d, func(p ProcessCPU) float64 { return p.Orchestrator }) },
+		localCPU(func(t Throughput) float64 { return t.CPUSPerStep }))
+	each("  toolworker", func(d *Deployed) string { return cpuCell(d, func(p ProcessCPU) float64 { return p.Toolworker }) }, "")
+	each("  driver (this process)", func(d *Deployed) string { return cpuCell(d, func(p ProcessCPU) float64 { return p.Driver }) }, "")
+	each("  all processes", func(d *Deployed) string {
+		return cpuCell(d, func(p ProcessCPU) float64 { return p.Server + p.Orchestrator + p.Toolworker + p.Driver })
+	}, localCPU(func(t Throughput) float64 { return t.CPUSPerStep + t.OtherCPUSPerStep }))
+	wf := func(cell func(c *WorkflowCost) string) func(d *Deployed) string {
+		return func(d *Deployed) string {
+			if d.Workflow == nil {
+				return notMeasured
+			}
+			return cell(d.Workflow)
+		}
+	}
+	wfLocal := func(cell func(c *WorkflowCost) string) string {
+		if !r.ran("workflow") || r.Workflow == nil {
+			return notMeasured
+		}
+		return cell(r.Workflow)
+	}
+	gap := func(c *WorkflowCost) string { return fmt.Sprintf("%.3f / %.3f ms", c.GapP50Ms, c.GapP99Ms) }
+	ends := func(c *WorkflowCost) string { return fmt.Sprintf("%.3f / %.3f ms", c.FirstGapsP50Ms, c.LastGapsP50Ms) }
+	mean := func(c *WorkflowCost) string { return fmt.Sprintf("%.3f ms", c.OverheadMs) }
+	tasks := 0
+	if d := r.Deployed[0].Workflow; d != nil {
+		tasks = d.Tasks
+	}
+	each(fmt.Sprintf("workflow of %d tasks, per task p50 / p99", tasks), wf(gap), wfLocal(gap))
+	each("  first 10 / last 10 tasks, p50", wf(ends), wfLocal(ends))
+	parts := func(c *WorkflowCost) string {
+		return fmt.Sprintf("%.3f + %.3f + %.3f ms", c.EndP50Ms, c.GateP50Ms, c.StartP50Ms)
+	}
+	each("  end + gate + start, p50", wf(parts), wfLocal(parts))
+	each("  mean beyond the turns", wf(mean), wfLocal(mean))
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head = []string{"deployed target"}
+	for _, d := range r.Deployed {
+		head = append(head, "jobs "+d.JobsStorage)
+	}
+	row(head...)
+	for _, t := range deployedTargets {
+		cells := []string{t.what}
+		for i := range r.Deployed {
+			met, got, ok := t.judge(&r.Deployed[i])
+			switch {
+			case !ok:
+				cells = append(cells, notMeasured)
+			case met:
+				cells = append(cells, "yes, "+got)
+			default:
+				cells = append(cells, "no, "+got)
+			}
+		}
+		row(cells...)
+	}
+	_ = tw.Flush()
+}
