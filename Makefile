@@ -50,6 +50,7 @@ demo-workflow:
 bench:
 	$(GO) run ./cmd/jetloop bench --deployed
 	$(GO) test -run '^$$' -bench BenchmarkToolScaling -benchtime 640x ./internal/proctest/
+	$(GO) test -run '^$$' -bench BenchmarkStartupAfterHistory -benchtime 1x ./internal/orchestrator/
 
 # A standalone server with the production configuration; the version is pinned
 # by go.mod's tool directive, so nothing is downloaded by hand.

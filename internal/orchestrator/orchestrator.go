@@ -304,6 +304,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	}
 	g.Go(func() error { return o.serve(gctx, inbox, parts, first, live) })
 	g.Go(func() error { return o.retryStranded(gctx, strandedInterval) })
+	g.Go(func() error { return o.watchRestarts(gctx) })
 	o.ready.Store(true)
 	defer o.ready.Store(false)
 	o.log.Info("serving", "name", o.name, "agents", o.agents.Names(), "shards", o.shards, "model_runners", o.runners,
@@ -569,4 +570,77 @@ func defaultName() string {
 		host = "orchestrator"
 	}
 	return host[:min(len(host), 40)] + "-" + strconv.Itoa(here.PID)
+}
+
+// watchRestarts re-publishes, after each reconnection to the server, the
+// jobs that the unfinished turns of this process's partitions wait on, when
+// the jobs stream is kept in memory: a server restart loses its jobs, which
+// the logs still call for. A job's id makes a copy the server still has
+// nothing. (A call a worker finished just before the restart, whose result
+// is not in the log yet, may run again: memory jobs trade that for speed.)
+func (o *Orchestrator) watchRestarts(ctx context.Context) error {
+	seen := o.nc.Stats().Reconnects
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		n := o.nc.Stats().Reconnects
+		if n == seen || !o.nc.IsConnected() {
+			continue
+		}
+		seen = n
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		if err := o.rederive(rctx); err != nil {
+			o.log.Warn("cannot re-publish the jobs of unfinished turns after a reconnection", "err", err)
+		}
+		cancel()
+	}
+}
+
+func (o *Orchestrator) rederive(ctx context.Context) error {
+	s, err := o.js.Stream(ctx, events.StreamJobs)
+	if err != nil {
+		return err
+	}
+	if s.CachedInfo().Config.Storage != jetstream.MemoryStorage {
+		return nil
+	}
+	jobs := 0
+	for _, p := range o.Partitions() {
+		keys, err := o.live.ListKeysFiltered(ctx, strconv.Itoa(p)+".>")
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for k := range keys.Keys() {
+			ids = append(ids, k[strings.IndexByte(k, '.')+1:])
+		}
+		_ = keys.Stop()
+		for _, id := range ids {
+			st, _, err := o.store.Load(ctx, id)
+			if errors.Is(err, bus.ErrIsWorkflow) {
+				continue // a workflow's jobs go to the inbox, on file
+			}
+			if err != nil {
+				return err
+			}
+			if !st.Exists() || st.Done() {
+				continue
+			}
+			for _, j := range fsm.Jobs(st) {
+				if err := o.publishJob(ctx, j); err != nil {
+					return err
+				}
+				jobs++
+			}
+		}
+	}
+	if jobs > 0 {
+		o.log.Info("re-published the jobs of unfinished turns after a reconnection (jobs are kept in memory)", "jobs", jobs)
+	}
+	return nil
 }
