@@ -186,7 +186,7 @@ func (e *env) result(turn string) events.ToolResult {
 		if err != nil {
 			return false
 		}
-		msg, err = s.GetLastMsgForSubject(context.Background(), events.ResultSubject(turn))
+		msg, err = s.GetLastMsgForSubject(context.Background(), bus.Stored(events.ResultSubject(turn)))
 		return err == nil
 	})
 	if id := msg.Header.Get(jetstream.MsgIDHeader); !strings.HasPrefix(id, "result:") {
@@ -200,7 +200,7 @@ func (e *env) result(turn string) events.ToolResult {
 func (e *env) noResult(turn string) bool {
 	s, err := e.js.Stream(context.Background(), events.StreamInbox)
 	must(e.t, err)
-	_, err = s.GetLastMsgForSubject(context.Background(), events.ResultSubject(turn))
+	_, err = s.GetLastMsgForSubject(context.Background(), bus.Stored(events.ResultSubject(turn)))
 	return errors.Is(err, jetstream.ErrMsgNotFound)
 }
 

@@ -76,3 +76,14 @@ func mix(x uint64) uint64 {
 	x *= 0x94d049bb133111eb
 	return x ^ x>>31
 }
+
+// Stored is an inbox subject as the inbox stores it: a turn's or
+// workflow's input under its id's partition, a submission as it is.
+func Stored(subject string) string {
+	rest, ok := strings.CutPrefix(subject, "jetloop.inbox.")
+	tokens := strings.Split(rest, ".")
+	if !ok || len(tokens) != 2 {
+		return subject
+	}
+	return subject + "." + strconv.Itoa(Partition(tokens[1]))
+}

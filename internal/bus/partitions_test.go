@@ -46,6 +46,9 @@ func TestPartitionIsTheServers(t *testing.T) {
 		if want := fmt.Sprintf("%s.%d", sent, p); m.Subject != want {
 			t.Fatalf("stored as %s, want %s", m.Subject, want)
 		}
+		if got := bus.Stored(sent); got != m.Subject {
+			t.Fatalf("Stored(%s) = %s, stored as %s", sent, got, m.Subject)
+		}
 		if got := bus.Unpartitioned(m.Subject); got != sent {
 			t.Fatalf("Unpartitioned(%s) = %s", m.Subject, got)
 		}

@@ -100,7 +100,7 @@ func (e *env) result(turn string) events.ToolResult {
 		if err != nil {
 			return false
 		}
-		msg, err = s.GetLastMsgForSubject(context.Background(), events.ResultSubject(turn))
+		msg, err = s.GetLastMsgForSubject(context.Background(), bus.Stored(events.ResultSubject(turn)))
 		return err == nil
 	})
 	var r events.ToolResult

@@ -15,7 +15,7 @@ import {
 } from "@nats-io/jetstream";
 import { names } from "./wire.js";
 
-/** How long a tool's entry outlives its worker's last heartbeat (runtime.ToolsTTL). */
+/** How long a tool's entry outlives its worker's last heartbeat (bus.ToolsTTL). */
 export const TOOLS_TTL_MS = 15_000;
 
 const nanos = (ms: number) => ms * 1_000_000;
@@ -42,7 +42,13 @@ export function streamConfigs(): StreamConfig[] {
       ...unlimited,
       name: names.inbox,
       description: "jetloop: inputs of the orchestrators (submits, controls, results)",
-      subjects: ["jetloop.inbox.>"],
+      // Every input naming a turn is stored under its partition (16), as
+      // the orchestrators pull them; a five-token subject is not stored.
+      subjects: ["jetloop.inbox.*", "jetloop.inbox.*.*", "jetloop.inbox.*.*.*.>"],
+      subject_transform: {
+        src: "jetloop.inbox.*.*",
+        dest: "jetloop.inbox.{{wildcard(1)}}.{{wildcard(2)}}.{{partition(16,2)}}",
+      },
       retention: RetentionPolicy.Workqueue,
       duplicate_window: nanos(10 * 60_000),
       // The contract's table (jetloop streams apply): bounded, discard new;
