@@ -128,6 +128,21 @@ func (w *workload) history(call string) string {
 	return strings.Join(w.calls[call], "; ")
 }
 
+// results is how many runs of a call the test saw answered: results of
+// different attempts or workers (a worker publishing one result again, after
+// a publish it could not confirm, is one run).
+func (w *workload) results(call string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	runs := map[string]bool{}
+	for _, e := range w.calls[call] {
+		if _, what, _ := strings.Cut(e, " "); strings.HasPrefix(what, "result of attempt") {
+			runs[what] = true
+		}
+	}
+	return len(runs)
+}
+
 func (w *workload) turn(i int) string { return fmt.Sprintf("%s-%03d", w.prefix, i) }
 
 // tool is the tool turn i calls.
@@ -261,8 +276,14 @@ func (w *workload) check(excused func(first time.Time) bool, calls map[string]ma
 		lines[sc.Text()]++
 	}
 	for i := range w.n {
-		if w.tool(i) == "shell" && lines[w.turn(i)] != 1 {
-			t.Errorf("%s's shell call ran %d times (seen: %s)", w.turn(i), lines[w.turn(i)], w.history(callOf[w.turn(i)]))
+		turn := w.turn(i)
+		switch {
+		case w.tool(i) == "shell" && lines[turn] != 1:
+			t.Errorf("%s's shell call ran %d times (seen: %s)", turn, lines[turn], w.history(callOf[turn]))
+		case w.tool(i) != "shell" && w.results(callOf[turn]) > 1:
+			// Without an effect to count, a second result is the trace
+			// of a second run (the workers' count below says how many).
+			t.Errorf("%s's %s call ran again (seen: %s)", turn, w.tool(i), w.history(callOf[turn]))
 		}
 	}
 	for _, tool := range workloadTools {
