@@ -115,10 +115,10 @@ func TestParseBytes(t *testing.T) {
 }
 
 // TestStreamsApplyReplicas3 provisions a 3-node cluster with `streams apply
-// --replicas 3`: every stream, bucket, the object store and the
-// consumers it sets up are R3 with a leader and two current followers, and `streams
-// check --replicas 3` finds no difference (while a check against the
-// single-server table names the replicas).
+// --replicas 3`: every stream, bucket and the object store, and whatever
+// consumers apply sets up, are R3 with a leader and two current followers;
+// `streams check --replicas 3` finds no difference, while a check against
+// the single-server table names the replicas.
 func TestStreamsApplyReplicas3(t *testing.T) {
 	c := natstest.StartCluster(t, 3)
 	_, js := c.Connect(t)

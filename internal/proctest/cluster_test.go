@@ -73,9 +73,13 @@ func (d *deployment) worker(name string) *process {
 // call), and no model call was made twice but for the retries the logs show
 // and the calls the killed orchestrator may have had under way.
 //
-// It fails now and then today: a model runner whose answer cannot be
-// published while the node goes away (5 s) hands the job back and makes the
-// call again, instead of publishing the answer it has again.
+// It fails most runs today, on what it is meant to find: a model runner
+// whose answer cannot be published while the node goes away (5 s) makes the
+// call again instead of publishing the answer it has again; a tool worker's
+// acknowledgement lost with the node runs the call again; and a worker's
+// result that waits in an orchestrator behind inputs stuck on 5 s timeouts
+// is applied after the call's deadline, which the log then records as "no
+// worker answered".
 //
 // It takes about a minute; -short skips it.
 func TestClusterSurvivesNodeAndOrchestratorLoss(t *testing.T) {
@@ -106,20 +110,20 @@ func TestClusterSurvivesNodeAndOrchestratorLoss(t *testing.T) {
 	w.waitDone(n / 15)
 	orchs[1].kill9(t)
 	killed := time.Now()
-	t.Logf("orchestrator killed after %d turns finished", w.done())
+	t.Logf("orchestrator killed at %s after %d turns finished", killed.Format("15:04:05.000"), w.done())
 
 	w.submit(n/3, 2*n/3)
 	w.waitDone(2 * n / 5)
 	victim := eventsLeader(t, c)
 	victim.Kill()
 	down := w.done()
-	t.Logf("node %s (leader of %s) killed after %d turns finished", victim.Name, events.StreamEvents, down)
+	t.Logf("node %s (leader of %s) killed at %s after %d turns finished", victim.Name, events.StreamEvents, time.Now().Format("15:04:05.000"), down)
 	// The last third is submitted while the node is away, so turns run
 	// before and after it comes back.
 	w.submit(2*n/3, n)
 	w.waitDone(down + n/10)
 	victim.Restart(t)
-	t.Logf("node %s restarted after %d turns finished", victim.Name, w.done())
+	t.Logf("node %s restarted at %s after %d turns finished", victim.Name, time.Now().Format("15:04:05.000"), w.done())
 	w.waitDone(n)
 	t.Logf("%d turns in %s", n, time.Since(phase).Round(time.Millisecond))
 

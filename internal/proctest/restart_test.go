@@ -74,11 +74,11 @@ func serverRestart(t *testing.T, jobsStorage string) {
 	w.waitDone(n / 4)
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	t.Logf("server stopped after %d turns finished", w.done())
+	t.Logf("server stopped at %s after %d turns finished", time.Now().Format("15:04:05.000"), w.done())
 	natstest.StartIn(t, dir, port)
 	// Registered after the restart, so it runs before that server stops.
 	t.Cleanup(func() { natstest.CheckLogs(t, js) })
-	t.Logf("server restarted after %d turns finished", w.done())
+	t.Logf("server restarted at %s after %d turns finished", time.Now().Format("15:04:05.000"), w.done())
 	w.waitDone(n)
 	t.Logf("%d turns in %s", n, time.Since(phase).Round(time.Millisecond))
 

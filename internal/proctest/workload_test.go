@@ -266,6 +266,7 @@ func (w *workload) check(excused func(first time.Time) bool, calls map[string]ma
 	}
 	w.mu.Unlock()
 	w.checkNoDeadLetters()
+	w.checkDrained(events.StreamInbox, events.StreamJobs)
 	lines := map[string]int{}
 	f, err := os.Open(filepath.Join(w.dir, callsFile))
 	if err != nil {
@@ -390,5 +391,34 @@ func (w *workload) checkNoDeadLetters() {
 			continue
 		}
 		w.t.Errorf("dead letter on %s: %s\n%s", m.Subject, m.Header.Get(events.HeaderError), m.Data)
+	}
+}
+
+// checkDrained fails the test for every message left in the work-queue
+// streams once a short while has passed: an input or a job that nobody ever
+// acknowledged.
+func (w *workload) checkDrained(streams ...string) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, name := range streams {
+		s, err := w.js.Stream(ctx, name)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		var left map[string]uint64
+		for ctx.Err() == nil {
+			info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+			if err == nil && info.State.Msgs == 0 {
+				break
+			}
+			if err == nil {
+				left = info.State.Subjects
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if ctx.Err() != nil {
+			w.t.Errorf("%s still holds messages nobody acknowledged: %v", name, left)
+		}
 	}
 }
