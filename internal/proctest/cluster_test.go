@@ -75,8 +75,10 @@ func (d *deployment) worker(name string) *process {
 //
 // It fails most runs today, on what it is meant to find: a model runner
 // whose answer cannot be published while the node goes away (5 s) makes the
-// call again instead of publishing the answer it has again; a tool worker's
-// acknowledgement lost with the node runs the call again; and a worker's
+// call again instead of publishing the answer it has again; a model job or
+// a tool job whose acknowledgement is lost with the node comes again and its
+// call is made again (a model call when its answer is not applied yet); and
+// a worker's
 // result that waits in an orchestrator behind inputs stuck on 5 s timeouts
 // is applied after the call's deadline, which the log then records as "no
 // worker answered".

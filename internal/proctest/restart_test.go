@@ -20,7 +20,9 @@ import (
 // It fails now and then today: a tool worker acknowledges a job without
 // waiting for the server's confirmation, an acknowledgement in flight when
 // the server stops is lost, and the job is delivered and run again after
-// its ack wait (a shell call leaves two lines).
+// its ack wait (a shell call leaves two lines); and a model runner whose
+// answer cannot be published within 5 s hands the job back and makes the
+// call again.
 func TestServerRestart(t *testing.T) {
 	serverRestart(t, "file")
 }
