@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/nats-io/nats.go/jetstream"
@@ -111,4 +112,91 @@ func TestParseBytes(t *testing.T) {
 			t.Errorf("parseBytes(%q) = %d, want an error", in, got)
 		}
 	}
+}
+
+// TestStreamsApplyReplicas3 provisions a 3-node cluster with `streams apply
+// --replicas 3`: every stream, bucket and the object store, and whatever
+// consumers apply sets up, are R3 with a leader and two current followers;
+// `streams check --replicas 3` finds no difference, while a check against
+// the single-server table names the replicas.
+func TestStreamsApplyReplicas3(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	_, js := c.Connect(t)
+	jl := func(args ...string) (string, int) {
+		t.Helper()
+		var out bytes.Buffer
+		code := Main(context.Background(), append([]string{"streams", "--nats", c.URLs}, args...), &out, &out)
+		return out.String(), code
+	}
+	out, code := jl("--replicas", "3", "apply")
+	if code != 0 {
+		t.Fatalf("apply --replicas 3: exit %d:\n%s", code, out)
+	}
+	if out, code := jl("--replicas", "3", "check"); code != 0 {
+		t.Fatalf("check --replicas 3 after apply: exit %d:\n%s", code, out)
+	}
+	if out, code := jl("--replicas", "3", "apply"); code != 0 || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("a second apply --replicas 3: exit %d, want nothing to do:\n%s", code, out)
+	}
+	if out, code := jl("check"); code != 1 || !strings.Contains(out, "stream JETLOOP_EVENTS: replicas is 3, want 1") ||
+		!strings.Contains(out, "bucket JETLOOP_TOOLS: replicas is 3, want 1") {
+		t.Fatalf("check against one replica: exit %d, want 1 naming the replicas:\n%s", code, out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := []string{events.StreamInbox, events.StreamJobs, events.StreamEvents, events.StreamDead,
+		"OBJ_" + bus.BucketBlobs}
+	for _, b := range bus.DefaultProvision(1 << 20).Buckets() {
+		names = append(names, "KV_"+b.Bucket)
+	}
+	for _, name := range names {
+		var info *jetstream.StreamInfo
+		natstest.WaitFor(t, name+" to have three current replicas", func() bool {
+			s, err := js.Stream(ctx, name)
+			if err != nil {
+				t.Fatalf("stream %s: %v", name, err)
+			}
+			info = s.CachedInfo()
+			return replicated(info.Cluster)
+		})
+		if info.Config.Replicas != 3 {
+			t.Errorf("%s has %d replicas", name, info.Config.Replicas)
+		}
+	}
+	// Whatever consumers apply set up, by whatever names, are R3 too.
+	consumers := 0
+	for _, stream := range names {
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for info := range s.ListConsumers(ctx).Info() {
+			consumers++
+			natstest.WaitFor(t, "consumer "+info.Name+" to have three current replicas", func() bool {
+				cons, err := s.Consumer(ctx, info.Name)
+				if err != nil {
+					t.Fatalf("consumer %s of %s: %v", info.Name, stream, err)
+				}
+				return replicated(cons.CachedInfo().Cluster)
+			})
+		}
+	}
+	if consumers == 0 {
+		t.Error("apply set up no consumer")
+	}
+}
+
+// replicated reports whether a stream or consumer has a leader and two
+// current followers.
+func replicated(c *jetstream.ClusterInfo) bool {
+	if c == nil || c.Leader == "" || len(c.Replicas) != 2 {
+		return false
+	}
+	for _, r := range c.Replicas {
+		if !r.Current || r.Offline {
+			return false
+		}
+	}
+	return true
 }
