@@ -113,6 +113,9 @@ type Worker struct {
 	log     *slog.Logger
 	opts    Options
 	cancels *bus.Cancels
+	// jobsStream is JETLOOP_JOBS as found at start.
+	jobsStream jetstream.StreamConfig
+	calls      *ranCalls
 
 	obs observer
 
@@ -157,7 +160,7 @@ func New(nc *nats.Conn, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &Worker{nc: nc, js: js, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), tools: map[string]tool{},
+	return &Worker{nc: nc, js: js, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), calls: newRanCalls(), tools: map[string]tool{},
 		ready: make(chan struct{})}, nil
 }
 
@@ -303,16 +306,16 @@ func (w *Worker) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	jobs, err := w.js.Stream(setup, events.StreamJobs)
+	if err != nil {
+		return fmt.Errorf("worker: stream %s: %w", events.StreamJobs, err)
+	}
+	// What the worker makes again if the server loses it: jobs kept in
+	// memory on one server do not survive its restart, stream and all.
+	w.jobsStream = jobs.CachedInfo().Config
 	consumers := map[string]jetstream.Consumer{}
 	for name := range w.tools {
-		c, err := w.js.CreateOrUpdateConsumer(setup, events.StreamJobs, jetstream.ConsumerConfig{
-			Durable:       events.ToolConsumer(name),
-			FilterSubject: events.ToolSubject(name),
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       w.opts.AckWait,
-			MaxDeliver:    w.opts.MaxDeliver,
-			MaxAckPending: 10_000,
-		})
+		c, err := w.js.CreateOrUpdateConsumer(setup, events.StreamJobs, w.consumerConfig(name))
 		if err != nil {
 			return fmt.Errorf("worker: consumer %s: %w", events.ToolConsumer(name), err)
 		}
@@ -366,7 +369,25 @@ func (w *Worker) specs() []events.ToolSpec {
 // pull is one slot of a tool: it asks for a job only when it can run it at
 // once, so no job waits in a buffer while its ack timer runs.
 func (w *Worker) pull(ctx context.Context, tool string, c jetstream.Consumer) {
-	bus.PullEach(ctx, c, w.log.With("tool", tool), func(msg jetstream.Msg) { w.handle(ctx, tool, msg) })
+	repair := func(ctx context.Context) (jetstream.Consumer, error) {
+		if err := bus.EnsureStream(ctx, w.js, w.jobsStream); err != nil {
+			return nil, err
+		}
+		return w.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, w.consumerConfig(tool))
+	}
+	bus.PullRepairing(ctx, c, w.log.With("tool", tool), repair, func(msg jetstream.Msg) { w.handle(ctx, tool, msg) })
+}
+
+// consumerConfig is the durable consumer every worker of a tool shares.
+func (w *Worker) consumerConfig(tool string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       events.ToolConsumer(tool),
+		FilterSubject: events.ToolSubject(tool),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       w.opts.AckWait,
+		MaxDeliver:    w.opts.MaxDeliver,
+		MaxAckPending: 10_000,
+	}
 }
 
 // handle runs one job and answers it. Every path ends in exactly one of: a
@@ -398,6 +419,23 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 		return
 	}
 	log := w.log.With("turn", job.TurnID, "call", job.CallID, "tool", tool, "attempt", attempt)
+	// A job for a call this worker ran or runs (its acknowledgement was
+	// lost, or the jobs were re-derived after a server restart) is answered
+	// with that call's result, not run a second time.
+	if r, ok := w.calls.result(stop, job.CallID); ok {
+		log.Info("a job for a call this worker ran: its result is sent again")
+		if err := w.answer(msg, r, log); err != nil {
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+		actx, cancel := context.WithTimeout(context.Background(), w.opts.AckWait)
+		defer cancel()
+		_ = bus.AckSure(actx, msg)
+		return
+	}
+	done := w.calls.begin(job.CallID)
+	var kept *events.ToolResult
+	defer func() { done(kept) }()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -453,13 +491,20 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	r := events.ToolResult{TurnID: job.TurnID, CallID: job.CallID, Tool: tool, Output: output.Cap(res.Output),
 		IsError: res.IsError, Final: res.Final, DurationMs: duration.Milliseconds(), Worker: w.opts.Name, Attempt: attempt}
 	run.end(callOutcome(err, r.IsError, job.Deadline), duration)
+	kept = &r
 	if err := w.answer(msg, r, log); err != nil {
 		log.Warn("cannot publish a result; the job will be redelivered", "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	if err := msg.Ack(); err != nil {
-		log.Debug("ack failed; a redelivery's result is deduplicated", "err", err)
+	// Confirmed, and heartbeated until it is: a lost ack would run the
+	// call again after the ack wait.
+	actx, cancel := context.WithTimeout(context.Background(), w.opts.AckWait)
+	defer cancel()
+	keep := bus.Heartbeat(actx, msg, w.opts.AckWait/3)
+	defer keep()
+	if err := bus.AckSure(actx, msg); err != nil {
+		log.Warn("ack not confirmed; a redelivery's result is deduplicated, but the call may run again", "err", err)
 	}
 }
 

@@ -503,3 +503,35 @@ func TestResultsOfBinaryOutputFitInAMessage(t *testing.T) {
 		t.Errorf("result of %d bytes, attempt %d, ending %q", len(r.Output), r.Attempt, r.Output[max(len(r.Output)-80, 0):])
 	}
 }
+
+// counted is a tool that counts its runs.
+type counted struct{ runs atomic.Int32 }
+
+func (c *counted) Spec() events.ToolSpec {
+	return events.ToolSpec{Name: "counted", Description: "Counts."}
+}
+
+func (c *counted) Call(context.Context, json.RawMessage) (tools.Result, error) {
+	n := c.runs.Add(1)
+	return tools.Result{Output: fmt.Sprint(n)}, nil
+}
+
+// TestJobOfACallRunOnceIsAnsweredAgain: a job delivered again for a call
+// this worker already ran (its acknowledgement was lost, or the jobs were
+// derived again after a server restart) gets the first run's result; the
+// call does not run twice.
+func TestJobOfACallRunOnceIsAnsweredAgain(t *testing.T) {
+	e := newEnv(t)
+	c := &counted{}
+	e.worker([]tools.Tool{c}, worker.Options{Name: "w1"})
+	e.job(job("once", "counted", `{}`))
+	if r := e.result("once"); r.Output != "1" {
+		t.Fatalf("first result %+v", r)
+	}
+	e.waitFor("the first job acknowledged", func() bool { return e.pending() == 0 })
+	e.job(job("once", "counted", `{}`)) // the same call id, published anew
+	e.waitFor("the second job acknowledged", func() bool { return e.pending() == 0 })
+	if n := c.runs.Load(); n != 1 {
+		t.Fatalf("the call ran %d times", n)
+	}
+}

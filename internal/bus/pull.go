@@ -2,9 +2,12 @@ package bus
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -12,25 +15,71 @@ import (
 // ends. Asking for a message only when free to handle it keeps every message
 // out of client buffers, where its ack timer would run while it waits.
 func PullEach(ctx context.Context, cons jetstream.Consumer, log *slog.Logger, handle func(jetstream.Msg)) {
+	PullRepairing(ctx, cons, log, nil, handle)
+}
+
+// Repair makes a consumer again, with its stream, after the server lost
+// them: a stream kept in memory on a single server does not survive its
+// restart.
+type Repair func(ctx context.Context) (jetstream.Consumer, error)
+
+// PullRepairing is PullEach that calls repair when the consumer or its
+// stream is gone.
+func PullRepairing(ctx context.Context, cons jetstream.Consumer, log *slog.Logger, repair Repair, handle func(jetstream.Msg)) {
 	for ctx.Err() == nil {
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
-		if err != nil {
-			cancel()
-			if ctx.Err() == nil {
-				log.Warn("fetch failed", "err", err)
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
+		if err == nil {
+			for msg := range batch.Messages() {
+				handle(msg)
 			}
-			continue
-		}
-		for msg := range batch.Messages() {
-			handle(msg)
+			err = batch.Error()
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+				err = nil // no message within the wait
+			}
 		}
 		cancel()
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		if repair != nil && Gone(err) {
+			if c, rerr := repair(ctx); rerr == nil {
+				log.Info("made the consumer again: the server had lost it", "consumer", c.CachedInfo().Name)
+				cons = c
+				continue
+			} else {
+				log.Warn("cannot make the consumer again", "err", rerr)
+			}
+		} else {
+			log.Warn("fetch failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
+}
+
+// Gone reports whether err says a consumer or its stream does not exist.
+func Gone(err error) bool {
+	// A pull from a consumer that does not exist is not answered at all.
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, nats.ErrNoResponders) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeConsumerNotFound || apiErr.ErrorCode == jetstream.JSErrCodeStreamNotFound)
+}
+
+// EnsureStream makes a stream with cfg when it does not exist.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	if _, err := js.Stream(ctx, cfg.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("bus: make stream %s again: %w", cfg.Name, err)
+	}
+	return nil
 }
 
 // Heartbeat tells JetStream that a long call is alive, so its job is not
@@ -50,4 +99,27 @@ func Heartbeat(ctx context.Context, msg jetstream.Msg, every time.Duration) (sto
 		}
 	}()
 	return cancel
+}
+
+// AckSure acknowledges msg and waits for the server to confirm it, trying
+// again until it does or ctx ends. A plain ack sent while a server restarts
+// or a node fails over is lost without a word, and the job comes back after
+// its ack wait to run a second time: a model called twice, a shell command
+// run twice.
+func AckSure(ctx context.Context, msg jetstream.Msg) error {
+	pause := 100 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := msg.DoubleAck(actx)
+		cancel()
+		if err == nil || errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
 }

@@ -93,7 +93,8 @@ func (r *modelRunners) run(ctx context.Context) error {
 }
 
 func (r *modelRunners) loop(ctx context.Context) {
-	bus.PullEach(ctx, r.cons, r.o.log.With("consumer", bus.ModelConsumer), func(msg jetstream.Msg) { r.handle(ctx, msg) })
+	bus.PullRepairing(ctx, r.cons, r.o.log.With("consumer", bus.ModelConsumer), r.o.repairJobs,
+		func(msg jetstream.Msg) { r.handle(ctx, msg) })
 }
 
 // handle runs one model job. A stop of the process gives the call drainGrace
@@ -192,16 +193,32 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	pctx, pcancel := context.WithTimeout(context.Background(), defaultIOTimeout)
-	defer pcancel()
-	if _, err := o.js.Publish(pctx, events.ModelResultSubject(ref.TurnID), data, jetstream.WithMsgID(id)); err != nil {
-		log().Warn("cannot publish a model result; the call runs again", "err", err)
-		_ = msg.NakWithDelay(time.Second)
-		return
+	// The answer is published until it is stored (its id makes a copy
+	// nothing), the job heartbeated meanwhile: handing the job back would
+	// call the model again for an answer this process holds. Only a stop
+	// of the process bounds the tries, by its drain grace.
+	pause := 250 * time.Millisecond
+	for try := 1; ; try++ {
+		pctx, pcancel := context.WithTimeout(context.Background(), defaultIOTimeout)
+		_, err := o.js.Publish(pctx, events.ModelResultSubject(ref.TurnID), data, jetstream.WithMsgID(id))
+		pcancel()
+		if err == nil {
+			break
+		}
+		if stop.Err() != nil && time.Since(began) > o.drainGrace {
+			log().Warn("cannot publish a model result before stopping; the call runs again elsewhere", "err", err)
+			_ = msg.Nak()
+			return
+		}
+		log().Warn("cannot publish a model result; trying again", "err", err, "try", try)
+		time.Sleep(pause)
+		pause = min(2*pause, 2*time.Second)
 	}
 	o.calls.drop(id)
-	if err := msg.Ack(); err != nil {
-		log().Debug("ack of a model job failed; its result is deduplicated", "err", err)
+	actx, acancel := context.WithTimeout(context.Background(), o.ackWait)
+	defer acancel()
+	if err := bus.AckSure(actx, msg); err != nil {
+		log().Warn("ack of a model job not confirmed; the call may run again (its answer is deduplicated)", "err", err)
 	}
 }
 

@@ -64,6 +64,9 @@ type Orchestrator struct {
 	// live is KV JETLOOP_LIVE, the index of unfinished turns and workflows
 	// by partition: what a new owner of a partition re-arms.
 	live jetstream.KeyValue
+	// jobsStream is JETLOOP_JOBS as found at start: made again as it was
+	// if the server loses it.
+	jobsStream jetstream.StreamConfig
 
 	// name is this orchestrator's key in KV JETLOOP_ORCHESTRATORS; members
 	// are the live ones, and owns the partitions this one pulls from.
@@ -245,6 +248,11 @@ func (o *Orchestrator) run(ctx context.Context) error {
 			return fmt.Errorf("orchestrator: inbox consumer of partition %d: %w", p, err)
 		}
 	}
+	jobs, err := o.js.Stream(setup, events.StreamJobs)
+	if err != nil {
+		return fmt.Errorf("orchestrator: stream %s: %w", events.StreamJobs, err)
+	}
+	o.jobsStream = jobs.CachedInfo().Config
 	kv, err := o.js.KeyValue(setup, bus.BucketOrchestrators)
 	if err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketOrchestrators, err)
@@ -602,12 +610,11 @@ func (o *Orchestrator) watchRestarts(ctx context.Context) error {
 }
 
 func (o *Orchestrator) rederive(ctx context.Context) error {
-	s, err := o.js.Stream(ctx, events.StreamJobs)
-	if err != nil {
-		return err
-	}
-	if s.CachedInfo().Config.Storage != jetstream.MemoryStorage {
+	if o.jobsStream.Storage != jetstream.MemoryStorage {
 		return nil
+	}
+	if _, err := o.repairJobs(ctx); err != nil {
+		return err
 	}
 	jobs := 0
 	for _, p := range o.Partitions() {
@@ -643,4 +650,14 @@ func (o *Orchestrator) rederive(ctx context.Context) error {
 		o.log.Info("re-published the jobs of unfinished turns after a reconnection (jobs are kept in memory)", "jobs", jobs)
 	}
 	return nil
+}
+
+// repairJobs makes the jobs stream (as this process found it at start) and
+// the model runners' consumer again if the server lost them: a stream kept
+// in memory on one server does not survive its restart, stream and all.
+func (o *Orchestrator) repairJobs(ctx context.Context) (jetstream.Consumer, error) {
+	if err := bus.EnsureStream(ctx, o.js, o.jobsStream); err != nil {
+		return nil, err
+	}
+	return o.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, bus.ModelConsumerConfig(o.ackWait))
 }

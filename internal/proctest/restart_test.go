@@ -17,12 +17,11 @@ import (
 // the retries the logs show, no dead letter; both processes then stop
 // gracefully.
 //
-// It fails now and then today: a tool worker acknowledges a job without
-// waiting for the server's confirmation, an acknowledgement in flight when
-// the server stops is lost, and the job is delivered and run again after
-// its ack wait (a shell call leaves two lines); and a model runner whose
-// answer cannot be published within 5 s hands the job back and makes the
-// call again.
+// It caught two ways a call ran twice, both fixed: acknowledgements sent
+// while the server stopped were lost (jobs are now acknowledged with the
+// server's confirmation, bus.AckSure), and a model runner that could not
+// publish its answer called the model again (it now publishes the answer
+// it holds until it is stored).
 func TestServerRestart(t *testing.T) {
 	serverRestart(t, "file")
 }
@@ -31,14 +30,11 @@ func TestServerRestart(t *testing.T) {
 // memory (`streams apply --jobs-storage memory`): the restart loses every
 // job, and the orchestrator must derive those of the unfinished turns from
 // their logs again.
-//
-// Not built yet: on a single server a memory stream does not survive a
-// restart at all (the server forgets JETLOOP_JOBS itself, its consumers
-// with it, not only the jobs), and nothing recreates it or derives the lost
-// jobs from the logs: every publish of a job times out, and the turns
-// that were waiting on one never finish.
+// On a single server a memory stream does not survive a restart at all
+// (the server forgets JETLOOP_JOBS itself, its consumers with it): the
+// processes make them again as they found them, and the orchestrator
+// re-publishes the jobs its unfinished turns wait on.
 func TestServerRestartMemoryJobs(t *testing.T) {
-	t.Skip("jobs re-derivation after a server restart: not built yet")
 	serverRestart(t, "memory")
 }
 
