@@ -240,7 +240,10 @@ func (w *workload) check(excused func(first time.Time) bool, calls map[string]ma
 			callOf[turn] = requested[0].CallID
 		}
 		done := of[events.ToolCompletedData](t, log, events.ToolCompleted)
-		if len(done) != 1 || done[0].IsError || done[0].Name != tool || done[0].Attempts != 1 ||
+		// Attempts counts deliveries: one lost in flight while a node
+		// fails over is delivered again without the call running twice,
+		// which the workers' own counts below would show.
+		if len(done) != 1 || done[0].IsError || done[0].Name != tool ||
 			(tool == "echo" && done[0].Output != turn) || (tool == "sleep" && done[0].Output != "slept") {
 			t.Errorf("%s: tool.completed %+v (seen: %s)", turn, done, w.history(callOf[turn]))
 		}
