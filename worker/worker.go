@@ -115,7 +115,7 @@ type Worker struct {
 	cancels *bus.Cancels
 	// jobsStream is JETLOOP_JOBS as found at start.
 	jobsStream jetstream.StreamConfig
-	calls      *ranCalls
+	calls      *bus.Ran[events.ToolResult]
 
 	obs observer
 
@@ -160,7 +160,7 @@ func New(nc *nats.Conn, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &Worker{nc: nc, js: js, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), calls: newRanCalls(), tools: map[string]tool{},
+	return &Worker{nc: nc, js: js, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), calls: bus.NewRan[events.ToolResult](), tools: map[string]tool{},
 		ready: make(chan struct{})}, nil
 }
 
@@ -422,18 +422,18 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	// A job for a call this worker ran or runs (its acknowledgement was
 	// lost, or the jobs were re-derived after a server restart) is answered
 	// with that call's result, not run a second time.
-	if r, ok := w.calls.result(stop, job.CallID); ok {
+	if r, ok := w.calls.Result(stop, job.CallID); ok {
 		log.Info("a job for a call this worker ran: its result is sent again")
 		if err := w.answer(msg, r, log); err != nil {
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
-		actx, cancel := context.WithTimeout(context.Background(), w.opts.AckWait)
-		defer cancel()
+		actx, acancel := context.WithTimeout(context.Background(), w.opts.AckWait)
+		defer acancel()
 		_ = bus.AckSure(actx, msg)
 		return
 	}
-	done := w.calls.begin(job.CallID)
+	done := w.calls.Begin(job.CallID)
 	var kept *events.ToolResult
 	defer func() { done(kept) }()
 
@@ -499,8 +499,8 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	}
 	// Confirmed, and heartbeated until it is: a lost ack would run the
 	// call again after the ack wait.
-	actx, cancel := context.WithTimeout(context.Background(), w.opts.AckWait)
-	defer cancel()
+	actx, acancel := context.WithTimeout(context.Background(), w.opts.AckWait)
+	defer acancel()
 	keep := bus.Heartbeat(actx, msg, w.opts.AckWait/3)
 	defer keep()
 	if err := bus.AckSure(actx, msg); err != nil {

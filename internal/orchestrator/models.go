@@ -24,6 +24,7 @@ import (
 type modelRunners struct {
 	o    *Orchestrator
 	cons jetstream.Consumer
+	ran  *bus.Ran[[]byte] // the encoded answers of the calls made here
 	// A turn's calls carry its whole script; decoding it for each call cost
 	// more than a scripted call. Scripts are kept decoded by their bytes,
 	// so a kept one is the one the call carries.
@@ -76,7 +77,7 @@ func newModelRunners(ctx context.Context, o *Orchestrator, alone bool) (*modelRu
 			return nil, err
 		}
 	}
-	return &modelRunners{o: o, cons: cons}, nil
+	return &modelRunners{o: o, cons: cons, ran: bus.NewRan[[]byte]()}, nil
 }
 
 func (r *modelRunners) run(ctx context.Context) error {
@@ -125,6 +126,25 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		return o.log.With("turn", ref.TurnID, "step", ref.Step, "kind", ref.Kind, "attempt", attempt)
 	}
 	id := modelJobID(ref)
+	// A job for a call this process made (or makes): its acknowledgement
+	// was lost, or the jobs were derived again after a server restart.
+	// The answer it got is sent again; the model is not called twice.
+	if data, ok := r.ran.Result(stop, id); ok {
+		pctx, pcancel := context.WithTimeout(context.Background(), defaultIOTimeout)
+		_, err := o.js.Publish(pctx, events.ModelResultSubject(ref.TurnID), data, jetstream.WithMsgID(id))
+		pcancel()
+		if err != nil {
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+		actx, acancel := context.WithTimeout(context.Background(), o.ackWait)
+		defer acancel()
+		_ = bus.AckSure(actx, msg)
+		return
+	}
+	done := r.ran.Begin(id)
+	var kept *[]byte
+	defer func() { done(kept) }()
 	job, err := r.resolve(ref, id)
 	switch {
 	case errors.Is(err, errStaleCall):
@@ -193,6 +213,7 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
+	kept = &data
 	// The answer is published until it is stored (its id makes a copy
 	// nothing), the job heartbeated meanwhile: handing the job back would
 	// call the model again for an answer this process holds. Only a stop

@@ -339,7 +339,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 		}()
 	}
 	var pumps sync.WaitGroup
-	failed := make(chan error, bus.Partitions+1)
+	failed := make(chan error, 1)
 	pump := func(c jetstream.Consumer, buffer int) (jetstream.MessagesContext, error) {
 		it, err := c.Messages(jetstream.PullMaxMessages(buffer))
 		if err != nil {
@@ -352,7 +352,10 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 				msg, err := it.Next()
 				if err != nil {
 					if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-						failed <- fmt.Errorf("orchestrator: consume %s: %w", c.CachedInfo().Name, err)
+						select {
+						case failed <- fmt.Errorf("orchestrator: consume %s: %w", c.CachedInfo().Name, err):
+						default: // one failure stops serving; the others add nothing
+						}
 					}
 					return
 				}

@@ -123,6 +123,18 @@ func TestWorkflowStops(t *testing.T) {
 		t.Errorf("the task's turn: %s", f.StopReason)
 	}
 
+	// The workflow's wall clock ends it at once, and the running task's
+	// turn with it.
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "slow", Agent: "Reader", Limits: &events.WorkflowLimits{TimeoutMs: 300},
+		Tasks: []events.Task{{Input: json.RawMessage(`"ask"`), Model: "script",
+			Script: json.RawMessage(`{"responses":[{"tool_calls":[{"name":"ask_user","arguments":{"question":"?"}}]},{"text":"ok"}]}`)}}})
+	if _, f := h.workflowFinished("slow"); f.StopReason != events.StopTimeout || len(f.Tasks) != 1 {
+		t.Errorf("timeout: %+v", f)
+	}
+	if _, f := h.finished("slow-1"); f.StopReason != events.StopAborted {
+		t.Errorf("the timed-out workflow's task: %s", f.StopReason)
+	}
+
 	// Approval between tasks pauses, durably, until a person answers.
 	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "gated", Agent: "General",
 		Tasks: []events.Task{echoTask("a"), echoTask("b")}, Policy: &events.Policy{ApproveBetween: true}})
@@ -143,6 +155,7 @@ func TestBadWorkflowsAreRejected(t *testing.T) {
 		{"empty", `{"workflow_id":"empty","tasks":[]}`, "tasks"},
 		{"stranger", `{"workflow_id":"stranger","tasks":[{"input":"x","agent":"Nobody"}]}`, "Nobody"},
 		{"taken", `{"workflow_id":"taken","agent":"General","tasks":[{"input":"x"}]}`, "turn"},
+		{"toomany", `{"workflow_id":"toomany","agent":"General","tasks":[` + strings.Repeat(`{"input":"x"},`, events.MaxTasksCeiling) + `{"input":"x"}]}`, "maxItems"},
 	} {
 		h.publish(events.SubjectWorkflow, []byte(tt.body), "wf-"+tt.id)
 		h.waitFor("dead letter of "+tt.id, func() bool {
