@@ -17,7 +17,7 @@ import (
 func TestClusterKeepsAnR3StreamAcrossANodeLoss(t *testing.T) {
 	c := StartCluster(t, 3)
 	_, js := c.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3})
 	if err != nil {
@@ -32,7 +32,11 @@ func TestClusterKeepsAnR3StreamAcrossANodeLoss(t *testing.T) {
 			// A publish may meet the loss of the node it went through:
 			// retried, it is deduplicated by its id.
 			WaitFor(t, fmt.Sprintf("message %d stored", i), func() bool {
-				_, err := js.Publish(ctx, "t.a", fmt.Appendf(nil, "%d", i), jetstream.WithMsgID(fmt.Sprint(i)))
+				// Each try has its own deadline: one that waits on a lost
+				// node must not use up the next tries' time.
+				pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+				defer pcancel()
+				_, err := js.Publish(pctx, "t.a", fmt.Appendf(nil, "%d", i), jetstream.WithMsgID(fmt.Sprint(i)))
 				return err == nil
 			})
 		}

@@ -388,6 +388,11 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 			return err
 		}
 	}
+	// A take-over that failed (the server away, a node failing over) is
+	// tried again each second, not only at the next change of members.
+	retry := time.NewTicker(time.Second)
+	defer retry.Stop()
+	failedFrom := map[int][]string{} // the live set before a failed take-over
 	for {
 		select {
 		case <-ctx.Done():
@@ -397,6 +402,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 			stop()
 			return err
 		case <-o.members.changed:
+		case <-retry.C:
 		}
 		now := o.members.names()
 		mine := o.members.owned(now)
@@ -412,13 +418,19 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 			if pulling[p] != nil {
 				continue
 			}
+			before, again := failedFrom[p]
+			if !again {
+				before = live
+			}
 			gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			_, _, err := o.gain(gctx, p, live, now, parts[p])
+			_, _, err := o.gain(gctx, p, before, now, parts[p])
 			cancel()
 			if err != nil {
-				o.log.Error("cannot take a partition over; trying again at the next change", "partition", p, "err", err)
+				o.log.Error("cannot take a partition over; trying again", "partition", p, "err", err)
+				failedFrom[p] = before
 				continue
 			}
+			delete(failedFrom, p)
 			if pulling[p], err = pump(parts[p], 64); err != nil {
 				stop()
 				return err
