@@ -98,7 +98,7 @@ func TestDeadListShowRetry(t *testing.T) {
 	if !strings.Contains(out, "jetloop watch bad1") {
 		t.Fatalf("retry printed %q", out)
 	}
-	e.waitFor("the fixed turn to start", func() bool { l := e.log("bad1"); return len(l) > 0 && l[0].Type == events.TurnStarted })
+	e.waitFor("the fixed turn to start", func() bool { l := e.tryLog("bad1"); return len(l) > 0 && l[0].Type == events.TurnStarted })
 	fin := e.finished("bad1")
 	if fin.StopReason != events.StopCompleted || fin.Output != "hello" {
 		t.Fatalf("the fixed turn finished %+v", fin)

@@ -225,6 +225,19 @@ func (e *env) log(turn string) []events.Envelope {
 	return log
 }
 
+// tryLog reads a turn's log as it is now, nil when it cannot be read: a
+// rejected turn's log is replaced by its valid submission's, and a read in
+// between may fail.
+func (e *env) tryLog(turn string) []events.Envelope {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	log, _, err := e.store.Read(ctx, turn)
+	if err != nil {
+		return nil
+	}
+	return log
+}
+
 func (e *env) last(turn string) (events.Envelope, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
