@@ -186,8 +186,8 @@ func (n *Node) Restart(t testing.TB) {
 // every running node follows it.
 func (c *Cluster) WaitLeader(t testing.TB) {
 	t.Helper()
-	WaitFor(t, "the cluster to have a JetStream meta leader", func() bool {
-		leader, running := false, 0
+	WaitFor(t, "the cluster to have a JetStream meta leader that sees every running node", func() bool {
+		online, running := -1, 0
 		for _, n := range c.Nodes {
 			s := n.Server()
 			if s == nil {
@@ -197,9 +197,13 @@ func (c *Cluster) WaitLeader(t testing.TB) {
 			if !s.JetStreamIsCurrent() {
 				return false
 			}
-			leader = leader || s.JetStreamIsLeader()
+			if s.JetStreamIsLeader() {
+				// Placing an R3 stream needs every peer online with its
+				// stats received, which comes a little after the election.
+				online = len(s.JetStreamClusterPeers())
+			}
 		}
-		return leader && running > 0
+		return running > 0 && online == running
 	})
 }
 

@@ -64,10 +64,11 @@ func newMembers(kv jetstream.KeyValue, log *slog.Logger, name string) *members {
 	return &members{kv: kv, log: log, name: name, nonce: uuid.NewString(), live: map[string]bool{}, changed: make(chan struct{}, 1)}
 }
 
-// join writes this orchestrator's key and reads the live set as it stands.
-// A key under this name left by a process that died is taken over: it is
-// this process's predecessor, not another orchestrator.
-// The watch lasts as long as life.
+// join writes this orchestrator's key and reads the live set as it stands;
+// the watch it begins lasts as long as life. A key under this name left by
+// a process that died is taken over: it is this process's predecessor, not
+// another orchestrator. So is one of a process of this machine that no
+// longer runs.
 func (m *members) join(ctx, life context.Context) (jetstream.KeyWatcher, error) {
 	if err := m.beat(ctx); err != nil {
 		// A full store, say: the others do not see this one until a
