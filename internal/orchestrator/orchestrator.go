@@ -422,8 +422,9 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 			if !again {
 				before = live
 			}
-			gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			_, _, err := o.gain(gctx, p, before, now, parts[p])
+			// Short: the others' take-overs wait behind this one.
+			gctx, cancel := context.WithTimeout(ctx, defaultIOTimeout)
+			err := o.takeOver(gctx, p, before, now, parts[p])
 			cancel()
 			if err != nil {
 				o.log.Error("cannot take a partition over; trying again", "partition", p, "err", err)
@@ -436,6 +437,14 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 				return err
 			}
 			o.log.Info("took a partition over", "partition", p)
+			// Its deadlines are armed while its inputs are already served.
+			go func() {
+				rctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				if _, _, err := o.rearm(rctx, p); err != nil && ctx.Err() == nil {
+					o.log.Error("cannot re-arm the deadlines of a partition taken over", "partition", p, "err", err)
+				}
+			}()
 		}
 		live = now
 	}
@@ -458,14 +467,22 @@ func (o *Orchestrator) Partitions() []int {
 // timers of p's unfinished turns and workflows are armed from the index. It
 // returns how many turns it re-armed, and how many of those are paused.
 func (o *Orchestrator) gain(ctx context.Context, p int, before, now []string, c jetstream.Consumer) (turns, paused int, err error) {
+	if err := o.takeOver(ctx, p, before, now, c); err != nil {
+		return 0, 0, err
+	}
+	return o.rearm(ctx, p)
+}
+
+// takeOver is gain but for the re-arming.
+func (o *Orchestrator) takeOver(ctx context.Context, p int, before, now []string, c jetstream.Consumer) error {
 	if prev := bus.Owner(p, before); prev == "" || !slices.Contains(now, prev) {
 		if err := o.reclaim(ctx, events.StreamInbox, c); err != nil {
-			return 0, 0, err
+			return err
 		}
 	}
 	o.gens[p].Add(1)
 	o.owns[p].Store(true)
-	return o.rearm(ctx, p)
+	return nil
 }
 
 func (o *Orchestrator) shardOf(msg jetstream.Msg, n int) int {
