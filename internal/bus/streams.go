@@ -285,7 +285,7 @@ func Apply(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, 
 		old, err := js.Stream(ctx, cfg.Name)
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
-			if _, err := js.CreateStream(ctx, cfg); err != nil {
+			if err := create(ctx, js, cfg); err != nil {
 				return done, fmt.Errorf("bus: create stream %s: %w", cfg.Name, err)
 			}
 			done = append(done, "created stream "+cfg.Name)
@@ -338,6 +338,27 @@ func Apply(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, 
 		done = append(done, fmt.Sprintf("set consumer %s of %s", cfg.Durable, stream))
 	}
 	return done, nil
+}
+
+// create makes a stream, each try with a deadline of its own: on a cluster
+// a request made while the meta leader changes is never answered, and one
+// try must not use up the whole command's time. A try that was answered
+// too late for its caller may have made the stream: the next one finds it.
+func create(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := js.CreateStream(tctx, cfg)
+		cancel()
+		switch {
+		case err == nil, errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
+			return nil
+		case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded):
+			return err
+		}
+		if _, err := js.Stream(ctx, cfg.Name); err == nil {
+			return nil
+		}
+	}
 }
 
 // Check compares what the server has with p and returns every difference,
