@@ -533,18 +533,9 @@ func (sh *shape) sequential(ctx context.Context, sz sizes, d *Deployed) error {
 	}
 	var steps []time.Duration
 	for _, turn := range turns {
-		log, _, err := store.Read(ctx, turn)
+		starts, err := stepStarts(ctx, store, turn)
 		if err != nil {
 			return err
-		}
-		if err := checkLog(log); err != nil {
-			return fmt.Errorf("turn %s: %w", turn, err)
-		}
-		starts := map[int]time.Time{}
-		for _, e := range log {
-			if e.Type == events.StepStarted {
-				starts[e.Step] = e.Time
-			}
 		}
 		for step := 1; step < sz.overheadSteps; step++ {
 			from, ok1 := starts[step]

@@ -187,18 +187,9 @@ func (b *run) overhead(ctx context.Context, sz sizes) error {
 	}
 	var over, total []time.Duration
 	for _, turn := range turns {
-		log, _, err := store.Read(ctx, turn)
+		starts, err := stepStarts(ctx, store, turn)
 		if err != nil {
 			return err
-		}
-		if err := checkLog(log); err != nil {
-			return fmt.Errorf("turn %s: %w", turn, err)
-		}
-		starts := map[int]time.Time{}
-		for _, e := range log {
-			if e.Type == events.StepStarted {
-				starts[e.Step] = e.Time
-			}
 		}
 		for step := 1; step < sz.overheadSteps; step++ {
 			from, ok1 := starts[step]
@@ -235,4 +226,23 @@ func checkLog(log []events.Envelope) error {
 		return fmt.Errorf("turn %s did not complete", st.TurnID)
 	}
 	return nil
+}
+
+// stepStarts reads a turn's log, checks it, and returns when each of its
+// steps started, by step.
+func stepStarts(ctx context.Context, store *bus.Store, turn string) (map[int]time.Time, error) {
+	log, _, err := store.Read(ctx, turn)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLog(log); err != nil {
+		return nil, fmt.Errorf("turn %s: %w", turn, err)
+	}
+	starts := map[int]time.Time{}
+	for _, e := range log {
+		if e.Type == events.StepStarted {
+			starts[e.Step] = e.Time
+		}
+	}
+	return starts, nil
 }

@@ -550,23 +550,33 @@ func (o *Orchestrator) markDone(ctx context.Context, id string) {
 	}
 }
 
-// rearm arms the timers of partition p's unfinished turns and workflows,
-// read from the index (not from every subject of the log, which grows with
-// all history), and caches nothing: a turn is folded again when its next
-// input comes.
-func (o *Orchestrator) rearm(ctx context.Context, p int) (n, paused int, err error) {
+// liveIDs are the unfinished turns and workflows of partition p, from the
+// index.
+func (o *Orchestrator) liveIDs(ctx context.Context, p int) ([]string, error) {
 	keys, err := o.live.ListKeysFiltered(ctx, strconv.Itoa(p)+".>")
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
 	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return 0, 0, nil
-		}
-		return 0, 0, fmt.Errorf("orchestrator: the unfinished turns of partition %d: %w", p, err)
+		return nil, fmt.Errorf("orchestrator: the unfinished turns of partition %d: %w", p, err)
 	}
 	var ids []string
 	for k := range keys.Keys() {
 		ids = append(ids, k[strings.IndexByte(k, '.')+1:])
 	}
 	_ = keys.Stop() // stopped already when its channel closed
+	return ids, nil
+}
+
+// rearm arms the timers of partition p's unfinished turns and workflows,
+// read from the index (not from every subject of the log, which grows with
+// all history), and caches nothing: a turn is folded again when its next
+// input comes.
+func (o *Orchestrator) rearm(ctx context.Context, p int) (n, paused int, err error) {
+	ids, err := o.liveIDs(ctx, p)
+	if err != nil {
+		return 0, 0, err
+	}
 	for _, id := range ids {
 		last, _, ok, err := o.store.Last(ctx, id)
 		if err != nil {
@@ -650,15 +660,10 @@ func (o *Orchestrator) rederive(ctx context.Context) error {
 	}
 	jobs := 0
 	for _, p := range o.Partitions() {
-		keys, err := o.live.ListKeysFiltered(ctx, strconv.Itoa(p)+".>")
+		ids, err := o.liveIDs(ctx, p)
 		if err != nil {
 			return err
 		}
-		var ids []string
-		for k := range keys.Keys() {
-			ids = append(ids, k[strings.IndexByte(k, '.')+1:])
-		}
-		_ = keys.Stop()
 		for _, id := range ids {
 			st, _, err := o.store.Load(ctx, id)
 			if errors.Is(err, bus.ErrIsWorkflow) {
