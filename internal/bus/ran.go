@@ -51,9 +51,26 @@ func (c *Ran[T]) Result(stop context.Context, id string) (T, bool) {
 // and the result sent, if any.
 func (c *Ran[T]) Begin(id string) func(*T) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.begin(id)
+}
+
+// TryBegin is Begin unless the call runs here already or ran here and its
+// result is remembered: then it returns false and records nothing.
+func (c *Ran[T]) TryBegin(id string) (func(*T), bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ran := c.results[id]
+	if ran || c.running[id] != nil {
+		return nil, false
+	}
+	return c.begin(id), true
+}
+
+// begin records a call as running; c.mu is held.
+func (c *Ran[T]) begin(id string) func(*T) {
 	ch := make(chan struct{})
 	c.running[id] = ch
-	c.mu.Unlock()
 	return func(r *T) {
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -21,11 +21,14 @@ const threeSteps = `{"responses": [
 	{"text": "counted to three"}]}`
 
 // TestCrashAtEveryStage stops an orchestrator abruptly after it appended the
-// events of its nth input, and after it published that input's jobs, each
-// time before acknowledging the input; a fresh orchestrator finishes the turn
-// with a valid log and no tool call run twice.
+// first event of its nth input's decision, after it appended them all, and
+// after it published that input's jobs, each time before acknowledging the
+// input; a fresh orchestrator finishes the turn with a valid log and no tool
+// call run twice. (Half the inputs are model answers the orchestrator's own
+// runner hands its shard: nothing brings those again but the fresh
+// orchestrator's look at the turns it found orphaned.)
 func TestCrashAtEveryStage(t *testing.T) {
-	for _, stage := range []string{orchestrator.StageAppended, orchestrator.StagePublished} {
+	for _, stage := range []string{orchestrator.StagePartial, orchestrator.StageAppended, orchestrator.StagePublished} {
 		for n := 1; n <= 8; n++ {
 			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
 				h := newHarness(t)

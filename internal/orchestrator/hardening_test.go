@@ -307,7 +307,8 @@ func TestFullJobsStreamEndsTheTurn(t *testing.T) {
 		}
 	}
 	h.start()
-	h.submit(script("full", "General", `{"responses":[{"text":"hi"}]}`))
+	// A model call of a turn owned here needs no job; its tool call does.
+	h.submit(script("full", "General", `{"responses":[{"tool_calls":[{"name":"echo","arguments":{"text":"x"}}]},{"text":"hi"}]}`))
 	_, fin := h.finished("full")
 	if fin.StopReason != events.StopError || !strings.Contains(fin.Error, "maximum bytes exceeded") {
 		t.Fatalf("finished %s %q, want error saying the stream is full", fin.StopReason, fin.Error)

@@ -18,13 +18,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// modelRunners run model jobs: each runner pulls one job only when it is free,
-// so no job waits in a buffer while its ack timer runs, and a provider's
-// rate limit becomes a delayed redelivery instead of a sleeping goroutine.
+// modelRunners make model calls: those of the turns this process owns as
+// their shards decide them (local), and model jobs, pulled one at a time
+// per runner, so no job waits in a buffer while its ack timer runs. A
+// provider's rate limit becomes a delayed job instead of a sleeping
+// goroutine.
 type modelRunners struct {
 	o    *Orchestrator
 	cons jetstream.Consumer
 	ran  *bus.Ran[[]byte] // the encoded answers of the calls made here
+	// slots bound the calls made at once, pulled or local.
+	slots chan struct{}
+	// stop is the process's serving context: calls made here get its
+	// drain grace when it ends.
+	stop context.Context
 	// A turn's calls carry its whole script; decoding it for each call cost
 	// more than a scripted call. Scripts are kept decoded by their bytes,
 	// so a kept one is the one the call carries.
@@ -77,7 +84,7 @@ func newModelRunners(ctx context.Context, o *Orchestrator, alone bool) (*modelRu
 			return nil, err
 		}
 	}
-	return &modelRunners{o: o, cons: cons, ran: bus.NewRan[[]byte]()}, nil
+	return &modelRunners{o: o, cons: cons, ran: bus.NewRan[[]byte](), slots: make(chan struct{}, o.runners)}, nil
 }
 
 func (r *modelRunners) run(ctx context.Context) error {
@@ -120,15 +127,11 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(wait)
 		return
 	}
-	// Built only when something is logged: a logger With attributes is a
-	// copy of the handler, and most calls log nothing.
-	log := func() *slog.Logger {
-		return o.log.With("turn", ref.TurnID, "step", ref.Step, "kind", ref.Kind, "attempt", attempt)
-	}
 	id := modelJobID(ref)
 	// A job for a call this process made (or makes): its acknowledgement
-	// was lost, or the jobs were derived again after a server restart.
-	// The answer it got is sent again; the model is not called twice.
+	// was lost, the jobs were derived again after a server restart, or the
+	// call runs here without a job. The answer it got is sent again; the
+	// model is not called twice.
 	if data, ok := r.ran.Result(stop, id); ok {
 		pctx, pcancel := context.WithTimeout(context.Background(), defaultIOTimeout)
 		_, err := o.js.Publish(pctx, events.ModelResultSubject(ref.TurnID), data, jetstream.WithMsgID(id))
@@ -154,48 +157,159 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	case err != nil:
-		log().Warn("cannot read the turn of a model call; it comes again", "err", err)
+		o.log.Warn("cannot read the turn of a model call; it comes again", "turn", ref.TurnID, "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
+	// The job is heartbeated until its answer is stored, waiting for a
+	// free runner included.
+	hb, hbStop := context.WithCancel(context.Background())
+	defer hbStop()
+	defer bus.Heartbeat(hb, msg, o.ackWait/3)()
+	select {
+	case r.slots <- struct{}{}:
+	case <-stop.Done():
+		_ = msg.Nak()
+		return
+	}
+	began := time.Now()
+	v, res, data, delay := r.attempt(stop, job, attempt)
+	<-r.slots
+	switch v {
+	case handedBack:
+		_ = msg.Nak()
+		return
+	case aborted:
+		o.calls.drop(id)
+		_ = msg.Ack()
+		return
+	case retryLater:
+		r.retry(msg, ref, attempt+1, delay)
+		return
+	case unencodable:
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	kept = &data
+	if !r.publishAnswer(stop, res, id, data, began) {
+		_ = msg.Nak()
+		return
+	}
+	o.calls.drop(id)
+	actx, acancel := context.WithTimeout(context.Background(), o.ackWait)
+	defer acancel()
+	if err := bus.AckSure(actx, msg); err != nil {
+		o.log.Warn("ack of a model job not confirmed; the call may run again (its answer is deduplicated)", "turn", ref.TurnID, "err", err)
+	}
+}
 
+// local runs a model call of a turn whose partition this process owns
+// right here, without a job: the job's publish, its delivery, the
+// answer's publish and its delivery were four of a step's hops. The
+// answer goes straight to the turn's shard, or through the inbox when the
+// shard cannot take it. It reports false when no runner is free: the
+// caller publishes the job instead, for whichever runner frees first.
+//
+// What a crash loses here, the log still calls for: the next owner of the
+// turn's partition publishes the call's job when it finds the owner before
+// it dead (rearm).
+func (r *modelRunners) local(job *events.ModelJob, id string) bool {
+	select {
+	case r.slots <- struct{}{}:
+	default:
+		return false
+	}
+	done, ok := r.ran.TryBegin(id)
+	if !ok {
+		<-r.slots // runs here already, or ran and its answer was sent
+		return true
+	}
+	r.o.calls.put(id, job)
+	go r.runLocal(job, id, done)
+	return true
+}
+
+func (r *modelRunners) runLocal(job *events.ModelJob, id string, done func(*[]byte)) {
+	o := r.o
+	ref := refOf(job)
+	attempt := max(ref.Attempt, 1)
+	began := time.Now()
+	v, res, data, delay := r.attempt(r.stop, job, attempt)
+	<-r.slots
+	var kept *[]byte
+	defer func() { done(kept) }()
+	switch v {
+	case aborted:
+		o.calls.drop(id)
+		return
+	case retryLater:
+		r.schedule(ref, attempt+1, delay)
+		return
+	case handedBack, unencodable:
+		// Another runner makes this attempt.
+		r.schedule(ref, attempt, 0)
+		return
+	}
+	kept = &data
+	switch err := o.deliver(res); {
+	case err == nil, errors.Is(err, errCrashed):
+		return
+	case !errors.Is(err, errNotHere):
+		o.log.Debug("a model answer goes through the inbox", "turn", res.TurnID, "err", err)
+	}
+	if !r.publishAnswer(r.stop, res, id, data, began) {
+		o.log.Warn("a model answer was not stored before stopping; the next owner of the turn calls the model again", "turn", res.TurnID)
+	}
+}
+
+// verdict is what became of one attempt of a model call.
+type verdict int
+
+const (
+	answered    verdict = iota // the answer is to be delivered
+	handedBack                 // cut short by the process stopping
+	aborted                    // the turn was aborted: nobody waits for an answer
+	retryLater                 // failed, to be tried again after a delay
+	unencodable                // the answer could not be encoded
+)
+
+// attempt makes one attempt of a call, streaming its deltas, and returns
+// its answer (a failure for good is an answer too), encoded.
+func (r *modelRunners) attempt(stop context.Context, job *events.ModelJob, attempt int) (verdict, events.ModelResult, []byte, time.Duration) {
+	o := r.o
+	// Built only when something is logged: a logger With attributes is a
+	// copy of the handler, and most calls log nothing.
+	log := func() *slog.Logger {
+		return o.log.With("turn", job.TurnID, "step", job.Step, "kind", job.Kind, "attempt", attempt)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	forget := o.cancels.Add(ref.TurnID, cancel)
+	forget := o.cancels.Add(job.TurnID, cancel)
 	defer forget()
 	grace := context.AfterFunc(stop, func() {
 		t := time.AfterFunc(o.drainGrace, cancel)
 		context.AfterFunc(ctx, func() { t.Stop() })
 	})
 	defer grace()
-	beat := bus.Heartbeat(ctx, msg, o.ackWait/3)
-	defer beat()
 
 	began := time.Now()
 	resp, err := r.call(ctx, job, attempt)
 	o.observeModelCall(ctx, stop, job, attempt, began, resp, err)
-	res := events.ModelResult{TurnID: ref.TurnID, Step: ref.Step, Kind: ref.Kind, Text: resp.Text,
+	res := events.ModelResult{TurnID: job.TurnID, Step: job.Step, Kind: job.Kind, Text: resp.Text,
 		ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, Usage: resp.Usage,
 		DurationMs: time.Since(began).Milliseconds(), Attempts: attempt}
 	if err != nil {
 		if ctx.Err() != nil && stop.Err() != nil {
-			// Cut short by the process stopping: another process answers.
-			_ = msg.Nak()
-			return
+			return handedBack, res, nil, 0 // another process answers
 		}
 		if ctx.Err() != nil {
-			// Cancelled by an abort: the turn has finished and ignores any
-			// answer.
-			o.calls.drop(id)
-			_ = msg.Ack()
-			return
+			return aborted, res, nil, 0 // the turn has finished and ignores any answer
 		}
 		var me *model.Error
 		if errors.As(err, &me) && me.Retryable() && attempt < model.MaxAttempts {
 			delay := retryDelay(attempt, me.RetryAfter)
 			log().Warn("model call failed; retrying", "err", err, "in", delay)
-			r.retry(msg, ref, attempt+1, delay)
-			return
+			return retryLater, res, nil, delay
 		}
 		log().Warn("model call failed for good", "err", err)
 		res = failedCall(res, err.Error())
@@ -205,41 +319,38 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		// An answer that cannot be stored ends its step with an error
 		// that says so, instead of a publish that fails for ever.
 		log().Warn("model answer too big to store", "bytes", len(data))
-		data, err = events.Marshal(failedCall(res, fmt.Sprintf("the model's answer (%d bytes encoded) exceeds the server's max payload (%d bytes)",
-			len(data), o.nc.MaxPayload())))
+		res = failedCall(res, fmt.Sprintf("the model's answer (%d bytes encoded) exceeds the server's max payload (%d bytes)",
+			len(data), o.nc.MaxPayload()))
+		data, err = events.Marshal(res)
 	}
 	if err != nil {
 		log().Error("cannot encode a model result", "err", err)
-		_ = msg.NakWithDelay(time.Second)
-		return
+		return unencodable, res, nil, 0
 	}
-	kept = &data
-	// The answer is published until it is stored (its id makes a copy
-	// nothing), the job heartbeated meanwhile: handing the job back would
-	// call the model again for an answer this process holds. Only a stop
-	// of the process bounds the tries, by its drain grace.
+	return answered, res, data, 0
+}
+
+// publishAnswer publishes a model answer to the inbox until it is stored
+// (its id makes a copy nothing): giving up would call the model again for
+// an answer this process holds. Only a stop of the process bounds the
+// tries, by its drain grace; it reports false when that cut them short.
+func (r *modelRunners) publishAnswer(stop context.Context, res events.ModelResult, id string, data []byte, began time.Time) bool {
+	o := r.o
 	pause := 250 * time.Millisecond
 	for try := 1; ; try++ {
 		pctx, pcancel := context.WithTimeout(context.Background(), defaultIOTimeout)
-		_, err := o.js.Publish(pctx, events.ModelResultSubject(ref.TurnID), data, jetstream.WithMsgID(id))
+		_, err := o.js.Publish(pctx, events.ModelResultSubject(res.TurnID), data, jetstream.WithMsgID(id))
 		pcancel()
 		if err == nil {
-			break
+			return true
 		}
 		if stop.Err() != nil && time.Since(began) > o.drainGrace {
-			log().Warn("cannot publish a model result before stopping; the call runs again elsewhere", "err", err)
-			_ = msg.Nak()
-			return
+			o.log.Warn("cannot publish a model result before stopping; the call runs again elsewhere", "turn", res.TurnID, "err", err)
+			return false
 		}
-		log().Warn("cannot publish a model result; trying again", "err", err, "try", try)
+		o.log.Warn("cannot publish a model result; trying again", "turn", res.TurnID, "err", err, "try", try)
 		time.Sleep(pause)
 		pause = min(2*pause, 2*time.Second)
-	}
-	o.calls.drop(id)
-	actx, acancel := context.WithTimeout(context.Background(), o.ackWait)
-	defer acancel()
-	if err := bus.AckSure(actx, msg); err != nil {
-		log().Warn("ack of a model job not confirmed; the call may run again (its answer is deduplicated)", "err", err)
 	}
 }
 
@@ -307,22 +418,62 @@ func decodeModelJobRef(data []byte) (events.ModelJobRef, error) {
 // the attempt, so a crash between the two loses nothing and runs the attempt
 // once.
 func (r *modelRunners) retry(msg jetstream.Msg, ref events.ModelJobRef, attempt int, delay time.Duration) {
-	ref.Attempt = attempt
-	ref.NotBefore = time.Now().Add(delay).UTC()
-	data, err := events.Marshal(ref)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), defaultIOTimeout)
-		defer cancel()
-		_, err = r.o.js.Publish(ctx, events.SubjectModel, data,
-			jetstream.WithMsgID(fmt.Sprintf("%s:attempt-%d", modelJobID(ref), attempt)))
-	}
-	if err != nil {
+	if err := r.publishAttempt(ref, attempt, delay); err != nil {
 		// This attempt is made again instead: the count stays honest.
 		r.o.log.Warn("cannot schedule a model retry", "turn", ref.TurnID, "err", err)
 		_ = msg.NakWithDelay(delay)
 		return
 	}
 	_ = msg.Ack()
+}
+
+// schedule hands an attempt of a call made here to the runners as a job,
+// due after delay. Should the job not be stored, the attempt is made here
+// again after the delay, or when a runner is free.
+func (r *modelRunners) schedule(ref events.ModelJobRef, attempt int, delay time.Duration) {
+	err := r.publishAttempt(ref, attempt, delay)
+	if err == nil || r.stop.Err() != nil {
+		return
+	}
+	r.o.log.Warn("cannot schedule a model call; trying again", "turn", ref.TurnID, "err", err)
+	time.AfterFunc(max(delay, time.Second), func() {
+		job, ok := r.o.calls.get(modelJobID(ref))
+		if !ok {
+			return // answered, or let go: derived again from the log when needed
+		}
+		job = new(*job)
+		job.Attempt = attempt
+		if !r.local(job, modelJobID(ref)) {
+			r.schedule(ref, attempt, 0)
+		}
+	})
+}
+
+// publishAttempt publishes the job of one attempt of a call. The first
+// attempt's id is the call's, so the job of a call handed back and the one
+// a new owner derives from the log are one.
+func (r *modelRunners) publishAttempt(ref events.ModelJobRef, attempt int, delay time.Duration) error {
+	ref.Attempt = attempt
+	ref.NotBefore = time.Time{}
+	if delay > 0 {
+		ref.NotBefore = time.Now().Add(delay).UTC()
+	}
+	data, err := events.Marshal(ref)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultIOTimeout)
+	defer cancel()
+	_, err = r.o.js.Publish(ctx, events.SubjectModel, data, jetstream.WithMsgID(attemptID(ref, attempt)))
+	return err
+}
+
+// attemptID is the message id of the job of a call's attempt.
+func attemptID(ref events.ModelJobRef, attempt int) string {
+	if attempt <= 1 {
+		return modelJobID(ref)
+	}
+	return fmt.Sprintf("%s:attempt-%d", modelJobID(ref), attempt)
 }
 
 func modelJobID(ref events.ModelJobRef) string {

@@ -56,6 +56,11 @@ type Orchestrator struct {
 	history *historyCache
 	cancels *bus.Cancels
 	calls   *calls
+	// runner makes model calls (nil with no model runners); serving are
+	// the shards while they serve, to which it hands the answers of calls
+	// made here.
+	runner  *modelRunners
+	serving atomic.Pointer[[]*shard]
 	// stranded are inputs whose deliveries ran out while no dead letter
 	// could be written.
 	stranded *stranded
@@ -166,6 +171,7 @@ func WithDrainGrace(d time.Duration) Option {
 
 // Crash stages, where a test can stop the orchestrator abruptly.
 const (
+	StagePartial   = "partial"   // the first of a decision's events appended, not the rest
 	StageAppended  = "appended"  // events appended, no job published
 	StagePublished = "published" // jobs published, input not acknowledged
 )
@@ -308,6 +314,8 @@ func (o *Orchestrator) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		r.stop = gctx
+		o.runner = r
 		g.Go(func() error { return r.run(gctx) })
 	}
 	g.Go(func() error { return o.serve(gctx, inbox, parts, first, live) })
@@ -338,6 +346,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 			shards[i].run()
 		}()
 	}
+	o.serving.Store(&shards)
 	var pumps sync.WaitGroup
 	failed := make(chan error, 1)
 	pump := func(c jetstream.Consumer, buffer int) (jetstream.MessagesContext, error) {
@@ -359,7 +368,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 					}
 					return
 				}
-				shards[o.shardOf(msg, len(shards))].in.push(msg)
+				shards[o.shardOf(msg, len(shards))].in.push(input{msg: msg})
 			}
 		}()
 		return it, nil
@@ -371,6 +380,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 		}
 		pumps.Wait()
 		stopping.Store(true)
+		o.serving.Store(nil)
 		for _, s := range shards {
 			s.in.close()
 		}
@@ -424,7 +434,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 			}
 			// Short: the others' take-overs wait behind this one.
 			gctx, cancel := context.WithTimeout(ctx, defaultIOTimeout)
-			err := o.takeOver(gctx, p, before, now, parts[p])
+			orphaned, err := o.takeOver(gctx, p, before, now, parts[p])
 			cancel()
 			if err != nil {
 				o.log.Error("cannot take a partition over; trying again", "partition", p, "err", err)
@@ -441,7 +451,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 			go func() {
 				rctx, cancel := context.WithTimeout(ctx, time.Minute)
 				defer cancel()
-				if _, _, err := o.rearm(rctx, p); err != nil && ctx.Err() == nil {
+				if _, _, err := o.rearm(rctx, p, orphaned); err != nil && ctx.Err() == nil {
 					o.log.Error("cannot re-arm the deadlines of a partition taken over", "partition", p, "err", err)
 				}
 			}()
@@ -467,22 +477,25 @@ func (o *Orchestrator) Partitions() []int {
 // timers of p's unfinished turns and workflows are armed from the index. It
 // returns how many turns it re-armed, and how many of those are paused.
 func (o *Orchestrator) gain(ctx context.Context, p int, before, now []string, c jetstream.Consumer) (turns, paused int, err error) {
-	if err := o.takeOver(ctx, p, before, now, c); err != nil {
+	orphaned, err := o.takeOver(ctx, p, before, now, c)
+	if err != nil {
 		return 0, 0, err
 	}
-	return o.rearm(ctx, p)
+	return o.rearm(ctx, p, orphaned)
 }
 
-// takeOver is gain but for the re-arming.
-func (o *Orchestrator) takeOver(ctx context.Context, p int, before, now []string, c jetstream.Consumer) error {
+// takeOver is gain but for the re-arming. It reports whether p's owner
+// before was dead (or there was none).
+func (o *Orchestrator) takeOver(ctx context.Context, p int, before, now []string, c jetstream.Consumer) (orphaned bool, err error) {
 	if prev := bus.Owner(p, before); prev == "" || !slices.Contains(now, prev) {
 		if err := o.reclaim(ctx, events.StreamInbox, c); err != nil {
-			return err
+			return false, err
 		}
+		orphaned = true
 	}
 	o.gens[p].Add(1)
 	o.owns[p].Store(true)
-	return nil
+	return orphaned, nil
 }
 
 func (o *Orchestrator) shardOf(msg jetstream.Msg, n int) int {
@@ -495,6 +508,11 @@ func (o *Orchestrator) shardOf(msg jetstream.Msg, n int) int {
 		_ = json.Unmarshal(msg.Data(), &s) // an invalid submit goes anywhere
 		turn = s.TurnID + s.WorkflowID
 	}
+	return shardIndex(turn, n)
+}
+
+// shardIndex is the shard of n that handles a turn's inputs.
+func shardIndex(turn string, n int) int {
 	h := fnv.New32a()
 	h.Write([]byte(turn))
 	return int(h.Sum32() % uint32(n))
@@ -571,8 +589,13 @@ func (o *Orchestrator) liveIDs(ctx context.Context, p int) ([]string, error) {
 // rearm arms the timers of partition p's unfinished turns and workflows,
 // read from the index (not from every subject of the log, which grows with
 // all history), and caches nothing: a turn is folded again when its next
-// input comes.
-func (o *Orchestrator) rearm(ctx context.Context, p int) (n, paused int, err error) {
+// input comes. When p was orphaned, the jobs its turns wait on are
+// published: their owner made model calls in its process and applied their
+// answers there, so neither a call nor the jobs its answer called for may
+// be anywhere but in the log. (Their ids make a copy of a stored job
+// nothing. An owner alive that gave p up sends the answers of its calls
+// through the inbox.)
+func (o *Orchestrator) rearm(ctx context.Context, p int, orphaned bool) (n, paused int, err error) {
 	ids, err := o.liveIDs(ctx, p)
 	if err != nil {
 		return 0, 0, err
@@ -582,6 +605,14 @@ func (o *Orchestrator) rearm(ctx context.Context, p int) (n, paused int, err err
 		if err != nil {
 			o.log.Warn("cannot re-arm the timers of a turn", "turn", id, "err", err)
 			continue
+		}
+		if ok && last.Type == events.TurnFinished {
+			// The handling that finished it stopped short of leaving the
+			// index, maybe of telling its workflow too.
+			if err := o.notifyFinished(ctx, id); err != nil {
+				o.log.Warn("cannot tell a workflow its task finished", "turn", id, "err", err)
+				continue
+			}
 		}
 		if !ok || last.Type == events.TurnFinished || last.Type == events.WorkflowFinished {
 			o.markDone(ctx, id)
@@ -604,8 +635,68 @@ func (o *Orchestrator) rearm(ctx context.Context, p int) (n, paused int, err err
 		o.timers.set(st)
 		n++
 		paused += b2i(st.Phase == fsm.PhasePaused)
+		if orphaned {
+			if err := o.publishJobs(ctx, st); err != nil {
+				o.log.Warn("cannot publish the jobs a turn waits on", "turn", id, "err", err)
+			}
+			if err := o.nudge(ctx, st); err != nil {
+				o.log.Warn("cannot complete a turn's last decision", "turn", id, "err", err)
+			}
+		}
 	}
 	return n, paused, nil
+}
+
+// notifyFinished tells the workflow of a finished turn, if it is a task,
+// that it finished. Its id makes a notice sent before nothing.
+func (o *Orchestrator) notifyFinished(ctx context.Context, turn string) error {
+	st, _, err := o.store.Load(ctx, turn)
+	if err != nil {
+		return err
+	}
+	if st.Workflow == nil || st.Finished == nil {
+		return nil
+	}
+	return o.notifyTask(ctx, st.Workflow, turn, *st.Finished)
+}
+
+// nudge completes a decision a dead owner left half-appended. Such a
+// decision is completed by the next input of its turn (Decide writes what
+// the state alone implies first); the input that caused it comes again
+// when it is an inbox message, but not when it was the answer of a model
+// call made in the dead process. A deadline's message that is not due yet
+// is an input that changes nothing else, so one is sent.
+func (o *Orchestrator) nudge(ctx context.Context, st *fsm.State) error {
+	tm := events.Timer{TurnID: st.TurnID, Kind: events.TimerTurn, At: time.Now().UTC()}
+	if d, err := fsm.Decide(st, fsm.Tick(tm), env()); err != nil || len(d.Events) == 0 {
+		return nil
+	}
+	data, err := events.Marshal(tm)
+	if err != nil {
+		return err
+	}
+	msg := &nats.Msg{Subject: events.TimerSubject(tm.TurnID), Data: data, Header: nats.Header{}}
+	msg.Header.Set(nats.MsgIdHdr, timerID(tm))
+	_, err = o.js.PublishMsg(ctx, msg)
+	return err
+}
+
+// publishJobs publishes the jobs a turn's state waits on.
+func (o *Orchestrator) publishJobs(ctx context.Context, st *fsm.State) error {
+	jobs := fsm.Jobs(st)
+	if slices.ContainsFunc(jobs, func(j fsm.Job) bool { return j.Model != nil }) {
+		// A model call's conversation includes the session's earlier turns.
+		if err := o.history.fill(ctx, st); err != nil {
+			return err
+		}
+		jobs = fsm.Jobs(st)
+	}
+	for _, j := range jobs {
+		if err := o.publishJob(ctx, j); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // defaultName names an orchestrator by where it runs: host-pid.

@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -48,33 +49,37 @@ func (g *gated) count(key string) int {
 }
 
 // TestStartingReplicaLeavesRunningCallsAlone starts a second orchestrator
-// while the first is in a model call with no runner free: the newcomer must
-// not take the call back (it would run twice), because the first
-// orchestrator is alive.
+// while the first is in a model call of a turn whose partition moves to the
+// newcomer: the first is alive, so the newcomer must not make the call again
+// (it would run twice); the first sends its answer through the inbox, and
+// the newcomer finishes the turn.
 func TestStartingReplicaLeavesRunningCallsAlone(t *testing.T) {
 	h := newHarness(t)
 	h.worker()
+	// The harness names its orchestrators orchestrator-1, -2, …: pick a
+	// turn whose partition the second takes from the first.
+	both := []string{"orchestrator-1", "orchestrator-2"}
+	turn := ""
+	for i := 0; turn == ""; i++ {
+		if id := fmt.Sprintf("t-replica-%d", i); bus.Owner(bus.Partition(id), both) == both[1] {
+			turn = id
+		}
+	}
 	g := &gated{entered: make(chan struct{}), release: make(chan struct{}), calls: map[string]int{}}
-	h.orchestrator(orchestrator.WithModelRunners(1), orchestrator.WithProvider("script", g))
-	h.submit(script("t-replica", "General", `{"responses": [{"text": "one answer"}]}`))
+	first, _, _ := h.running(orchestrator.WithModelRunners(1), orchestrator.WithProvider("script", g))
+	h.submit(script(turn, "General", `{"responses": [{"text": "one answer"}]}`))
 	<-g.entered
 
-	h.orchestrator(orchestrator.WithModelRunners(1), orchestrator.WithProvider("script", g))
-	// The newcomer's runner waits for a job; had the newcomer handed the
-	// running call back, that runner would have taken it at once.
-	h.waitFor("the second orchestrator's model runner to pull", func() bool {
-		cons, err := h.js.Consumer(context.Background(), events.StreamJobs, bus.ModelConsumer)
-		if err != nil {
-			return false
-		}
-		info, err := cons.Info(context.Background())
-		return err == nil && info.NumWaiting > 0 && info.NumAckPending == 1
+	second, _, _ := h.running(orchestrator.WithModelRunners(1), orchestrator.WithProvider("script", g))
+	p := bus.Partition(turn)
+	h.waitFor("the turn's partition to move to the newcomer", func() bool {
+		return slices.Contains(second.Partitions(), p) && !slices.Contains(first.Partitions(), p)
 	})
 	close(g.release)
-	if _, fin := h.finished("t-replica"); fin.StopReason != events.StopCompleted {
+	if _, fin := h.finished(turn); fin.StopReason != events.StopCompleted {
 		t.Fatalf("finished %+v", fin)
 	}
-	if n := g.count("t-replica/1"); n != 1 {
+	if n := g.count(turn + "/1"); n != 1 {
 		t.Fatalf("the model call ran %d times", n)
 	}
 }
@@ -161,4 +166,40 @@ func TestPartitionedOrchestrators(t *testing.T) {
 		t.Fatal("a tool call ran twice")
 	}
 	t.Logf("partitions %v moved from the dead orchestrator", lost)
+}
+
+// TestOwnedTurnsCallTheModelWithoutAJob runs turns on an orchestrator that
+// owns every partition: their model calls are made in its process and their
+// answers applied there, so no model job is ever delivered, and only the
+// tool calls go through the jobs stream.
+func TestOwnedTurnsCallTheModelWithoutAJob(t *testing.T) {
+	h := newHarness(t).start()
+	const echoTwice = `{"responses": [{"tool_calls": [{"name": "echo", "arguments": {"text": "a"}}]}, {"tool_calls": [{"name": "echo", "arguments": {"text": "b"}}]}, {"text": "done"}]}`
+	for i := range 8 {
+		h.submit(script(fmt.Sprintf("own-%d", i), "General", echoTwice))
+	}
+	for i := range 8 {
+		if _, f := h.finished(fmt.Sprintf("own-%d", i)); f.StopReason != events.StopCompleted || f.Metrics.ToolCalls != 2 {
+			t.Fatalf("own-%d: %+v", i, f)
+		}
+	}
+	ctx := context.Background()
+	model, err := h.js.Consumer(ctx, events.StreamJobs, bus.ModelConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := model.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Delivered.Consumer != 0 {
+		t.Fatalf("%d model jobs delivered for model calls this process could make", info.Delivered.Consumer)
+	}
+	echo, err := h.js.Consumer(ctx, events.StreamJobs, "tool_echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err = echo.Info(ctx); err != nil || info.Delivered.Consumer != 16 {
+		t.Fatalf("echo jobs delivered: %+v (%v), want 16", info.Delivered, err)
+	}
 }

@@ -41,40 +41,63 @@ type shard struct {
 
 func (s *shard) run() {
 	for {
-		msg, ok := s.in.pop()
+		in, ok := s.in.pop()
 		if !ok {
 			return
 		}
 		switch {
+		case in.answer != nil:
+			in.answer.verdict <- s.answer(in.answer.res)
 		case s.dead:
 		case s.stopping.Load():
-			_ = msg.Nak() // not started: another process takes it now
+			_ = in.msg.Nak() // not started: another process takes it now
 		default:
-			s.handle(msg)
+			s.handle(in.msg)
 		}
 	}
 }
 
+// input is what a shard handles: an inbox message, or the answer of a model
+// call this process made for one of the shard's turns.
+type input struct {
+	msg    jetstream.Msg
+	answer *answer
+}
+
+// answer is a model call's answer handed to a shard, which says on verdict
+// whether it applied it.
+type answer struct {
+	res     events.ModelResult
+	verdict chan error
+}
+
 // queue holds a shard's inputs. It never blocks the dispatcher: one shard
 // slowed by one turn's input must not hold up the inputs of every other
-// shard. What it can hold is bounded by the inbox consumer's MaxAckPending.
+// shard. What it can hold is bounded by the inbox consumer's MaxAckPending
+// and by the model calls made at once.
 type queue struct {
 	mu     sync.Mutex
-	items  []jetstream.Msg
+	items  []input
 	closed bool
 	wake   chan struct{}
 }
 
 func newQueue() *queue { return &queue{wake: make(chan struct{}, 1)} }
 
-func (q *queue) push(msg jetstream.Msg) {
+// push queues an input; false when the queue is closed.
+func (q *queue) push(in input) bool {
 	q.mu.Lock()
-	q.items = append(q.items, msg)
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.items = append(q.items, in)
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
+	return true
 }
 
 // close lets pop return false once the queue is empty.
@@ -88,26 +111,67 @@ func (q *queue) close() {
 	}
 }
 
-func (q *queue) pop() (jetstream.Msg, bool) {
+func (q *queue) pop() (input, bool) {
 	for {
 		q.mu.Lock()
 		if len(q.items) > 0 {
-			msg := q.items[0]
-			q.items[0] = nil
+			in := q.items[0]
+			q.items[0] = input{}
 			q.items = q.items[1:]
 			if len(q.items) == 0 {
 				q.items = nil // let the backing array go
 			}
 			q.mu.Unlock()
-			return msg, true
+			return in, true
 		}
 		closed := q.closed
 		q.mu.Unlock()
 		if closed {
-			return nil, false
+			return input{}, false
 		}
 		<-q.wake
 	}
+}
+
+// errNotHere is a model answer no shard of this process can apply now:
+// it goes through the inbox to whichever process owns its turn.
+var errNotHere = errors.New("orchestrator: the turn is not served here now")
+
+// deliver hands a model answer of a call made here to its turn's shard
+// and waits for the shard's verdict: nil when applied, errCrashed when a
+// crash hook said the process died.
+func (o *Orchestrator) deliver(res events.ModelResult) error {
+	shards := o.serving.Load()
+	if shards == nil || !o.owns[bus.Partition(res.TurnID)].Load() {
+		return errNotHere
+	}
+	a := &answer{res: res, verdict: make(chan error, 1)}
+	if !(*shards)[shardIndex(res.TurnID, len(*shards))].in.push(input{answer: a}) {
+		return errNotHere
+	}
+	return <-a.verdict
+}
+
+// answer applies a model answer handed over by this process's runner, as
+// the inbox's model results are applied. Anything short of applied hands
+// it back to the runner, which publishes it to the inbox.
+func (s *shard) answer(res events.ModelResult) error {
+	switch {
+	case s.dead:
+		return errCrashed
+	case s.stopping.Load():
+		return errNotHere
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*defaultIOTimeout)
+	defer cancel()
+	err := s.apply(ctx, s.o.log.With("input", "model", "turn", res.TurnID), res.TurnID, fsm.ModelAnswer(res), false)
+	if errors.Is(err, errCrashed) {
+		s.dead = true
+	}
+	if err == nil {
+		s.o.countInput("model", nil, 1)
+	}
+	return err
 }
 
 // retry is an input that could not be handled now and comes back later.
@@ -402,7 +466,7 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	for _, w := range d.Warnings {
 		log.Warn(w, "step", d.State.Step)
 	}
-	seq, err := o.store.Append(ctx, e.seq, d.Events)
+	seq, err := s.append(ctx, e.seq, d.Events)
 	if err != nil {
 		delete(s.cache, turn)
 		if errors.Is(err, bus.ErrConflict) {
@@ -425,6 +489,9 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	for _, j := range jobs {
 		published[j.ID] = true
 		if e.published[j.ID] && !redelivered {
+			continue
+		}
+		if j.Model != nil && o.callHere(j) {
 			continue
 		}
 		if err := o.publishJob(ctx, j); err != nil {
@@ -462,6 +529,22 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	}
 	s.put(turn, &entry{state: d.State, seq: seq, published: published})
 	return nil
+}
+
+// append appends a decision's events. Under a crash hook, a decision of
+// several events is appended in two parts with StagePartial between them.
+func (s *shard) append(ctx context.Context, last uint64, evs []events.Envelope) (uint64, error) {
+	if s.o.beforeAck == nil || len(evs) < 2 {
+		return s.o.store.Append(ctx, last, evs)
+	}
+	seq, err := s.o.store.Append(ctx, last, evs[:1])
+	if err != nil {
+		return seq, err
+	}
+	if err := s.crash(StagePartial); err != nil {
+		return seq, err
+	}
+	return s.o.store.Append(ctx, seq, evs[1:])
 }
 
 // unstorableError is a decision that cannot be stored as it is: an event
@@ -551,6 +634,12 @@ func (s *shard) put(turn string, e *entry) {
 		}
 	}
 	s.cache[turn] = e
+}
+
+// callHere makes a model call of a turn this process owns in this process,
+// without a job, when a runner is free.
+func (o *Orchestrator) callHere(j fsm.Job) bool {
+	return o.runner != nil && o.owns[bus.Partition(j.Model.TurnID)].Load() && o.runner.local(j.Model, j.ID)
 }
 
 // publishJob publishes one job. A model call is held for this process's
