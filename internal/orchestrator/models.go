@@ -29,6 +29,7 @@ type modelRunners struct {
 	ran  *bus.Ran[[]byte] // the encoded answers of the calls made here
 	// slots bound the calls made at once, pulled or local.
 	slots chan struct{}
+	begun begun
 	// stop is the process's serving context: calls made here get its
 	// drain grace when it ends.
 	stop context.Context
@@ -207,13 +208,32 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 // right here, without a job: the job's publish, its delivery, the
 // answer's publish and its delivery were four of a step's hops. The
 // answer goes straight to the turn's shard, or through the inbox when the
-// shard cannot take it. It reports false when no runner is free: the
-// caller publishes the job instead, for whichever runner frees first.
+// shard cannot take it. It reports false when the call is to go as a job
+// instead: no runner was free when it was first decided, so its job went
+// to whichever runner frees first; a decision taken again (its input came
+// again, its state was folded anew) publishes that job again, which its id
+// makes nothing, and never makes the call here as well.
 //
-// What a crash loses here, the log still calls for: the next owner of the
-// turn's partition publishes the call's job when it finds the owner before
-// it dead (rearm).
+// A call begun here is never begun here again: each way one ends leads on
+// durably (its answer applied or published, a job for its next attempt),
+// or ends with the process. What a crash loses, the log still calls for:
+// the next owner of the turn's partition publishes the call's job when it
+// finds the owner before it dead (rearm).
 func (r *modelRunners) local(job *events.ModelJob, id string) bool {
+	if here, seen := r.begun.get(id); seen {
+		return here
+	}
+	if !r.spawn(job, id) {
+		r.begun.put(id, false)
+		return false
+	}
+	r.begun.put(id, true)
+	return true
+}
+
+// spawn makes a call here if a runner is free. A call already running or
+// answered here (a job of it was pulled) is not made again.
+func (r *modelRunners) spawn(job *events.ModelJob, id string) bool {
 	select {
 	case r.slots <- struct{}{}:
 	default:
@@ -221,12 +241,45 @@ func (r *modelRunners) local(job *events.ModelJob, id string) bool {
 	}
 	done, ok := r.ran.TryBegin(id)
 	if !ok {
-		<-r.slots // runs here already, or ran and its answer was sent
+		<-r.slots
 		return true
 	}
 	r.o.calls.put(id, job)
 	go r.runLocal(job, id, done)
 	return true
+}
+
+// begun records, by call id, the calls this process began making itself
+// (true) or gave to the runners as jobs (false), the last maxBegun of them.
+type begun struct {
+	mu    sync.Mutex
+	m     map[string]bool
+	order []string
+}
+
+const maxBegun = 1 << 16
+
+func (b *begun) get(id string) (here, seen bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	here, seen = b.m[id]
+	return here, seen
+}
+
+func (b *begun) put(id string, here bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = make(map[string]bool)
+	}
+	if _, ok := b.m[id]; !ok {
+		b.order = append(b.order, id)
+	}
+	b.m[id] = here
+	for len(b.order) > maxBegun {
+		delete(b.m, b.order[0])
+		b.order = b.order[1:]
+	}
 }
 
 func (r *modelRunners) runLocal(job *events.ModelJob, id string, done func(*[]byte)) {
@@ -443,7 +496,7 @@ func (r *modelRunners) schedule(ref events.ModelJobRef, attempt int, delay time.
 		}
 		job = new(*job)
 		job.Attempt = attempt
-		if !r.local(job, modelJobID(ref)) {
+		if !r.spawn(job, modelJobID(ref)) {
 			r.schedule(ref, attempt, 0)
 		}
 	})

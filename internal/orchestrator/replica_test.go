@@ -2,10 +2,13 @@ package orchestrator_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/metrics"
@@ -201,5 +204,73 @@ func TestOwnedTurnsCallTheModelWithoutAJob(t *testing.T) {
 	}
 	if info, err = echo.Info(ctx); err != nil || info.Delivered.Consumer != 16 {
 		t.Fatalf("echo jobs delivered: %+v (%v), want 16", info.Delivered, err)
+	}
+}
+
+// slowRetry is the scripted model whose first attempt of every call fails
+// with a rate limit that asks for a long wait; it counts each turn's calls
+// by step and attempt.
+type slowRetry struct {
+	model.Scripted
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (m *slowRetry) Call(ctx context.Context, req model.Request, emit func(string)) (model.Response, error) {
+	m.mu.Lock()
+	m.calls[fmt.Sprintf("%s/%d/%d", req.TurnID, req.Step, req.Attempt)]++
+	m.mu.Unlock()
+	if req.Attempt == 1 {
+		return model.Response{}, &model.Error{Kind: model.RateLimited, Message: "slow down", RetryAfter: 3 * time.Second}
+	}
+	return m.Scripted.Call(ctx, req, emit)
+}
+
+func (m *slowRetry) count(key string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls[key]
+}
+
+// TestADecisionTakenAgainLeavesItsCallAlone takes the decision that began a
+// model call again while the call waits for its retry: the turn's state is
+// folded anew (evicted from a cache of one per shard) and its submission
+// sent again. The call began in this process is not begun again.
+func TestADecisionTakenAgainLeavesItsCallAlone(t *testing.T) {
+	h := newHarness(t)
+	h.worker()
+	m := &slowRetry{calls: map[string]int{}}
+	h.orchestrator(orchestrator.WithCacheSize(1), orchestrator.WithProvider("script", m))
+	const turn = "t-again"
+	// Another turn in the same shard (16 of them, by FNV-1a of the id)
+	// evicts it from the cache.
+	shardOf := func(id string) uint32 {
+		f := fnv.New32a()
+		f.Write([]byte(id))
+		return f.Sum32() % 16
+	}
+	other := ""
+	for i := 0; other == ""; i++ {
+		if id := fmt.Sprintf("t-evict-%d", i); shardOf(id) == shardOf(turn) {
+			other = id
+		}
+	}
+	// The scripted model answers attempt n with response n.
+	const answer = `{"responses": [{"text": "not asked"}, {"text": "done"}]}`
+	sub := script(turn, "General", answer)
+	h.submit(sub)
+	h.waitFor("the first attempt", func() bool { return m.count(turn+"/1/1") == 1 })
+	h.submit(script(other, "General", answer))
+	h.waitFor("the other turn's first attempt", func() bool { return m.count(other+"/1/1") == 1 })
+	data, err := json.Marshal(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.publish(events.SubjectSubmit, data, turn+"-again")
+	if _, fin := h.finished(turn); fin.StopReason != events.StopCompleted {
+		t.Fatalf("finished %+v", fin)
+	}
+	if n := m.count(turn + "/1/1"); n != 1 {
+		t.Fatalf("the first attempt was made %d times", n)
 	}
 }
