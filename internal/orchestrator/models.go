@@ -30,6 +30,9 @@ type modelRunners struct {
 	// slots bound the calls made at once, pulled or local.
 	slots chan struct{}
 	begun begun
+	// spawned are the calls running here without a job: the process
+	// waits for them to end before it stops.
+	spawned sync.WaitGroup
 	// stop is the process's serving context: calls made here get its
 	// drain grace when it ends.
 	stop context.Context
@@ -214,16 +217,23 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 // again, its state was folded anew) publishes that job again, which its id
 // makes nothing, and never makes the call here as well.
 //
+// Only a fresh decision, one that appended the events asking for the call,
+// begins it here. A decision taken again that appends nothing may follow
+// one taken elsewhere that published the call's job (a submission is
+// decided by any orchestrator, a partition's inputs come again to its next
+// owner, which also publishes the jobs its dead owner's turns wait on):
+// it publishes the job again, which its id makes nothing.
+//
 // A call begun here is never begun here again: each way one ends leads on
 // durably (its answer applied or published, a job for its next attempt),
 // or ends with the process. What a crash loses, the log still calls for:
 // the next owner of the turn's partition publishes the call's job when it
 // finds the owner before it dead (rearm).
-func (r *modelRunners) local(job *events.ModelJob, id string) bool {
+func (r *modelRunners) local(job *events.ModelJob, id string, fresh bool) bool {
 	if here, seen := r.begun.get(id); seen {
 		return here
 	}
-	if !r.spawn(job, id) {
+	if !fresh || !r.spawn(job, id) {
 		r.begun.put(id, false)
 		return false
 	}
@@ -245,7 +255,11 @@ func (r *modelRunners) spawn(job *events.ModelJob, id string) bool {
 		return true
 	}
 	r.o.calls.put(id, job)
-	go r.runLocal(job, id, done)
+	r.spawned.Add(1)
+	go func() {
+		defer r.spawned.Done()
+		r.runLocal(job, id, done)
+	}()
 	return true
 }
 
@@ -397,7 +411,7 @@ func (r *modelRunners) publishAnswer(stop context.Context, res events.ModelResul
 		if err == nil {
 			return true
 		}
-		if stop.Err() != nil && time.Since(began) > o.drainGrace {
+		if o.nc.IsClosed() || stop.Err() != nil && time.Since(began) > o.drainGrace {
 			o.log.Warn("cannot publish a model result before stopping; the call runs again elsewhere", "turn", res.TurnID, "err", err)
 			return false
 		}
@@ -490,6 +504,9 @@ func (r *modelRunners) schedule(ref events.ModelJobRef, attempt int, delay time.
 	}
 	r.o.log.Warn("cannot schedule a model call; trying again", "turn", ref.TurnID, "err", err)
 	time.AfterFunc(max(delay, time.Second), func() {
+		if r.stop.Err() != nil {
+			return // the next owner of the turn's partition makes the call
+		}
 		job, ok := r.o.calls.get(modelJobID(ref))
 		if !ok {
 			return // answered, or let go: derived again from the log when needed

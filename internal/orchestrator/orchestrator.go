@@ -325,7 +325,11 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	defer o.ready.Store(false)
 	o.log.Info("serving", "name", o.name, "agents", o.agents.Names(), "shards", o.shards, "model_runners", o.runners,
 		"orchestrators", len(live), "partitions", len(first))
-	return g.Wait()
+	err = g.Wait()
+	if o.runner != nil {
+		o.runner.spawned.Wait() // no shard serves any more, so none begins
+	}
+	return err
 }
 
 // serve pulls inputs and hands each to the shard that owns its turn, so one

@@ -491,7 +491,7 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 		if e.published[j.ID] && !redelivered {
 			continue
 		}
-		if j.Model != nil && o.callHere(j) {
+		if j.Model != nil && o.callHere(j, len(d.Events) > 0) {
 			continue
 		}
 		if err := o.publishJob(ctx, j); err != nil {
@@ -637,9 +637,10 @@ func (s *shard) put(turn string, e *entry) {
 }
 
 // callHere makes a model call of a turn this process owns in this process,
-// without a job, when a runner is free.
-func (o *Orchestrator) callHere(j fsm.Job) bool {
-	return o.runner != nil && o.owns[bus.Partition(j.Model.TurnID)].Load() && o.runner.local(j.Model, j.ID)
+// without a job, when a runner is free; fresh says whether the decision
+// asking for it appended the events that do.
+func (o *Orchestrator) callHere(j fsm.Job, fresh bool) bool {
+	return o.runner != nil && o.owns[bus.Partition(j.Model.TurnID)].Load() && o.runner.local(j.Model, j.ID, fresh)
 }
 
 // publishJob publishes one job. A model call is held for this process's
