@@ -319,14 +319,19 @@ func (r *modelRunners) runLocal(job *events.ModelJob, id string, done func(*[]by
 	}
 	kept = &data
 	switch err := o.deliver(res); {
-	case err == nil, errors.Is(err, errCrashed):
+	case err == nil:
+		o.calls.drop(id)
+		return
+	case errors.Is(err, errCrashed):
 		return
 	case !errors.Is(err, errNotHere):
 		o.log.Debug("a model answer goes through the inbox", "turn", res.TurnID, "err", err)
 	}
 	if !r.publishAnswer(r.stop, res, id, data, began) {
 		o.log.Warn("a model answer was not stored before stopping; the next owner of the turn calls the model again", "turn", res.TurnID)
+		return
 	}
+	o.calls.drop(id)
 }
 
 // verdict is what became of one attempt of a model call.
