@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
@@ -18,10 +19,12 @@ import (
 var ErrConflict = errors.New("bus: the turn's log moved on")
 
 // Codes of the wrong-last-sequence error of an expected-sequence publish on a
-// single-replica (10071) and a clustered (10164) stream.
+// single-replica (10071) and a clustered (10164) stream, and of the
+// wrong-last-message-id error of an expected-last-id publish.
 const (
 	codeWrongLastSeq        = 10071
 	codeWrongLastSeqCluster = 10164
+	codeWrongLastMsgID      = 10070
 )
 
 // TooBigError is something a turn did that cannot be stored: bigger, once
@@ -44,6 +47,11 @@ const headerRoom = 512
 type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	// pipeline: the stream has one replica, so a decision's events can be
+	// sent together (see Append); mu keeps one decision's sends together
+	// on the connection.
+	pipeline bool
+	mu       sync.Mutex
 }
 
 // NewStore binds the events stream, which must exist.
@@ -52,7 +60,7 @@ func NewStore(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: bind %s: %w", events.StreamEvents, err)
 	}
-	return &Store{js: js, stream: st}, nil
+	return &Store{js: js, stream: st, pipeline: st.CachedInfo().Config.Replicas <= 1}, nil
 }
 
 // Last returns a turn's last event and its stream sequence; ok is false when
@@ -162,36 +170,102 @@ func (s *Store) Load(ctx context.Context, turn string) (*fsm.State, uint64, erro
 	return st, lastSeq, nil
 }
 
-// Append writes events to a turn's log one by one, each expecting the
-// previous one's stream sequence (optimistic concurrency) and carrying its
+// Append writes a decision's events to a turn's log, the first expecting
+// the turn's last stream sequence (optimistic concurrency), each carrying its
 // event id as Nats-Msg-Id (a retried publish is dropped). It returns the
-// stream sequence of the last event written. Atomic batches cost more than
-// sequential appends on these servers, and a partial append is repaired by
-// the machine on the retry.
+// stream sequence of the last event written. A partial append is repaired by
+// the machine on the retry. (Atomic batches cost more than the appends on
+// these servers.)
+//
+// On a single-replica stream the events are sent together, without waiting
+// for each one's ack: every one after the first expects the stream's last
+// message to be the one before it (Nats-Expected-Last-Msg-Id). That holds
+// only if nothing came between the two, so nothing came between them on the
+// turn's subject either, which the first one's check fenced. When something
+// did (another decision's append), that event and the ones after it fail,
+// and are appended one by one instead. A clustered stream refuses an
+// expected-sequence publish on a subject with a message in flight, so there
+// they are appended one by one.
 func (s *Store) Append(ctx context.Context, last uint64, evs []events.Envelope) (uint64, error) {
-	var buf []byte // the client copies each event out before its publish returns
-	for _, e := range evs {
-		data, err := events.AppendEnvelope(buf[:0], e)
-		buf = data
-		if err != nil {
+	data := make([][]byte, len(evs))
+	for i, e := range evs {
+		var err error
+		if data[i], err = events.AppendEnvelope(nil, e); err != nil {
 			return last, fmt.Errorf("bus: encode %s: %w", e.Type, err)
 		}
-		msg := &nats.Msg{Subject: events.EventsSubject(e.SessionID, e.TurnID), Data: data, Header: nats.Header{}}
-		msg.Header.Set(events.HeaderType, string(e.Type))
-		if limit := s.js.Conn().MaxPayload(); int64(len(data))+headerRoom > limit {
-			return last, &TooBigError{What: "event " + string(e.Type), Size: len(data), Max: limit}
+		if limit := s.js.Conn().MaxPayload(); int64(len(data[i]))+headerRoom > limit {
+			return last, &TooBigError{What: "event " + string(e.Type), Size: len(data[i]), Max: limit}
 		}
+	}
+	if s.pipeline && len(evs) > 1 {
+		return s.appendTogether(ctx, last, evs, data)
+	}
+	return s.appendEach(ctx, last, evs, data)
+}
+
+// eventMsg is an event's message, with no publish options set yet.
+func eventMsg(e events.Envelope, data []byte) *nats.Msg {
+	msg := &nats.Msg{Subject: events.EventsSubject(e.SessionID, e.TurnID), Data: data, Header: nats.Header{}}
+	msg.Header.Set(events.HeaderType, string(e.Type))
+	return msg
+}
+
+func (s *Store) appendEach(ctx context.Context, last uint64, evs []events.Envelope, data [][]byte) (uint64, error) {
+	for i, e := range evs {
+		msg := eventMsg(e, data[i])
 		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(last), jetstream.WithMsgID(e.ID))
 		if err != nil {
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSeq || apiErr.ErrorCode == codeWrongLastSeqCluster) {
-				return last, fmt.Errorf("%w: %s at seq %d", ErrConflict, e.TurnID, e.Seq)
-			}
-			return last, fmt.Errorf("bus: append %s: %w", msg.Subject, err)
+			return last, appendError(msg.Subject, e, err)
 		}
 		last = ack.Sequence
 	}
 	return last, nil
+}
+
+func (s *Store) appendTogether(ctx context.Context, last uint64, evs []events.Envelope, data [][]byte) (uint64, error) {
+	acks := make([]jetstream.PubAckFuture, 0, len(evs))
+	s.mu.Lock()
+	for i, e := range evs {
+		expect := jetstream.WithExpectLastSequencePerSubject(last)
+		if i > 0 {
+			expect = jetstream.WithExpectLastMsgID(evs[i-1].ID)
+		}
+		ack, err := s.js.PublishMsgAsync(eventMsg(e, data[i]), expect, jetstream.WithMsgID(e.ID))
+		if err != nil {
+			break // the ones sent are awaited; the rest go one by one
+		}
+		acks = append(acks, ack)
+	}
+	s.mu.Unlock()
+	for i, ack := range acks {
+		select {
+		case a := <-ack.Ok():
+			last = a.Sequence
+		case err := <-ack.Err():
+			var apiErr *jetstream.APIError
+			if i > 0 && errors.As(err, &apiErr) && apiErr.ErrorCode == codeWrongLastMsgID {
+				// Another append came between: the rest, one by one,
+				// fenced by this turn's last sequence again.
+				return s.appendEach(ctx, last, evs[i:], data[i:])
+			}
+			return last, appendError(ack.Msg().Subject, evs[i], err)
+		case <-ctx.Done():
+			return last, fmt.Errorf("bus: append %s: %w", ack.Msg().Subject, ctx.Err())
+		}
+	}
+	if n := len(acks); n < len(evs) {
+		return s.appendEach(ctx, last, evs[n:], data[n:])
+	}
+	return last, nil
+}
+
+// appendError names an append's failure; a lost race is ErrConflict.
+func appendError(subject string, e events.Envelope, err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == codeWrongLastSeq || apiErr.ErrorCode == codeWrongLastSeqCluster) {
+		return fmt.Errorf("%w: %s at seq %d", ErrConflict, e.TurnID, e.Seq)
+	}
+	return fmt.Errorf("bus: append %s: %w", subject, err)
 }
 
 // Subjects lists the subjects of the events stream that match filter, with

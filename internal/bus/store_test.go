@@ -1,0 +1,98 @@
+package bus_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+)
+
+// event is the nth event of a turn: the store reads and writes envelopes,
+// whatever they hold.
+func event(turn string, n int) events.Envelope {
+	return events.Envelope{ID: fmt.Sprintf("%s-e%d", turn, n), Type: events.StepStarted, TurnID: turn, SessionID: turn,
+		Seq: n, Step: 1, Time: time.Now().UTC(), Data: json.RawMessage(`{}`)}
+}
+
+// TestAppendSendsADecisionTogether appends decisions of several events on a
+// single-replica stream, where they are sent together: they land in order;
+// one whose first event lost the race for the log lands not at all; one
+// whose events another append came between lands whole, the rest of it one
+// by one.
+func TestAppendSendsADecisionTogether(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := bus.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	store, err := bus.NewStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(turn string) []string {
+		log, _, err := store.Read(ctx, turn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range log {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	want := func(turn string, n int) {
+		t.Helper()
+		got := ids(turn)
+		if len(got) != n {
+			t.Fatalf("%s: log %v, want %d events", turn, got, n)
+		}
+		for i, id := range got {
+			if id != event(turn, i+1).ID {
+				t.Fatalf("%s: log %v, want its events 1 to %d in order", turn, got, n)
+			}
+		}
+	}
+
+	last, err := store.Append(ctx, 0, []events.Envelope{event("a", 1), event("a", 2), event("a", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("a", 3)
+	if _, seq, _, _ := store.Last(ctx, "a"); seq != last {
+		t.Fatalf("append returned %d, the log ends at %d", last, seq)
+	}
+
+	// The turn moved on since: nothing of the decision lands.
+	if _, err := store.Append(ctx, last-1, []events.Envelope{event("a", 4), event("a", 5)}); !errors.Is(err, bus.ErrConflict) {
+		t.Fatalf("append on a stale sequence: %v, want ErrConflict", err)
+	}
+	want("a", 3)
+
+	// A decision whose first event landed before (a retry), another
+	// turn's append after it: the second event cannot expect the first
+	// to be the stream's last, and is appended alone.
+	first, err := store.Append(ctx, 0, []events.Envelope{event("b", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Append(ctx, last, []events.Envelope{event("a", 4)}); err != nil {
+		t.Fatal(err)
+	}
+	end, err := store.Append(ctx, first, []events.Envelope{event("b", 1), event("b", 2), event("b", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("b", 3)
+	want("a", 4)
+	if _, seq, _, _ := store.Last(ctx, "b"); seq != end {
+		t.Fatalf("append returned %d, the log ends at %d", end, seq)
+	}
+}
