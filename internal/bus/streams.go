@@ -308,7 +308,10 @@ func Apply(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, 
 	}
 	for _, cfg := range p.Buckets() {
 		_, err := js.KeyValue(ctx, cfg.Bucket)
-		if _, uerr := js.CreateOrUpdateKeyValue(ctx, cfg); uerr != nil {
+		if uerr := tryAgain(ctx, func(tctx context.Context) error {
+			_, err := js.CreateOrUpdateKeyValue(tctx, cfg)
+			return err
+		}); uerr != nil {
 			return done, fmt.Errorf("bus: bucket %s: %w", cfg.Bucket, uerr)
 		}
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -345,21 +348,50 @@ func Apply(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, 
 // try must not use up the whole command's time. A try that was answered
 // too late for its caller may have made the stream: the next one finds it.
 func create(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	return tryAgain(ctx, func(tctx context.Context) error {
+		_, err := js.CreateStream(tctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			if _, serr := js.Stream(ctx, cfg.Name); serr == nil {
+				return nil
+			}
+		}
+		return err
+	})
+}
+
+// tryAgain does a provisioning request until it succeeds or fails for a
+// reason time does not cure, each try with a deadline of its own. Time
+// cures a request a cluster never answered, and a placement refused while
+// the meta leader sees a node offline for a moment.
+func tryAgain(ctx context.Context, do func(context.Context) error) error {
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := js.CreateStream(tctx, cfg)
+		err := do(tctx)
 		cancel()
+		var apiErr *jetstream.APIError
 		switch {
-		case err == nil, errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
+		case err == nil:
 			return nil
-		case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded):
+		case ctx.Err() != nil:
 			return err
-		}
-		if _, err := js.Stream(ctx, cfg.Name); err == nil {
-			return nil
+		case errors.Is(err, context.DeadlineExceeded):
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == codeNoSuitablePeers:
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(250 * time.Millisecond):
+			}
+		default:
+			return err
 		}
 	}
 }
+
+// codeNoSuitablePeers is a cluster's refusal to place a replicated asset.
+const codeNoSuitablePeers = 10005
 
 // Check compares what the server has with p and returns every difference,
 // one line each: a missing stream, bucket or consumer, or a setting that

@@ -33,6 +33,10 @@ type modelRunners struct {
 	// spawned are the calls running here without a job: the process
 	// waits for them to end before it stops.
 	spawned sync.WaitGroup
+	// next holds, by call id, the next attempt of a call this process
+	// made and scheduled as a job, until the call is answered.
+	nextMu sync.Mutex
+	next   map[string]events.ModelJobRef
 	// stop is the process's serving context: calls made here get its
 	// drain grace when it ends.
 	stop context.Context
@@ -127,11 +131,23 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		return
 	}
 	attempt := max(ref.Attempt, 1)
+	id := modelJobID(ref)
+	if next, ok := r.nextAttempt(id); ok && next.Attempt > attempt {
+		// An attempt this process made already, whose next one it
+		// scheduled: the jobs were derived again from the log after a
+		// server restart lost them (jobs in memory). The next attempt's job
+		// goes again; this attempt is not made twice.
+		if err := r.publishAttempt(next, next.Attempt, time.Until(next.NotBefore)); err != nil {
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+		_ = msg.Ack()
+		return
+	}
 	if wait := time.Until(ref.NotBefore); wait > 0 {
 		_ = msg.NakWithDelay(wait)
 		return
 	}
-	id := modelJobID(ref)
 	// A job for a call this process made (or makes): its acknowledgement
 	// was lost, the jobs were derived again after a server restart, or the
 	// call runs here without a job. The answer it got is sent again; the
@@ -157,7 +173,7 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 	case errors.Is(err, errStaleCall):
 		// The turn has moved past this call (aborted, timed out, or
 		// answered by another runner): nobody waits for its answer.
-		o.calls.drop(id)
+		r.letGo(id)
 		_ = msg.Ack()
 		return
 	case err != nil:
@@ -184,7 +200,7 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	case aborted:
-		o.calls.drop(id)
+		r.letGo(id)
 		_ = msg.Ack()
 		return
 	case retryLater:
@@ -199,7 +215,7 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	o.calls.drop(id)
+	r.letGo(id)
 	actx, acancel := context.WithTimeout(context.Background(), o.ackWait)
 	defer acancel()
 	if err := bus.AckSure(actx, msg); err != nil {
@@ -307,7 +323,7 @@ func (r *modelRunners) runLocal(job *events.ModelJob, id string, done func(*[]by
 	defer func() { done(kept) }()
 	switch v {
 	case aborted:
-		o.calls.drop(id)
+		r.letGo(id)
 		return
 	case retryLater:
 		r.schedule(ref, attempt+1, delay)
@@ -320,7 +336,7 @@ func (r *modelRunners) runLocal(job *events.ModelJob, id string, done func(*[]by
 	kept = &data
 	switch err := o.deliver(res); {
 	case err == nil:
-		o.calls.drop(id)
+		r.letGo(id)
 		return
 	case errors.Is(err, errCrashed):
 		return
@@ -331,7 +347,7 @@ func (r *modelRunners) runLocal(job *events.ModelJob, id string, done func(*[]by
 		o.log.Warn("a model answer was not stored before stopping; the next owner of the turn calls the model again", "turn", res.TurnID)
 		return
 	}
-	o.calls.drop(id)
+	r.letGo(id)
 }
 
 // verdict is what became of one attempt of a model call.
@@ -540,7 +556,32 @@ func (r *modelRunners) publishAttempt(ref events.ModelJobRef, attempt int, delay
 	ctx, cancel := context.WithTimeout(context.Background(), defaultIOTimeout)
 	defer cancel()
 	_, err = r.o.js.Publish(ctx, events.SubjectModel, data, jetstream.WithMsgID(attemptID(ref, attempt)))
+	if err == nil && attempt > 1 {
+		r.nextMu.Lock()
+		if r.next == nil {
+			r.next = make(map[string]events.ModelJobRef)
+		}
+		r.next[modelJobID(ref)] = ref
+		r.nextMu.Unlock()
+	}
 	return err
+}
+
+// nextAttempt returns the next attempt scheduled of a call made here.
+func (r *modelRunners) nextAttempt(id string) (events.ModelJobRef, bool) {
+	r.nextMu.Lock()
+	defer r.nextMu.Unlock()
+	ref, ok := r.next[id]
+	return ref, ok
+}
+
+// letGo forgets a call once answered (its answer stored or applied), stale
+// or aborted.
+func (r *modelRunners) letGo(id string) {
+	r.o.calls.drop(id)
+	r.nextMu.Lock()
+	delete(r.next, id)
+	r.nextMu.Unlock()
 }
 
 // attemptID is the message id of the job of a call's attempt.
