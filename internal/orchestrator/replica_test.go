@@ -18,8 +18,8 @@ import (
 	"github.com/jetloop/jetloop/internal/model"
 )
 
-// gated is the scripted model whose first call waits until release is
-// closed; it counts the calls of each turn's steps.
+// gated is the scripted model whose first call of step 2 waits until
+// release is closed; it counts the calls of each turn's steps.
 type gated struct {
 	model.Scripted
 	entered, release chan struct{}
@@ -33,7 +33,9 @@ func (g *gated) Call(ctx context.Context, req model.Request, emit func(string)) 
 	g.calls[fmt.Sprintf("%s/%d", req.TurnID, req.Step)]++
 	g.mu.Unlock()
 	first := false
-	g.once.Do(func() { first = true })
+	if req.Step == 2 {
+		g.once.Do(func() { first = true })
+	}
 	if first {
 		close(g.entered)
 		select {
@@ -53,9 +55,9 @@ func (g *gated) count(key string) int {
 
 // TestStartingReplicaLeavesRunningCallsAlone starts a second orchestrator
 // while the first is in a model call of a turn whose partition moves to the
-// newcomer: the first is alive, so the newcomer must not make the call again
-// (it would run twice); the first sends its answer through the inbox, and
-// the newcomer finishes the turn.
+// newcomer (step 2's, made in the first's process): the first is alive, so
+// the newcomer must not make the call again (it would run twice); the first
+// sends its answer through the inbox, and the newcomer finishes the turn.
 func TestStartingReplicaLeavesRunningCallsAlone(t *testing.T) {
 	h := newHarness(t)
 	h.worker()
@@ -70,7 +72,7 @@ func TestStartingReplicaLeavesRunningCallsAlone(t *testing.T) {
 	}
 	g := &gated{entered: make(chan struct{}), release: make(chan struct{}), calls: map[string]int{}}
 	first, _, _ := h.running(orchestrator.WithModelRunners(1), orchestrator.WithProvider("script", g))
-	h.submit(script(turn, "General", `{"responses": [{"text": "one answer"}]}`))
+	h.submit(script(turn, "General", `{"responses": [{"tool_calls": [{"name": "echo", "arguments": {"text": "a"}}]}, {"text": "one answer"}]}`))
 	<-g.entered
 
 	second, _, _ := h.running(orchestrator.WithModelRunners(1), orchestrator.WithProvider("script", g))
@@ -82,7 +84,7 @@ func TestStartingReplicaLeavesRunningCallsAlone(t *testing.T) {
 	if _, fin := h.finished(turn); fin.StopReason != events.StopCompleted {
 		t.Fatalf("finished %+v", fin)
 	}
-	if n := g.count(turn + "/1"); n != 1 {
+	if n := g.count(turn + "/2"); n != 1 {
 		t.Fatalf("the model call ran %d times", n)
 	}
 }
@@ -172,9 +174,10 @@ func TestPartitionedOrchestrators(t *testing.T) {
 }
 
 // TestOwnedTurnsCallTheModelWithoutAJob runs turns on an orchestrator that
-// owns every partition: their model calls are made in its process and their
-// answers applied there, so no model job is ever delivered, and only the
-// tool calls go through the jobs stream.
+// owns every partition: the model calls its turns' own inputs ask for are
+// made in its process and their answers applied there, so the only model
+// jobs are those of the submissions (any orchestrator decides one), one per
+// turn, and the tool calls go through the jobs stream.
 func TestOwnedTurnsCallTheModelWithoutAJob(t *testing.T) {
 	h := newHarness(t).start()
 	const echoTwice = `{"responses": [{"tool_calls": [{"name": "echo", "arguments": {"text": "a"}}]}, {"tool_calls": [{"name": "echo", "arguments": {"text": "b"}}]}, {"text": "done"}]}`
@@ -195,8 +198,8 @@ func TestOwnedTurnsCallTheModelWithoutAJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Delivered.Consumer != 0 {
-		t.Fatalf("%d model jobs delivered for model calls this process could make", info.Delivered.Consumer)
+	if info.Delivered.Consumer != 8 {
+		t.Fatalf("%d model jobs delivered for 24 model calls of 8 turns, want the 8 first ones", info.Delivered.Consumer)
 	}
 	echo, err := h.js.Consumer(ctx, events.StreamJobs, "tool_echo")
 	if err != nil {
@@ -207,9 +210,9 @@ func TestOwnedTurnsCallTheModelWithoutAJob(t *testing.T) {
 	}
 }
 
-// slowRetry is the scripted model whose first attempt of every call fails
-// with a rate limit that asks for a long wait; it counts each turn's calls
-// by step and attempt.
+// slowRetry is the scripted model whose first attempt of step 2's call
+// fails with a rate limit that asks for a long wait; it counts each turn's
+// calls by step and attempt.
 type slowRetry struct {
 	model.Scripted
 	mu    sync.Mutex
@@ -220,7 +223,7 @@ func (m *slowRetry) Call(ctx context.Context, req model.Request, emit func(strin
 	m.mu.Lock()
 	m.calls[fmt.Sprintf("%s/%d/%d", req.TurnID, req.Step, req.Attempt)]++
 	m.mu.Unlock()
-	if req.Attempt == 1 {
+	if req.Step == 2 && req.Attempt == 1 {
 		return model.Response{}, &model.Error{Kind: model.RateLimited, Message: "slow down", RetryAfter: 3 * time.Second}
 	}
 	return m.Scripted.Call(ctx, req, emit)
@@ -232,10 +235,10 @@ func (m *slowRetry) count(key string) int {
 	return m.calls[key]
 }
 
-// TestADecisionTakenAgainLeavesItsCallAlone takes the decision that began a
-// model call again while the call waits for its retry: the turn's state is
-// folded anew (evicted from a cache of one per shard) and its submission
-// sent again. The call began in this process is not begun again.
+// TestADecisionTakenAgainLeavesItsCallAlone takes a decision again while a
+// model call this process began (step 2's) waits for its retry: the turn's
+// state is folded anew (evicted from a cache of one per shard) and its
+// submission sent again. The call is not made again.
 func TestADecisionTakenAgainLeavesItsCallAlone(t *testing.T) {
 	h := newHarness(t)
 	h.worker()
@@ -255,13 +258,14 @@ func TestADecisionTakenAgainLeavesItsCallAlone(t *testing.T) {
 			other = id
 		}
 	}
-	// The scripted model answers attempt n with response n.
-	const answer = `{"responses": [{"text": "not asked"}, {"text": "done"}]}`
+	// The scripted model answers attempt n of a step with its response
+	// n-1 further on.
+	const answer = `{"responses": [{"tool_calls": [{"name": "echo", "arguments": {"text": "a"}}]}, {"text": "not asked"}, {"text": "done"}]}`
 	sub := script(turn, "General", answer)
 	h.submit(sub)
-	h.waitFor("the first attempt", func() bool { return m.count(turn+"/1/1") == 1 })
+	h.waitFor("step 2's first attempt", func() bool { return m.count(turn+"/2/1") == 1 })
 	h.submit(script(other, "General", answer))
-	h.waitFor("the other turn's first attempt", func() bool { return m.count(other+"/1/1") == 1 })
+	h.waitFor("the other turn's step 2", func() bool { return m.count(other+"/2/1") == 1 })
 	data, err := json.Marshal(sub)
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +274,7 @@ func TestADecisionTakenAgainLeavesItsCallAlone(t *testing.T) {
 	if _, fin := h.finished(turn); fin.StopReason != events.StopCompleted {
 		t.Fatalf("finished %+v", fin)
 	}
-	if n := m.count(turn + "/1/1"); n != 1 {
-		t.Fatalf("the first attempt was made %d times", n)
+	if n := m.count(turn + "/2/1"); n != 1 {
+		t.Fatalf("step 2's first attempt was made %d times", n)
 	}
 }

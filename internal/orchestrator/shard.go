@@ -439,7 +439,12 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 				continue
 			}
 		}
-		err = s.perform(ctx, log, e, d, redelivered)
+		// A submission is decided by whichever orchestrator takes it, and
+		// may be decided again by another: its model call goes as a job,
+		// which any decision of it publishes as one. The inputs of a
+		// turn's partition come to its owner only.
+		_, anyone := in.(fsm.Start)
+		err = s.perform(ctx, log, e, d, redelivered, !anyone)
 		if errors.Is(err, bus.ErrConflict) {
 			s.o.metrics.AppendConflict()
 			log.Debug("lost the race for the turn's log; deciding again", "err", err)
@@ -460,7 +465,7 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 
 // perform makes a decision durable and effective, in the order that makes a
 // crash at any point harmless: events, then jobs, then timers and the cache.
-func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.Decision, redelivered bool) error {
+func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.Decision, redelivered, owned bool) error {
 	o := s.o
 	turn := d.State.TurnID
 	for _, w := range d.Warnings {
@@ -491,7 +496,7 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 		if e.published[j.ID] && !redelivered {
 			continue
 		}
-		if j.Model != nil && o.callHere(j, len(d.Events) > 0) {
+		if j.Model != nil && o.callHere(j, owned && len(d.Events) > 0) {
 			continue
 		}
 		if err := o.publishJob(ctx, j); err != nil {
@@ -638,7 +643,8 @@ func (s *shard) put(turn string, e *entry) {
 
 // callHere makes a model call of a turn this process owns in this process,
 // without a job, when a runner is free; fresh says whether the decision
-// asking for it appended the events that do.
+// asking for it appended the events that do, on an input only the turn's
+// owner handles.
 func (o *Orchestrator) callHere(j fsm.Job, fresh bool) bool {
 	return o.runner != nil && o.owns[bus.Partition(j.Model.TurnID)].Load() && o.runner.local(j.Model, j.ID, fresh)
 }
