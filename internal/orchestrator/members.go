@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -153,6 +154,7 @@ func (m *members) run(ctx context.Context, w jetstream.KeyWatcher) error {
 	tick := time.NewTicker(bus.OrchestratorsTTL / 3)
 	defer tick.Stop()
 	var updates <-chan jetstream.KeyValueEntry = w.Updates()
+	listed := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -167,6 +169,11 @@ func (m *members) run(ctx context.Context, w jetstream.KeyWatcher) error {
 			}
 			if updates == nil {
 				w, updates = m.rewatch(ctx)
+			} else if time.Since(listed) > bus.OrchestratorsTTL {
+				// A watch can stall without closing while a node fails
+				// over, and miss an expiry: the keys are listed too.
+				m.reconcile(bctx)
+				listed = time.Now()
 			}
 			cancel()
 		case e, ok := <-updates:
@@ -212,6 +219,35 @@ func (m *members) rewatch(ctx context.Context) (jetstream.KeyWatcher, <-chan jet
 	default:
 	}
 	return w, w.Updates()
+}
+
+// reconcile replaces the live set by the bucket's keys when they differ.
+func (m *members) reconcile(ctx context.Context) {
+	keys, err := m.kv.ListKeys(ctx)
+	if err != nil {
+		return
+	}
+	fresh := map[string]bool{}
+	for k := range keys.Keys() {
+		fresh[k] = true
+	}
+	m.mu.Lock()
+	delete(fresh, m.name) // this one's own entry is the twin check's
+	if m.live[m.name] {
+		fresh[m.name] = true
+	}
+	same := maps.Equal(fresh, m.live)
+	if !same {
+		m.live = fresh
+	}
+	m.mu.Unlock()
+	if !same {
+		m.log.Info("orchestrators changed", "live", len(fresh), "found", "listing the keys")
+		select {
+		case m.changed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (m *members) err() error {

@@ -246,15 +246,7 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 // the next owner of the turn's partition publishes the call's job when it
 // finds the owner before it dead (rearm).
 func (r *modelRunners) local(job *events.ModelJob, id string, fresh bool) bool {
-	if here, seen := r.begun.get(id); seen {
-		return here
-	}
-	if !fresh || !r.spawn(job, id) {
-		r.begun.put(id, false)
-		return false
-	}
-	r.begun.put(id, true)
-	return true
+	return r.begun.mark(id, func() bool { return fresh && r.spawn(job, id) })
 }
 
 // spawn makes a call here if a runner is free. A call already running or
@@ -289,27 +281,26 @@ type begun struct {
 
 const maxBegun = 1 << 16
 
-func (b *begun) get(id string) (here, seen bool) {
+// mark records how a call goes, here (how returns true) or as a job, unless
+// it is recorded already, and returns how it goes. how runs under the lock,
+// so a shard deciding the call and a re-arming publishing its job agree.
+func (b *begun) mark(id string, how func() bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	here, seen = b.m[id]
-	return here, seen
-}
-
-func (b *begun) put(id string, here bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	if here, seen := b.m[id]; seen {
+		return here
+	}
 	if b.m == nil {
 		b.m = make(map[string]bool)
 	}
-	if _, ok := b.m[id]; !ok {
-		b.order = append(b.order, id)
-	}
+	here := how()
 	b.m[id] = here
+	b.order = append(b.order, id)
 	for len(b.order) > maxBegun {
 		delete(b.m, b.order[0])
 		b.order = b.order[1:]
 	}
+	return here
 }
 
 func (r *modelRunners) runLocal(job *events.ModelJob, id string, done func(*[]byte)) {

@@ -696,6 +696,11 @@ func (o *Orchestrator) publishJobs(ctx context.Context, st *fsm.State) error {
 		jobs = fsm.Jobs(st)
 	}
 	for _, j := range jobs {
+		// A call this process began itself, deciding a redelivered input
+		// of the partition while this ran, is not made again as a job.
+		if j.Model != nil && o.runner != nil && o.runner.begun.mark(j.ID, func() bool { return false }) {
+			continue
+		}
 		if err := o.publishJob(ctx, j); err != nil {
 			return err
 		}
