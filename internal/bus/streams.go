@@ -19,7 +19,7 @@ import (
 // a process restarted after a crash.
 const (
 	inboxDuplicates = 10 * time.Minute
-	jobsDuplicates  = 10 * time.Minute
+	jobsDuplicates  = JobsDuplicates
 	eventDuplicates = 2 * time.Minute
 	deadDuplicates  = 2 * time.Minute
 )
@@ -48,6 +48,10 @@ const (
 // InboxMaxDeliver is how many times the inbox consumer delivers one input:
 // an input that exhausts them is dead-lettered with its last error.
 const InboxMaxDeliver = 10
+
+// JobsDuplicates is the jobs stream's deduplication window: a job
+// published again within it is dropped.
+const JobsDuplicates = 10 * time.Minute
 
 // ToolsTTL is how long a tool's entry outlives its worker's last heartbeat.
 const ToolsTTL = 15 * time.Second

@@ -701,11 +701,28 @@ func (o *Orchestrator) publishJobs(ctx context.Context, st *fsm.State) error {
 		if j.Model != nil && o.runner != nil && o.runner.begun.mark(j.ID, func() bool { return false }) {
 			continue
 		}
+		// A tool job is published again only while the jobs stream would
+		// drop it as a copy: past that, one its worker ran long ago, whose
+		// result waits in the inbox, would run a second time. (A job
+		// never published then is answered by the call's deadline.)
+		if j.Tool != nil && !requestedWithin(st, j.Tool.CallID, bus.JobsDuplicates-time.Minute) {
+			continue
+		}
 		if err := o.publishJob(ctx, j); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// requestedWithin reports whether a turn's call was requested within d.
+func requestedWithin(st *fsm.State, callID string, d time.Duration) bool {
+	for _, c := range st.Calls {
+		if c.CallID == callID {
+			return time.Since(c.Requested) < d
+		}
+	}
+	return false
 }
 
 // defaultName names an orchestrator by where it runs: host-pid.
