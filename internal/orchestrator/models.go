@@ -227,24 +227,18 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 // right here, without a job: the job's publish, its delivery, the
 // answer's publish and its delivery were four of a step's hops. The
 // answer goes straight to the turn's shard, or through the inbox when the
-// shard cannot take it. It reports false when the call is to go as a job
-// instead: no runner was free when it was first decided, so its job went
-// to whichever runner frees first; a decision taken again (its input came
-// again, its state was folded anew) publishes that job again, which its id
-// makes nothing, and never makes the call here as well.
+// shard cannot take it. It reports false when the call is to go as a job.
 //
 // Only a fresh decision, one that appended the events asking for the call,
-// begins it here. A decision taken again that appends nothing may follow
-// one taken elsewhere that published the call's job (a submission is
-// decided by any orchestrator, a partition's inputs come again to its next
-// owner, which also publishes the jobs its dead owner's turns wait on):
-// it publishes the job again, which its id makes nothing.
-//
-// A call begun here is never begun here again: each way one ends leads on
-// durably (its answer applied or published, a job for its next attempt),
-// or ends with the process. What a crash loses, the log still calls for:
-// the next owner of the turn's partition publishes the call's job when it
-// finds the owner before it dead (rearm).
+// begins it here, and only when a runner is free. A decision taken again
+// that appends nothing may follow one that published the call's job (a
+// submission is decided by any orchestrator; a dead owner's partition
+// comes to a new owner, which publishes the jobs its turns wait on): it
+// publishes the job again, which its id makes nothing. A call is recorded
+// as begun here or gone as a job, and stays so: each way a call begun here
+// ends leads on durably (its answer applied or published, a job for its
+// next attempt), or ends with the process, and then the next owner of the
+// turn's partition publishes its job (rearm).
 func (r *modelRunners) local(job *events.ModelJob, id string, fresh bool) bool {
 	return r.begun.mark(id, func() bool { return fresh && r.spawn(job, id) })
 }
