@@ -203,6 +203,10 @@ func (s *Store) Append(ctx context.Context, last uint64, evs []events.Envelope) 
 	return s.appendEach(ctx, last, evs, data)
 }
 
+// Replicated reports whether the events stream has more than one replica:
+// jetloop runs on a cluster.
+func (s *Store) Replicated() bool { return !s.pipeline }
+
 // eventMsg is an event's message, with no publish options set yet.
 func eventMsg(e events.Envelope, data []byte) *nats.Msg {
 	msg := &nats.Msg{Subject: events.EventsSubject(e.SessionID, e.TurnID), Data: data, Header: nats.Header{}}
