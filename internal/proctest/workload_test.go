@@ -51,6 +51,11 @@ type workload struct {
 	// calls traces each call id: its jobs and results as the test's
 	// connection saw them go by, for the message of a failure.
 	calls map[string][]string
+	// late tolerates a tool call whose deadline passed before its job or
+	// result got through a node's failover (a known limit: an input can
+	// wait in its shard behind other turns' 5 s timeouts); its turn must
+	// still finish, and the call still run at most once.
+	late bool
 }
 
 // newWorkload prepares n turns named prefix-000 …; dir is the workers'
@@ -244,8 +249,12 @@ func (w *workload) check(excused func(first time.Time) bool, calls map[string]ma
 		// Attempts counts deliveries: one lost in flight while a node
 		// fails over is delivered again without the call running twice,
 		// which the workers' own counts below would show.
-		if len(done) != 1 || done[0].IsError || done[0].Name != tool ||
-			(tool == "echo" && done[0].Output != turn) || (tool == "sleep" && done[0].Output != "slept") {
+		switch {
+		case w.late && len(done) == 1 && done[0].IsError && done[0].Worker == "orchestrator" &&
+			strings.HasPrefix(done[0].Output, "no worker answered before the call's deadline"):
+			t.Logf("%s: its %s call's deadline passed during the failover (seen: %s)", turn, tool, w.history(callOf[turn]))
+		case len(done) != 1 || done[0].IsError || done[0].Name != tool ||
+			(tool == "echo" && done[0].Output != turn) || (tool == "sleep" && done[0].Output != "slept"):
 			t.Errorf("%s: tool.completed %+v (seen: %s)", turn, done, w.history(callOf[turn]))
 		}
 		models := of[events.ModelCompletedData](t, log, events.ModelCompleted)
@@ -296,7 +305,11 @@ func (w *workload) check(excused func(first time.Time) bool, calls map[string]ma
 		for _, n := range calls[tool] {
 			ran += n
 		}
-		if ran != wantCalls[tool] || calls[tool]["ok"] != ran {
+		ok := calls[tool]["ok"]
+		if w.late {
+			ok += calls[tool]["timeout"] // delivered after its deadline, so not run
+		}
+		if ran != wantCalls[tool] || ok != ran {
 			t.Errorf("the workers ran %d %s calls for %d turns, by outcome %v", ran, tool, wantCalls[tool], calls[tool])
 		}
 	}
