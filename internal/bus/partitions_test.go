@@ -11,20 +11,29 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/nats-io/nats.go/jetstream"
 )
+
+// provisioned starts a server with jetloop's streams and connects to it;
+// the context ends with the test, within 30 s.
+func provisioned(t *testing.T) (context.Context, jetstream.JetStream) {
+	t.Helper()
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	if err := bus.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, js
+}
 
 // TestPartitionIsTheServers: the inbox stores an input under the partition
 // bus.Partition computes, so an orchestrator knows where each turn's inputs
 // go; Unpartitioned gives back the subject as published; a five-token
 // subject is not stored at all.
 func TestPartitionIsTheServers(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := bus.EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
-	}
+	ctx, js := provisioned(t)
 	stream, err := js.Stream(ctx, events.StreamInbox)
 	if err != nil {
 		t.Fatal(err)

@@ -47,11 +47,11 @@ const headerRoom = 512
 type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
-	// pipeline: the stream has one replica, so a decision's events can be
-	// sent together (see Append); mu keeps one decision's sends together
-	// on the connection.
-	pipeline bool
-	mu       sync.Mutex
+	// replicated: the stream has more than one replica, so a decision's
+	// events are not sent together (see Append); mu keeps one decision's
+	// sends together on the connection.
+	replicated bool
+	mu         sync.Mutex
 }
 
 // NewStore binds the events stream, which must exist.
@@ -60,7 +60,7 @@ func NewStore(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: bind %s: %w", events.StreamEvents, err)
 	}
-	return &Store{js: js, stream: st, pipeline: st.CachedInfo().Config.Replicas <= 1}, nil
+	return &Store{js: js, stream: st, replicated: st.CachedInfo().Config.Replicas > 1}, nil
 }
 
 // Last returns a turn's last event and its stream sequence; ok is false when
@@ -197,7 +197,7 @@ func (s *Store) Append(ctx context.Context, last uint64, evs []events.Envelope) 
 			return last, &TooBigError{What: "event " + string(e.Type), Size: len(data[i]), Max: limit}
 		}
 	}
-	if s.pipeline && len(evs) > 1 {
+	if !s.replicated && len(evs) > 1 {
 		return s.appendTogether(ctx, last, evs, data)
 	}
 	return s.appendEach(ctx, last, evs, data)
@@ -205,7 +205,7 @@ func (s *Store) Append(ctx context.Context, last uint64, evs []events.Envelope) 
 
 // Replicated reports whether the events stream has more than one replica:
 // jetloop runs on a cluster.
-func (s *Store) Replicated() bool { return !s.pipeline }
+func (s *Store) Replicated() bool { return s.replicated }
 
 // eventMsg is an event's message, with no publish options set yet.
 func eventMsg(e events.Envelope, data []byte) *nats.Msg {

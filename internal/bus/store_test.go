@@ -1,7 +1,6 @@
 package bus_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
 )
 
 // event is the nth event of a turn: the store reads and writes envelopes,
@@ -26,13 +24,7 @@ func event(turn string, n int) events.Envelope {
 // whose events another append came between lands whole, the rest of it one
 // by one.
 func TestAppendSendsADecisionTogether(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := bus.EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
-	}
+	ctx, js := provisioned(t)
 	store, err := bus.NewStore(ctx, js)
 	if err != nil {
 		t.Fatal(err)
