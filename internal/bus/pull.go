@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -83,22 +85,32 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 }
 
 // Heartbeat tells JetStream that a long call is alive, so its job is not
-// handed to another process while it runs.
+// handed to another process while it runs, until stop is called or ctx
+// ends.
+//
+// It is a timer that re-arms itself, not a goroutine: every job has two or
+// three of these, and almost every job ends long before the first beat. A
+// goroutine each was created, parked, and woken again only to exit, work
+// the profile of a tool worker found on every step.
 func Heartbeat(ctx context.Context, msg jetstream.Msg, every time.Duration) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
+	var stopped atomic.Bool
+	var t *time.Timer
+	var mu sync.Mutex // t is set before its first beat can read it
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		if stopped.Load() || ctx.Err() != nil {
+			return
 		}
-	}()
-	return cancel
+		_ = msg.InProgress()
+		mu.Lock()
+		defer mu.Unlock()
+		t.Reset(every)
+	})
+	return func() {
+		stopped.Store(true)
+		t.Stop()
+	}
 }
 
 // AckSure acknowledges msg and waits for the server to confirm it, trying
