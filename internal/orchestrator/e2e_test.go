@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -374,6 +375,16 @@ func TestSessionHistoryCarriesEarlierTurns(t *testing.T) {
 	}
 	if log[0].SessionID != "s-1" {
 		t.Fatalf("session %q", log[0].SessionID)
+	}
+	// The two finished here: their transcripts and their order come from
+	// what this process remembered of them, and must be what their logs say.
+	third := script("t-third", "General", `{"responses": [{"text": "third answer"}]}`)
+	third.SessionID = "s-1"
+	h.submit(third)
+	log, _ = h.finished("t-third")
+	started = of[events.TurnStartedData](t, log, events.TurnStarted)[0]
+	if started.History != 6 || !slices.Equal(started.HistoryTurns, []string{"t-first", "t-second"}) {
+		t.Fatalf("history %d from %v", started.History, started.HistoryTurns)
 	}
 }
 

@@ -59,7 +59,14 @@ func (h *historyCache) end(ctx context.Context, turn string) (ended, bool, error
 		// final.
 		return e, true, nil
 	}
+	h.remember(turn, e)
+	return e, true, nil
+}
+
+// remember keeps where a finished turn's log ends.
+func (h *historyCache) remember(turn string, e ended) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if len(h.ended) >= maxEnded {
 		for k := range h.ended {
 			delete(h.ended, k)
@@ -67,8 +74,15 @@ func (h *historyCache) end(ctx context.Context, turn string) (ended, bool, error
 		}
 	}
 	h.ended[turn] = e
-	h.mu.Unlock()
-	return e, true, nil
+}
+
+// finished remembers a turn that finished here: where its log ends and its
+// transcript, so the session's next turn reads neither back (a read of a
+// finished turn's log is one direct get per event, on the next turn's
+// start).
+func (h *historyCache) finished(turn string, seq uint64, msgs []events.Message) {
+	h.remember(turn, ended{seq: seq})
+	h.keep(turn, msgs)
 }
 
 // session returns the conversation of a session's finished turns, oldest

@@ -37,6 +37,9 @@ type shard struct {
 	flows    map[string]*flow // workflows, uncapped: few and small
 	stopping *atomic.Bool     // the process is stopping: hand inputs back
 	dead     bool             // a crash hook fired: behave like a dead process
+	// preloaded is a turn's log read ahead of its input's decision (a
+	// submission's, with what its start reads), used by its first load.
+	preloaded *preloaded
 }
 
 func (s *shard) run() {
@@ -371,7 +374,23 @@ func (s *shard) load(ctx context.Context, turn string) (*entry, error) {
 		}
 		delete(s.cache, turn) // another process owned the turn since
 	}
-	st, seq, err := s.o.store.Load(ctx, turn)
+	if p := s.preloaded; p != nil && p.turn == turn {
+		s.preloaded = nil // a second load (a lost race) reads the log again
+		return p.e, p.err
+	}
+	return s.o.loadEntry(ctx, turn)
+}
+
+type preloaded struct {
+	turn string
+	e    *entry
+	err  error
+}
+
+// loadEntry folds a turn from its log, history included. It touches no
+// shard's state, so a read ahead of an input's decision runs it too.
+func (o *Orchestrator) loadEntry(ctx context.Context, turn string) (*entry, error) {
+	st, seq, err := o.store.Load(ctx, turn)
 	if errors.Is(err, bus.ErrIsWorkflow) {
 		return nil, &deadLetter{fmt.Sprintf("%q is a workflow, not a turn", turn)}
 	}
@@ -379,7 +398,7 @@ func (s *shard) load(ctx context.Context, turn string) (*entry, error) {
 		return nil, &retry{err}
 	}
 	if st.Exists() && !st.Done() {
-		if err := s.o.history.fill(ctx, st); err != nil {
+		if err := o.history.fill(ctx, st); err != nil {
 			return nil, &retry{err}
 		}
 	}
@@ -520,6 +539,7 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	if d.State.Done() {
 		delete(s.cache, turn)
 		if len(d.Events) > 0 && e.state.Exists() {
+			o.history.finished(turn, seq, d.State.Transcript())
 			o.markDone(ctx, turn)
 		}
 		if r := d.State.Finished.StopReason; r == events.StopAborted || r == events.StopTimeout {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
@@ -41,6 +42,11 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 		return s.reject(ctx, log, id.TurnID, id.SessionID, verr.Error(), redelivered)
 	}
 	log = log.With("turn", sub.TurnID)
+	// What a start reads (the agent's history, the turn's log) does not
+	// depend on whether a task's workflow started it: they are read
+	// together, a round trip each, at once.
+	r := s.o.readStart(ctx, &sub, s.cache[sub.TurnID] == nil)
+	defer r.wait()
 	if sub.Workflow != nil {
 		if err := s.o.startedTask(ctx, &sub); err != nil {
 			var d *deadLetter
@@ -50,7 +56,7 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 			return err
 		}
 		// A task's turn that cannot start still ends its task.
-		err := s.start(ctx, log, &sub, data, redelivered)
+		err := s.start(ctx, log, &sub, data, r, redelivered)
 		var d *deadLetter
 		if errors.As(err, &d) {
 			if nerr := s.o.notifyTask(ctx, sub.Workflow, sub.TurnID, events.TurnFinishedData{
@@ -60,13 +66,40 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 		}
 		return err
 	}
-	return s.start(ctx, log, &sub, data, redelivered)
+	return s.start(ctx, log, &sub, data, r, redelivered)
 }
 
+// startReads is what starting a turn reads from the server, read in
+// goroutines of its own while the shard checks the rest: the Start, with
+// the session's history, and the turn's log, unless the shard has it.
+type startReads struct {
+	wg sync.WaitGroup
+	// sub is the submission as resolve completed it (its session).
+	sub   events.Submit
+	start fsm.Start
+	err   error
+	log   *entry
+	lerr  error
+}
+
+func (o *Orchestrator) readStart(ctx context.Context, sub *events.Submit, readLog bool) *startReads {
+	r := &startReads{sub: *sub}
+	r.wg.Go(func() { r.start, r.err = o.resolve(ctx, &r.sub) })
+	if readLog {
+		r.wg.Go(func() { r.log, r.lerr = o.loadEntry(ctx, sub.TurnID) })
+	}
+	return r
+}
+
+// wait waits for the reads; it may be called more than once.
+func (r *startReads) wait() { r.wg.Wait() }
+
 // start starts the turn of a valid submission, or rejects it.
-func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit, data []byte, redelivered bool) error {
+func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit, data []byte, r *startReads, redelivered bool) error {
 	digest := digest(data)
-	start, err := s.o.resolve(ctx, sub)
+	r.wait()
+	*sub = r.sub
+	start, err := r.start, r.err
 	if err != nil {
 		var d *deadLetter
 		if !errors.As(err, &d) {
@@ -80,6 +113,10 @@ func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit,
 			return s.reject(ctx, log, sub.TurnID, sub.SessionID, "cannot start the turn: "+err.Error(), redelivered)
 		}
 		return &retry{err}
+	}
+	if r.log != nil || r.lerr != nil {
+		s.preloaded = &preloaded{turn: sub.TurnID, e: r.log, err: r.lerr}
+		defer func() { s.preloaded = nil }()
 	}
 	err = s.apply(ctx, log, sub.TurnID, start, redelivered)
 	if errors.Is(err, fsm.ErrTurnExists) {
