@@ -232,9 +232,10 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 // Only a fresh decision, one that appended the events asking for the call,
 // begins it here, and only when a runner is free. A decision taken again
 // that appends nothing may follow one that published the call's job (a
-// submission is decided by any orchestrator; a dead owner's partition
-// comes to a new owner, which publishes the jobs its turns wait on): it
-// publishes the job again, which its id makes nothing. A call is recorded
+// submission decided first by an orchestrator that does not own its turn;
+// a dead owner's partition comes to a new owner, which publishes the jobs
+// its turns wait on): it publishes the job again, which its id makes
+// nothing. A call is recorded
 // as begun here or gone as a job, and stays so: each way a call begun here
 // ends leads on durably (its answer applied or published, a job for its
 // next attempt), or ends with the process, and then the next owner of the

@@ -675,6 +675,19 @@ func (o *Orchestrator) nudge(ctx context.Context, st *fsm.State) error {
 	if d, err := fsm.Decide(st, fsm.Tick(tm), env()); err != nil || len(d.Events) == 0 {
 		return nil
 	}
+	return o.publishTimer(ctx, tm)
+}
+
+// look asks the owner of a turn's partition to decide the turn again,
+// with a deadline's message that is not due yet: it publishes the jobs the
+// turn waits on that it did not publish or begin itself (perform).
+func (o *Orchestrator) look(ctx context.Context, turn string) error {
+	return o.publishTimer(ctx, events.Timer{TurnID: turn, Kind: events.TimerTurn, At: time.Now().UTC()})
+}
+
+// publishTimer sends a turn a deadline's message now, through its
+// partition of the inbox.
+func (o *Orchestrator) publishTimer(ctx context.Context, tm events.Timer) error {
 	data, err := events.Marshal(tm)
 	if err != nil {
 		return err

@@ -18,14 +18,19 @@ import (
 	"github.com/jetloop/jetloop/internal/model"
 )
 
-// gated is the scripted model whose first call of step 2 waits until
+// gated is the scripted model whose first call of step waits until
 // release is closed; it counts the calls of each turn's steps.
 type gated struct {
 	model.Scripted
+	step             int
 	entered, release chan struct{}
 	once             sync.Once
 	mu               sync.Mutex
 	calls            map[string]int
+}
+
+func newGated(step int) *gated {
+	return &gated{step: step, entered: make(chan struct{}), release: make(chan struct{}), calls: map[string]int{}}
 }
 
 func (g *gated) Call(ctx context.Context, req model.Request, emit func(string)) (model.Response, error) {
@@ -33,7 +38,7 @@ func (g *gated) Call(ctx context.Context, req model.Request, emit func(string)) 
 	g.calls[fmt.Sprintf("%s/%d", req.TurnID, req.Step)]++
 	g.mu.Unlock()
 	first := false
-	if req.Step == 2 {
+	if req.Step == g.step {
 		g.once.Do(func() { first = true })
 	}
 	if first {
@@ -55,22 +60,23 @@ func (g *gated) count(key string) int {
 
 // TestStartingReplicaLeavesRunningCallsAlone starts a second orchestrator
 // while the first is in a model call of a turn whose partition moves to the
-// newcomer (step 2's, made in the first's process): the first is alive, so
-// the newcomer must not make the call again (it would run twice); the first
-// sends its answer through the inbox, and the newcomer finishes the turn.
+// newcomer (made in the first's process: the submission's call in step 1,
+// a tool result's in step 2): the first is alive, so the newcomer must not
+// make the call again (it would run twice); the first sends its answer
+// through the inbox, and the newcomer finishes the turn.
 func TestStartingReplicaLeavesRunningCallsAlone(t *testing.T) {
+	for _, step := range []int{1, 2} {
+		t.Run(fmt.Sprintf("step %d", step), func(t *testing.T) { startingReplicaLeavesRunningCallsAlone(t, step) })
+	}
+}
+
+func startingReplicaLeavesRunningCallsAlone(t *testing.T, step int) {
 	h := newHarness(t)
 	h.worker()
 	// The harness names its orchestrators orchestrator-1, -2, …: pick a
 	// turn whose partition the second takes from the first.
-	both := []string{"orchestrator-1", "orchestrator-2"}
-	turn := ""
-	for i := 0; turn == ""; i++ {
-		if id := fmt.Sprintf("t-replica-%d", i); bus.Owner(bus.Partition(id), both) == both[1] {
-			turn = id
-		}
-	}
-	g := &gated{entered: make(chan struct{}), release: make(chan struct{}), calls: map[string]int{}}
+	turn := turnOwnedBy(fmt.Sprintf("t-replica-%d", step), 1)
+	g := newGated(step)
 	first, _, _ := h.running(orchestrator.WithModelRunners(1), orchestrator.WithProvider("script", g))
 	h.submit(script(turn, "General", `{"responses": [{"tool_calls": [{"name": "echo", "arguments": {"text": "a"}}]}, {"text": "one answer"}]}`))
 	<-g.entered
@@ -84,9 +90,101 @@ func TestStartingReplicaLeavesRunningCallsAlone(t *testing.T) {
 	if _, fin := h.finished(turn); fin.StopReason != events.StopCompleted {
 		t.Fatalf("finished %+v", fin)
 	}
-	if n := g.count(turn + "/2"); n != 1 {
+	if n := g.count(fmt.Sprintf("%s/%d", turn, step)); n != 1 {
 		t.Fatalf("the model call ran %d times", n)
 	}
+}
+
+// turnOwnedBy returns a turn id starting with prefix whose partition the
+// harness's orchestrator i (0 or 1) owns when both of the first two run.
+func turnOwnedBy(prefix string, i int) string {
+	both := []string{"orchestrator-1", "orchestrator-2"}
+	for n := 0; ; n++ {
+		if id := fmt.Sprintf("%s-%d", prefix, n); bus.Owner(bus.Partition(id), both) == both[i] {
+			return id
+		}
+	}
+}
+
+// TestAStartDecidedAgainElsewhereLeavesItsCallAlone sends a submission
+// again while the owner of its turn makes the turn's first model call in
+// its process, until an orchestrator that does not own the turn has
+// decided it again. That one cannot tell a call made in another process
+// from a job never published: it must not publish the call's job (a runner
+// of its own would make the call a second time), but ask the owner, which
+// made the call, to look at the turn.
+func TestAStartDecidedAgainElsewhereLeavesItsCallAlone(t *testing.T) {
+	h := newHarness(t)
+	h.worker()
+	turn := turnOwnedBy("t-again-elsewhere", 0)
+	g := newGated(1)
+	mOwner, m := metrics.New(), metrics.New()
+	owner, _, _ := h.running(orchestrator.WithModelRunners(1), orchestrator.WithProvider("script", g), orchestrator.WithMetrics(mOwner))
+	sub := script(turn, "General", `{"responses": [{"text": "one answer"}]}`)
+	h.submit(sub)
+	<-g.entered
+
+	// More runners than the owner's: a job published for the call would
+	// most likely be pulled by one of the other's, which has no record of
+	// the call.
+	other, _, _ := h.running(orchestrator.WithModelRunners(4), orchestrator.WithProvider("script", g), orchestrator.WithMetrics(m))
+	h.waitFor("the partitions to settle", func() bool {
+		return len(owner.Partitions())+len(other.Partitions()) == bus.Partitions && slices.Contains(owner.Partitions(), bus.Partition(turn))
+	})
+	data, err := json.Marshal(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	submits := func(m *metrics.Metrics) float64 { return labeled(t, m, "jetloop_inputs_total", "kind", "submit") }
+	for i := 0; submits(m) == 0; i++ {
+		if i == 50 {
+			t.Fatal("the other orchestrator took none of 50 copies of the submission")
+		}
+		h.publish(events.SubjectSubmit, data, fmt.Sprintf("%s-again-%d", turn, i))
+		h.waitFor("the copy to be handled", func() bool { return submits(mOwner)+submits(m) == float64(i+2) })
+	}
+	// A model job published for the call would be run by now (the gate
+	// holds the first call only), or be held by the owner's runner, which
+	// waits for the call it makes: none may be pending or in flight.
+	ctx := context.Background()
+	jobs, err := h.js.Consumer(ctx, events.StreamJobs, bus.ModelConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("no model job pending or running", func() bool {
+		info, err := jobs.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+	close(g.release)
+	if _, fin := h.finished(turn); fin.StopReason != events.StopCompleted {
+		t.Fatalf("finished %+v", fin)
+	}
+	if n := g.count(turn + "/1"); n != 1 {
+		t.Fatalf("the model call ran %d times", n)
+	}
+}
+
+// labeled sums a counter of a registry over the series with label = value.
+func labeled(t *testing.T, m *metrics.Metrics, name, label, value string) float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, c := range f.GetMetric() {
+			for _, l := range c.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					total += c.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }
 
 // counterTotal sums a counter of a registry over its labels.
@@ -174,10 +272,10 @@ func TestPartitionedOrchestrators(t *testing.T) {
 }
 
 // TestOwnedTurnsCallTheModelWithoutAJob runs turns on an orchestrator that
-// owns every partition: the model calls its turns' own inputs ask for are
-// made in its process and their answers applied there, so the only model
-// jobs are those of the submissions (any orchestrator decides one), one per
-// turn, and the tool calls go through the jobs stream.
+// owns every partition: their model calls, the submissions' first ones
+// included, are made in its process and their answers applied there, so no
+// model job is delivered, and only the tool calls go through the jobs
+// stream.
 func TestOwnedTurnsCallTheModelWithoutAJob(t *testing.T) {
 	h := newHarness(t).start()
 	const echoTwice = `{"responses": [{"tool_calls": [{"name": "echo", "arguments": {"text": "a"}}]}, {"tool_calls": [{"name": "echo", "arguments": {"text": "b"}}]}, {"text": "done"}]}`
@@ -198,8 +296,8 @@ func TestOwnedTurnsCallTheModelWithoutAJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Delivered.Consumer != 8 {
-		t.Fatalf("%d model jobs delivered for 24 model calls of 8 turns, want the 8 first ones", info.Delivered.Consumer)
+	if info.Delivered.Consumer != 0 {
+		t.Fatalf("%d model jobs delivered for 24 model calls of 8 turns made in-process", info.Delivered.Consumer)
 	}
 	echo, err := h.js.Consumer(ctx, events.StreamJobs, "tool_echo")
 	if err != nil {

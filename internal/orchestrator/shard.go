@@ -458,12 +458,8 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 				continue
 			}
 		}
-		// A submission is decided by whichever orchestrator takes it, and
-		// may be decided again by another: its model call goes as a job,
-		// which any decision of it publishes as one. The inputs of a
-		// turn's partition come to its owner only.
-		_, anyone := in.(fsm.Start)
-		err = s.perform(ctx, log, e, d, redelivered, !anyone)
+		_, start := in.(fsm.Start)
+		err = s.perform(ctx, log, e, d, redelivered, start)
 		if errors.Is(err, bus.ErrConflict) {
 			s.o.metrics.AppendConflict()
 			log.Debug("lost the race for the turn's log; deciding again", "err", err)
@@ -484,7 +480,17 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 
 // perform makes a decision durable and effective, in the order that makes a
 // crash at any point harmless: events, then jobs, then timers and the cache.
-func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.Decision, redelivered, owned bool) error {
+//
+// A model call a fresh decision asks for (one that appended the events
+// that do) is made in this process when it owns the turn's partition
+// (callHere). A submission (start) is decided by whichever orchestrator
+// takes it, and may be decided again by another when it is delivered
+// again: such a decision, taken by a process that does not own the turn,
+// cannot tell whether the owner is making the turn's call in its process,
+// or whether the process that decided it first died before publishing its
+// job. It publishes no model job: it asks the owner to look at the turn
+// (look), which publishes the job unless it began the call itself.
+func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.Decision, redelivered, start bool) error {
 	o := s.o
 	turn := d.State.TurnID
 	for _, w := range d.Warnings {
@@ -510,12 +516,18 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	// before publishing its own.
 	jobs := fsm.Jobs(d.State)
 	published := make(map[string]bool, len(jobs))
+	fresh := len(d.Events) > 0
+	look := false
 	for _, j := range jobs {
 		published[j.ID] = true
 		if e.published[j.ID] && !redelivered {
 			continue
 		}
-		if j.Model != nil && o.callHere(j, owned && len(d.Events) > 0) {
+		if j.Model != nil && o.callHere(j, fresh) {
+			continue
+		}
+		if j.Model != nil && start && !fresh && o.inProcessCalls() && !o.owns[bus.Partition(turn)].Load() {
+			look = true
 			continue
 		}
 		if err := o.publishJob(ctx, j); err != nil {
@@ -523,6 +535,12 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 			if unstorable(err) {
 				return &unstorableError{err}
 			}
+			return &retry{err}
+		}
+	}
+	if look {
+		if err := o.look(ctx, turn); err != nil {
+			delete(s.cache, turn)
 			return &retry{err}
 		}
 	}
@@ -663,15 +681,21 @@ func (s *shard) put(turn string, e *entry) {
 
 // callHere makes a model call of a turn this process owns in this process,
 // without a job, when a runner is free; fresh says whether the decision
-// asking for it appended the events that do, on an input only the turn's
-// owner handles. On a cluster every call goes as a job: the cluster test
-// (a node and an orchestrator lost under 300 turns) still saw, rarely, a
-// call made twice or a turn left waiting with calls made in-process, and
-// a job's id and redelivery are what it was proven with.
+// asking for it appended the events that do.
 func (o *Orchestrator) callHere(j fsm.Job, fresh bool) bool {
-	return o.runner != nil && !o.store.Replicated() && o.owns[bus.Partition(j.Model.TurnID)].Load() &&
+	return o.runner != nil && o.inProcessCalls() && o.owns[bus.Partition(j.Model.TurnID)].Load() &&
 		o.runner.local(j.Model, j.ID, fresh)
 }
+
+// inProcessCalls reports whether the deployment makes model calls in the
+// processes that own their turns: on a single server, not on a cluster.
+// Every orchestrator of a deployment shares the events stream, so all
+// agree, those without runners included. On a cluster every call goes as a
+// job: the cluster test (a node and an orchestrator lost under 300 turns)
+// still saw, rarely, a call made twice or a turn left waiting with calls
+// made in-process, and a job's id and redelivery are what it was proven
+// with.
+func (o *Orchestrator) inProcessCalls() bool { return !o.store.Replicated() }
 
 // publishJob publishes one job. A model call is held for this process's
 // runners, which would otherwise derive it from the turn's log.
