@@ -235,11 +235,10 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 // submission decided first by an orchestrator that does not own its turn;
 // a dead owner's partition comes to a new owner, which publishes the jobs
 // its turns wait on): it publishes the job again, which its id makes
-// nothing. A call is recorded
-// as begun here or gone as a job, and stays so: each way a call begun here
-// ends leads on durably (its answer applied or published, a job for its
-// next attempt), or ends with the process, and then the next owner of the
-// turn's partition publishes its job (rearm).
+// nothing. A call is recorded as begun here or gone as a job, and stays
+// so: each way a call begun here ends leads on durably (its answer applied
+// or published, a job for its next attempt), or ends with the process, and
+// then the next owner of the turn's partition publishes its job (rearm).
 func (r *modelRunners) local(job *events.ModelJob, id string, fresh bool) bool {
 	return r.begun.mark(id, func() bool { return fresh && r.spawn(job, id) })
 }

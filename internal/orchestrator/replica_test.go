@@ -18,7 +18,7 @@ import (
 	"github.com/jetloop/jetloop/internal/model"
 )
 
-// gated is the scripted model whose first call of step waits until
+// gated is the scripted model whose first call of its step waits until
 // release is closed; it counts the calls of each turn's steps.
 type gated struct {
 	model.Scripted
@@ -164,7 +164,8 @@ func TestAStartDecidedAgainElsewhereLeavesItsCallAlone(t *testing.T) {
 	}
 }
 
-// labeled sums a counter of a registry over the series with label = value.
+// labeled sums a counter of a registry over the series with label = value
+// (over every series when label is "").
 func labeled(t *testing.T, m *metrics.Metrics, name, label, value string) float64 {
 	t.Helper()
 	families, err := m.Registry().Gather()
@@ -177,10 +178,12 @@ func labeled(t *testing.T, m *metrics.Metrics, name, label, value string) float6
 			continue
 		}
 		for _, c := range f.GetMetric() {
+			match := label == ""
 			for _, l := range c.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					total += c.GetCounter().GetValue()
-				}
+				match = match || l.GetName() == label && l.GetValue() == value
+			}
+			if match {
+				total += c.GetCounter().GetValue()
 			}
 		}
 	}
@@ -190,19 +193,7 @@ func labeled(t *testing.T, m *metrics.Metrics, name, label, value string) float6
 // counterTotal sums a counter of a registry over its labels.
 func counterTotal(t *testing.T, m *metrics.Metrics, name string) float64 {
 	t.Helper()
-	families, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() == name {
-			for _, c := range f.GetMetric() {
-				total += c.GetCounter().GetValue()
-			}
-		}
-	}
-	return total
+	return labeled(t, m, name, "", "")
 }
 
 // TestPartitionedOrchestrators runs three orchestrators: they own disjoint
