@@ -298,12 +298,18 @@ func (b *begun) mark(id string, how func() bool) bool {
 }
 
 func (r *modelRunners) runLocal(job *events.ModelJob, id string, done func(*[]byte)) {
+	// The runner is busy until the answer is applied or stored, not only
+	// while the model answers: a burst of turns whose shards are slower
+	// than their model would otherwise hold a goroutine and an answer in
+	// memory for each (10,000 submitted at once: 16 KB per turn instead of
+	// 7). With every runner busy, the next calls go as jobs, and their
+	// answers wait in the inbox.
+	defer func() { <-r.slots }()
 	o := r.o
 	ref := refOf(job)
 	attempt := max(ref.Attempt, 1)
 	began := time.Now()
 	v, res, data, delay := r.attempt(r.stop, job, attempt)
-	<-r.slots
 	var kept *[]byte
 	defer func() { done(kept) }()
 	switch v {
