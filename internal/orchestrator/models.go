@@ -29,7 +29,10 @@ type modelRunners struct {
 	ran  *bus.Ran[[]byte] // the encoded answers of the calls made here
 	// slots bound the calls made at once, pulled or local.
 	slots chan struct{}
-	begun begun
+	// inProcess bounds the calls made in-process that are not over: made,
+	// or answered and waiting for their turn's shard (maxLocalCalls).
+	inProcess chan struct{}
+	begun     begun
 	// spawned are the calls running here without a job: the process
 	// waits for them to end before it stops.
 	spawned sync.WaitGroup
@@ -92,7 +95,8 @@ func newModelRunners(ctx context.Context, o *Orchestrator, alone bool) (*modelRu
 			return nil, err
 		}
 	}
-	return &modelRunners{o: o, cons: cons, ran: bus.NewRan[[]byte](), slots: make(chan struct{}, o.runners)}, nil
+	return &modelRunners{o: o, cons: cons, ran: bus.NewRan[[]byte](), slots: make(chan struct{}, o.runners),
+		inProcess: make(chan struct{}, maxLocalCalls)}, nil
 }
 
 func (r *modelRunners) run(ctx context.Context) error {
@@ -243,17 +247,32 @@ func (r *modelRunners) local(job *events.ModelJob, id string, fresh bool) bool {
 	return r.begun.mark(id, func() bool { return fresh && r.spawn(job, id) })
 }
 
+// maxLocalCalls bounds the calls made in-process at once, from their
+// start to their answer applied or stored. An answer waits for its turn's
+// shard, which may be slower than the model: without a bound, a burst of
+// turns held a goroutine and an answer in memory for each (10,000
+// submitted at once: 16 KB per turn instead of 7). Past it, calls go as
+// jobs, and their answers wait in the inbox.
+const maxLocalCalls = 256
+
 // spawn makes a call here if a runner is free. A call already running or
 // answered here (a job of it was pulled) is not made again.
 func (r *modelRunners) spawn(job *events.ModelJob, id string) bool {
 	select {
+	case r.inProcess <- struct{}{}:
+	default:
+		return false
+	}
+	select {
 	case r.slots <- struct{}{}:
 	default:
+		<-r.inProcess
 		return false
 	}
 	done, ok := r.ran.TryBegin(id)
 	if !ok {
 		<-r.slots
+		<-r.inProcess
 		return true
 	}
 	r.o.calls.put(id, job)
@@ -298,18 +317,13 @@ func (b *begun) mark(id string, how func() bool) bool {
 }
 
 func (r *modelRunners) runLocal(job *events.ModelJob, id string, done func(*[]byte)) {
-	// The runner is busy until the answer is applied or stored, not only
-	// while the model answers: a burst of turns whose shards are slower
-	// than their model would otherwise hold a goroutine and an answer in
-	// memory for each (10,000 submitted at once: 16 KB per turn instead of
-	// 7). With every runner busy, the next calls go as jobs, and their
-	// answers wait in the inbox.
-	defer func() { <-r.slots }()
+	defer func() { <-r.inProcess }() // maxLocalCalls
 	o := r.o
 	ref := refOf(job)
 	attempt := max(ref.Attempt, 1)
 	began := time.Now()
 	v, res, data, delay := r.attempt(r.stop, job, attempt)
+	<-r.slots
 	var kept *[]byte
 	defer func() { done(kept) }()
 	switch v {
