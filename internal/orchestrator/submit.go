@@ -84,9 +84,10 @@ type startReads struct {
 
 func (o *Orchestrator) readStart(ctx context.Context, sub *events.Submit, readLog bool) *startReads {
 	r := &startReads{sub: *sub}
+	turn := sub.TurnID
 	r.wg.Go(func() { r.start, r.err = o.resolve(ctx, &r.sub) })
 	if readLog {
-		r.wg.Go(func() { r.log, r.lerr = o.loadEntry(ctx, sub.TurnID) })
+		r.wg.Go(func() { r.log, r.lerr = o.loadEntry(ctx, turn) })
 	}
 	return r
 }

@@ -208,10 +208,42 @@ func (w *workload) done() int {
 	return len(w.finished)
 }
 
-// waitDone waits until at least k turns have finished.
+// waitDone waits until at least k turns have finished. When they do not
+// within a minute, it names the submitted turns that have not, each with
+// the events its log holds, before it fails: where a turn stopped is what
+// a failure of a run this long needs to be understood.
 func (w *workload) waitDone(k int) {
 	w.t.Helper()
-	natstest.WaitFor(w.t, fmt.Sprintf("%d turns to finish", k), func() bool { return w.done() >= k })
+	deadline := time.Now().Add(time.Minute)
+	for w.done() < k {
+		if time.Now().After(deadline) {
+			w.unfinished()
+			w.t.Fatalf("timed out waiting for %d turns to finish (%d did)", k, w.done())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// unfinished logs each submitted turn that has not finished, with its
+// log's events (at most 20 turns).
+func (w *workload) unfinished() {
+	w.t.Helper()
+	w.mu.Lock()
+	var open []string
+	for i := range w.n {
+		if turn := w.turn(i); !w.finished[turn] {
+			open = append(open, turn)
+		}
+	}
+	w.mu.Unlock()
+	for _, turn := range open[:min(len(open), 20)] {
+		log := turnLog(w.t, w.js, turn)
+		types := make([]string, len(log))
+		for i, e := range log {
+			types[i] = fmt.Sprintf("%s@%s", e.Type, e.Time.Format("15:04:05.000"))
+		}
+		w.t.Logf("unfinished: %s: %s", turn, strings.Join(types, " "))
+	}
 }
 
 // check checks every turn once all have finished: each completed with its
