@@ -154,6 +154,16 @@ func problem(m cdpMsg) string {
 // result.
 func (b *browser) call(session, method string, params any) json.RawMessage {
 	b.t.Helper()
+	result, failed := b.try(session, method, params)
+	if failed != "" {
+		b.t.Fatalf("%s: %s", method, failed)
+	}
+	return result
+}
+
+// try is call that returns the browser's error message instead of failing.
+func (b *browser) try(session, method string, params any) (json.RawMessage, string) {
+	b.t.Helper()
 	ch := make(chan cdpMsg, 1)
 	b.mu.Lock()
 	b.next++
@@ -168,13 +178,13 @@ func (b *browser) call(session, method string, params any) json.RawMessage {
 	select {
 	case m := <-ch:
 		if m.Error != nil {
-			b.t.Fatalf("%s: %s", method, m.Error.Message)
+			return nil, m.Error.Message
 		}
-		return m.Result
+		return m.Result, ""
 	case <-time.After(time.Minute):
 		b.t.Fatalf("%s: no answer", method)
 	}
-	return nil
+	return nil, ""
 }
 
 // tab opens a page in a tab of its own and returns the tab's session.
@@ -200,6 +210,20 @@ func (b *browser) tab(url string) string {
 // eval runs a script in a tab and returns its value as JSON.
 func (b *browser) eval(session, expr string) json.RawMessage {
 	b.t.Helper()
+	value, exception, failed := b.evaluate(session, expr)
+	switch {
+	case failed != "":
+		b.t.Fatalf("Runtime.evaluate: %s", failed)
+	case exception != "":
+		b.t.Fatalf("%s: %s", expr, exception)
+	}
+	return value
+}
+
+// evaluate evaluates expr in a tab: its value, the exception it threw, or
+// the browser's error message.
+func (b *browser) evaluate(session, expr string) (value json.RawMessage, exception, failed string) {
+	b.t.Helper()
 	var r struct {
 		Result struct {
 			Value json.RawMessage `json:"value"`
@@ -208,11 +232,12 @@ func (b *browser) eval(session, expr string) json.RawMessage {
 			Text string `json:"text"`
 		} `json:"exceptionDetails"`
 	}
-	_ = json.Unmarshal(b.call(session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true}), &r)
+	result, failed := b.try(session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true})
+	_ = json.Unmarshal(result, &r)
 	if r.Exception != nil {
-		b.t.Fatalf("%s: %s", expr, r.Exception.Text)
+		exception = r.Exception.Text
 	}
-	return r.Result.Value
+	return r.Result.Value, exception, failed
 }
 
 // waitTrue evaluates expr in a tab until it is true.
@@ -221,7 +246,16 @@ func (b *browser) waitTrue(session, what, expr string) {
 	deadline := time.Now().Add(time.Minute)
 	// Until the page has loaded, what expr reads may not exist yet.
 	guarded := "(function () { try { return (" + expr + "); } catch (e) { return false; } })()"
-	for string(b.eval(session, guarded)) != "true" {
+	for {
+		value, _, failed := b.evaluate(session, guarded)
+		if string(value) == "true" {
+			return
+		}
+		// A page that redirects (or reloads) is evaluated again once it
+		// has: an evaluation the navigation cut short is not a failure.
+		if failed != "" && !strings.Contains(failed, "navigated or closed") {
+			b.t.Fatalf("waiting for %s: Runtime.evaluate: %s", what, failed)
+		}
 		if time.Now().After(deadline) {
 			b.t.Fatalf("timed out waiting for %s (%s)", what, expr)
 		}
