@@ -19,7 +19,6 @@ import (
 // a process restarted after a crash.
 const (
 	inboxDuplicates = 10 * time.Minute
-	jobsDuplicates  = JobsDuplicates
 	eventDuplicates = 2 * time.Minute
 	deadDuplicates  = 2 * time.Minute
 )
@@ -125,7 +124,7 @@ func (p Provision) StreamConfigs() []jetstream.StreamConfig {
 			Replicas:    p.Replicas,
 			MaxBytes:    p.MaxBytes,
 			Discard:     jetstream.DiscardNew,
-			Duplicates:  jobsDuplicates,
+			Duplicates:  JobsDuplicates,
 		},
 		{
 			Name:        events.StreamEvents,

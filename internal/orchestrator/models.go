@@ -563,7 +563,11 @@ func (r *modelRunners) publishAttempt(ref events.ModelJobRef, attempt int, delay
 	_, err = r.o.js.Publish(ctx, events.SubjectModel, data, jetstream.WithMsgID(attemptID(ref, attempt)))
 	if err == nil && attempt > 1 {
 		r.nextMu.Lock()
-		if r.next == nil {
+		if r.next == nil || len(r.next) >= maxBegun {
+			// A call whose retry another process's runner answered is
+			// never let go here: the record is dropped whole rather than
+			// grow. What it loses is only that a retry's job derived again
+			// after a server restart makes its attempt once more.
 			r.next = make(map[string]events.ModelJobRef)
 		}
 		r.next[modelJobID(ref)] = ref

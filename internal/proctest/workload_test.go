@@ -56,6 +56,8 @@ type workload struct {
 	// wait in its shard behind other turns' 5 s timeouts); its turn must
 	// still finish, and the call still run at most once.
 	late bool
+	// submitted is how many turns, from the first, have been submitted.
+	submitted int
 }
 
 // newWorkload prepares n turns named prefix-000 …; dir is the workers'
@@ -198,6 +200,9 @@ func (w *workload) submit(from, to int) {
 			_, err := w.js.Publish(ctx, events.SubjectSubmit, data, jetstream.WithMsgID(turn))
 			return err == nil
 		})
+		w.mu.Lock()
+		w.submitted = max(w.submitted, i+1)
+		w.mu.Unlock()
 	}
 }
 
@@ -214,14 +219,7 @@ func (w *workload) done() int {
 // a failure of a run this long needs to be understood.
 func (w *workload) waitDone(k int) {
 	w.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for w.done() < k {
-		if time.Now().After(deadline) {
-			w.unfinished()
-			w.t.Fatalf("timed out waiting for %d turns to finish (%d did)", k, w.done())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	natstest.WaitForOr(w.t, fmt.Sprintf("%d turns to finish", k), func() bool { return w.done() >= k }, w.unfinished)
 }
 
 // unfinished logs each submitted turn that has not finished, with its
@@ -230,7 +228,7 @@ func (w *workload) unfinished() {
 	w.t.Helper()
 	w.mu.Lock()
 	var open []string
-	for i := range w.n {
+	for i := range w.submitted {
 		if turn := w.turn(i); !w.finished[turn] {
 			open = append(open, turn)
 		}
