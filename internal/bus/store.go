@@ -47,6 +47,10 @@ const headerRoom = 512
 type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	// reads is the handle turn logs are read with: stream itself on a
+	// single replica, a handle that reads from the stream's leader on a
+	// cluster (see leaderReads).
+	reads jetstream.Stream
 	// replicated: the stream has more than one replica, so a decision's
 	// events are not sent together (see Append); mu keeps one decision's
 	// sends together on the connection.
@@ -60,13 +64,41 @@ func NewStore(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: bind %s: %w", events.StreamEvents, err)
 	}
-	return &Store{js: js, stream: st, replicated: st.CachedInfo().Config.Replicas > 1}, nil
+	s := &Store{js: js, stream: st, reads: st, replicated: st.CachedInfo().Config.Replicas > 1}
+	if s.replicated {
+		if s.reads, err = leaderReads(ctx, js, events.StreamEvents); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// leaderReads binds a stream with a handle whose gets its leader answers.
+//
+// A direct get, which the events stream allows, is answered by any of its
+// replicas, and nats-server lets a follower answer once it is 90 % caught
+// up: on a cluster, a turn's log read that way can end before events whose
+// appends were acknowledged. A decision is fenced against that (its append
+// expects the turn's last sequence), but what a read alone concludes is not:
+// a model runner took a job its stale log did not ask for as a call nobody
+// waits for, and dropped it, and the turn waited for ever. The stream's
+// message get is answered by its leader, which acknowledges an append only
+// once it has stored it. nats.go chooses between the two by the handle's
+// cached config, so this handle's says no direct gets; it is used only for
+// gets, as an Info call would cache the server's config again.
+func leaderReads(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("bus: bind %s: %w", name, err)
+	}
+	st.CachedInfo().Config.AllowDirect = false
+	return st, nil
 }
 
 // Last returns a turn's last event and its stream sequence; ok is false when
 // the turn has no log.
 func (s *Store) Last(ctx context.Context, turn string) (e events.Envelope, seq uint64, ok bool, err error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, events.TurnEventsFilter(turn))
+	m, err := s.reads.GetLastMsgForSubject(ctx, events.TurnEventsFilter(turn))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return events.Envelope{}, 0, false, nil
 	}
@@ -99,7 +131,7 @@ func (s *Store) Read(ctx context.Context, turn string) ([]events.Envelope, uint6
 func (s *Store) readSubject(ctx context.Context, subject string, upTo uint64) (logWithSeq, error) {
 	var out logWithSeq
 	for next := uint64(1); next <= upTo; {
-		m, err := s.stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subject))
+		m, err := s.reads.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return logWithSeq{}, fmt.Errorf("bus: read %s: log ends before sequence %d", subject, upTo)
 		}

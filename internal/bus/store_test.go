@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,9 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // event is the nth event of a turn: the store reads and writes envelopes,
@@ -87,4 +91,75 @@ func TestAppendSendsADecisionTogether(t *testing.T) {
 	if _, seq, _, _ := store.Last(ctx, "b"); seq != end {
 		t.Fatalf("append returned %d, the log ends at %d", end, seq)
 	}
+}
+
+// TestClusterLogReadsAreTheLeaders reads turn logs on a single server and
+// on a 3-node cluster, and counts the requests a client of either sees go
+// by: on a single server a log is read with direct gets; on a cluster
+// never, only with the stream's message get, which its leader answers. A
+// direct get on a cluster may be answered by a follower behind the appends
+// (see NewStore).
+func TestClusterLogReadsAreTheLeaders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-node cluster")
+	}
+	reads := func(t *testing.T, nc *nats.Conn, js jetstream.JetStream, ctx context.Context) (direct, leader int) {
+		t.Helper()
+		store, err := bus.NewStore(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs := map[string]*nats.Subscription{}
+		for _, subject := range []string{"$JS.API.DIRECT.GET." + events.StreamEvents + ".>", "$JS.API.DIRECT.GET." + events.StreamEvents,
+			"$JS.API.STREAM.MSG.GET." + events.StreamEvents} {
+			sub, err := nc.SubscribeSync(subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			subs[subject] = sub
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Append(ctx, 0, []events.Envelope{event("r", 1), event("r", 2)}); err != nil {
+			t.Fatal(err)
+		}
+		log, _, err := store.Read(ctx, "r")
+		if err != nil || len(log) != 2 {
+			t.Fatalf("read %d events (%v), want 2", len(log), err)
+		}
+		// A read's request is delivered to this connection's subscriptions
+		// before its answer comes back on it.
+		count := func(subject string) int {
+			n, _, err := subs[subject].Pending()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		return count("$JS.API.DIRECT.GET."+events.StreamEvents+".>") + count("$JS.API.DIRECT.GET."+events.StreamEvents),
+			count("$JS.API.STREAM.MSG.GET." + events.StreamEvents)
+	}
+
+	t.Run("single server", func(t *testing.T) {
+		ctx, js := provisioned(t)
+		if direct, leader := reads(t, js.Conn(), js, ctx); direct == 0 || leader != 0 {
+			t.Fatalf("%d direct gets and %d message gets, want only direct gets", direct, leader)
+		}
+	})
+	t.Run("cluster", func(t *testing.T) {
+		c := natstest.StartCluster(t, 3)
+		nc, js := c.Connect(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		p := bus.DefaultProvision(nc.MaxPayload())
+		p.Replicas = 3
+		if _, err := bus.Apply(ctx, js, p); err != nil {
+			t.Fatal(err)
+		}
+		if direct, leader := reads(t, nc, js, ctx); direct != 0 || leader == 0 {
+			t.Fatalf("%d direct gets and %d message gets, want only message gets", direct, leader)
+		}
+	})
 }

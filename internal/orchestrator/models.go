@@ -490,7 +490,24 @@ func (r *modelRunners) resolve(ref events.ModelJobRef, id string) (*events.Model
 			return j.Model, nil
 		}
 	}
+	if before(st, ref) {
+		// Every job is published after the events that ask for it: a log
+		// that has not come as far is a read behind the appends, and the
+		// job comes again rather than be dropped.
+		return nil, fmt.Errorf("orchestrator: the log of %s read ends before step %d asked for the call", ref.TurnID, ref.Step)
+	}
 	return nil, errStaleCall
+}
+
+// before reports whether a turn's state has not yet come to the model call
+// a job names: a step call of a later step, or of its step not started yet;
+// a summary the turn has not begun (a turn that has moved past its summary
+// is finished).
+func before(st *fsm.State, ref events.ModelJobRef) bool {
+	if ref.Kind == events.ModelSummary {
+		return !st.Done() && st.Phase != fsm.PhaseSummarizing
+	}
+	return st.Step < ref.Step || st.Step == ref.Step && (st.Phase == fsm.PhaseNew || st.Phase == fsm.PhaseStepStart)
 }
 
 // decodeModelJobRef reads a model job: a reference to a call, checked as

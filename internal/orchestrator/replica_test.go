@@ -16,6 +16,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/model"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // gated is the scripted model whose first call of its step waits until
@@ -365,5 +366,62 @@ func TestADecisionTakenAgainLeavesItsCallAlone(t *testing.T) {
 	}
 	if n := m.count(turn + "/2/1"); n != 1 {
 		t.Fatalf("step 2's first attempt was made %d times", n)
+	}
+}
+
+// TestAModelJobAheadOfItsLogComesAgain gives a model runner the job of a
+// turn's step 2 while the turn's log, as the runner reads it, still waits
+// in step 1: on a cluster, a read a follower answers can end before the
+// events that asked for the call. The runner must not take the job for a
+// call nobody waits for and drop it: the turn would wait for ever on a job
+// that was stored once (the owner's own publish of it is a duplicate). It
+// comes again, and is made once the log shows step 2.
+func TestAModelJobAheadOfItsLogComesAgain(t *testing.T) {
+	h := newHarness(t)
+	h.worker()
+	// The turn's owner runs no model calls, so each is a job that the
+	// other orchestrator's runner reads the turn's log for.
+	turn := turnOwnedBy("t-ahead", 0)
+	owner, _, _ := h.running(orchestrator.WithModelRunners(0))
+	other, _, _ := h.running(orchestrator.WithModelRunners(1))
+	p := bus.Partition(turn)
+	h.waitFor("the partitions to settle", func() bool {
+		return slices.Contains(owner.Partitions(), p) && !slices.Contains(other.Partitions(), p)
+	})
+	h.submit(script(turn, "Gated", `{"responses": [{"tool_calls": [{"name": "echo", "arguments": {"text": "a"}}]}, {"text": "done"}]}`))
+	paused := h.waitType(turn, events.TurnPaused)
+
+	// Step 2's job, published as its owner will publish it once step 2
+	// starts, and the id with it.
+	data, err := json.Marshal(events.ModelJobRef{TurnID: turn, SessionID: turn, Step: 2, Kind: events.ModelStep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := h.js.Publish(ctx, events.SubjectModel, data, jetstream.WithMsgID("model:"+turn+":2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := h.js.Consumer(ctx, events.StreamJobs, bus.ModelConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the runner to have the early job", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.Delivered.Stream >= ack.Sequence
+	})
+	if h.last(turn) != events.TurnPaused {
+		t.Fatalf("the turn moved on before its approval: %s", h.last(turn))
+	}
+
+	var pd events.TurnPausedData
+	if err := json.Unmarshal(paused.Data, &pd); err != nil {
+		t.Fatal(err)
+	}
+	approved := true
+	h.control(turn, events.Control{Action: events.ActionApprove, CallID: pd.CallID, Approved: &approved})
+	if _, fin := h.finished(turn); fin.StopReason != events.StopCompleted || fin.Output != "done" {
+		t.Fatalf("finished %+v", fin)
 	}
 }
