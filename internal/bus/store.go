@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
@@ -98,7 +99,9 @@ func leaderReads(ctx context.Context, js jetstream.JetStream, name string) (jets
 // Last returns a turn's last event and its stream sequence; ok is false when
 // the turn has no log.
 func (s *Store) Last(ctx context.Context, turn string) (e events.Envelope, seq uint64, ok bool, err error) {
-	m, err := s.reads.GetLastMsgForSubject(ctx, events.TurnEventsFilter(turn))
+	m, err := s.get(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return s.reads.GetLastMsgForSubject(ctx, events.TurnEventsFilter(turn))
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return events.Envelope{}, 0, false, nil
 	}
@@ -125,13 +128,37 @@ func (s *Store) Read(ctx context.Context, turn string) ([]events.Envelope, uint6
 	return log.events, log.lastSeq, nil
 }
 
+// get makes one read of the events stream. On a cluster, a get sent while
+// the stream has no leader (a node lost, an election under way) is
+// answered by nobody: it is sent again every readAttempt, to the leader
+// elected since, rather than wait out the caller's whole deadline, which
+// held inputs and model jobs many seconds past an election.
+func (s *Store) get(ctx context.Context, read func(context.Context) (*jetstream.RawStreamMsg, error)) (*jetstream.RawStreamMsg, error) {
+	if !s.replicated {
+		return read(ctx)
+	}
+	for {
+		actx, cancel := context.WithTimeout(ctx, readAttempt)
+		m, err := read(actx)
+		cancel()
+		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			return m, err
+		}
+	}
+}
+
+// readAttempt bounds one read on a cluster (see get).
+const readAttempt = 2 * time.Second
+
 // readSubject reads a subject's messages up to stream sequence upTo, one
 // direct get of the next message on the subject at a time: no consumer is
 // created, so frequent reads leave nothing behind on the server.
 func (s *Store) readSubject(ctx context.Context, subject string, upTo uint64) (logWithSeq, error) {
 	var out logWithSeq
 	for next := uint64(1); next <= upTo; {
-		m, err := s.reads.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subject))
+		m, err := s.get(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+			return s.reads.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subject))
+		})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return logWithSeq{}, fmt.Errorf("bus: read %s: log ends before sequence %d", subject, upTo)
 		}

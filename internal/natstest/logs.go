@@ -35,27 +35,37 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 		return
 	}
 	logs := map[string][]events.Envelope{}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		msg, err := stream.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
+	// Read with a consumer, which the stream's leader serves: on a cluster
+	// a direct get may be answered by a follower still catching up.
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Errorf("check logs: %v", err)
+		return
+	}
+	for read := uint64(0); read < info.State.LastSeq && info.State.Msgs > 0; {
+		batch, err := cons.FetchNoWait(1000)
 		if err != nil {
-			t.Errorf("check logs: read %d: %v", seq, err)
+			t.Errorf("check logs: %v", err)
 			return
 		}
-		if err := events.ValidateEvent(msg.Data); err != nil {
-			t.Errorf("event at stream seq %d (%s) fails its schema: %v", seq, msg.Subject, err)
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			md, err := msg.Metadata()
+			if err != nil {
+				t.Errorf("check logs: %v", err)
+				return
+			}
+			read = md.Sequence.Stream
+			checkEvent(t, md.Sequence.Stream, msg.Subject(), msg.Data(), logs)
 		}
-		var e events.Envelope
-		if err := json.Unmarshal(msg.Data, &e); err != nil {
-			t.Errorf("event at stream seq %d: %v", seq, err)
-			continue
+		if err := batch.Error(); err != nil {
+			t.Errorf("check logs: %v", err)
+			return
 		}
-		if got := events.EventsSubject(e.SessionID, e.TurnID); got != msg.Subject {
-			t.Errorf("event of %s/%s stored on %s", e.SessionID, e.TurnID, msg.Subject)
+		if n == 0 {
+			break // the rest was removed since the stream's info was read
 		}
-		logs[msg.Subject] = append(logs[msg.Subject], e)
 	}
 	for subject, log := range logs {
 		if err := events.CheckLog(log); err != nil {
@@ -77,4 +87,21 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 			t.Errorf("%s does not verify against today's machine: %v", subject, err)
 		}
 	}
+}
+
+// checkEvent checks one stored event and adds it to its log.
+func checkEvent(t testing.TB, seq uint64, subject string, data []byte, logs map[string][]events.Envelope) {
+	t.Helper()
+	if err := events.ValidateEvent(data); err != nil {
+		t.Errorf("event at stream seq %d (%s) fails its schema: %v", seq, subject, err)
+	}
+	var e events.Envelope
+	if err := json.Unmarshal(data, &e); err != nil {
+		t.Errorf("event at stream seq %d: %v", seq, err)
+		return
+	}
+	if got := events.EventsSubject(e.SessionID, e.TurnID); got != subject {
+		t.Errorf("event of %s/%s stored on %s", e.SessionID, e.TurnID, subject)
+	}
+	logs[subject] = append(logs[subject], e)
 }

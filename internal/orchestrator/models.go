@@ -152,6 +152,13 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(wait)
 		return
 	}
+	// The job is heartbeated from here until its answer is stored, waiting
+	// for its turn's log or a free runner included: a job left past its ack
+	// wait is delivered to another runner, and both would make the call.
+	// (Reads wait out a cluster's election of a leader.)
+	hb, hbStop := context.WithCancel(context.Background())
+	defer hbStop()
+	defer bus.Heartbeat(hb, msg, o.ackWait/3)()
 	// A job for a call this process made (or makes): its acknowledgement
 	// was lost, the jobs were derived again after a server restart, or the
 	// call runs here without a job. The answer it got is sent again; the
@@ -185,11 +192,6 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	// The job is heartbeated until its answer is stored, waiting for a
-	// free runner included.
-	hb, hbStop := context.WithCancel(context.Background())
-	defer hbStop()
-	defer bus.Heartbeat(hb, msg, o.ackWait/3)()
 	select {
 	case r.slots <- struct{}{}:
 	case <-stop.Done():

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/nats-io/nats-server/v2/server"
@@ -241,6 +242,46 @@ func (w *workload) unfinished() {
 			types[i] = fmt.Sprintf("%s@%s", e.Type, e.Time.Format("15:04:05.000"))
 		}
 		w.t.Logf("unfinished: %s: %s", turn, strings.Join(types, " "))
+	}
+	if len(open) > 0 {
+		w.waiting(events.StreamJobs, events.StreamInbox)
+	}
+}
+
+// waiting logs what the work-queue streams hold (at most 50 messages
+// each): a job or an input that is there, or missing, says where a turn
+// stopped.
+func (w *workload) waiting(streams ...string) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, name := range streams {
+		s, err := w.js.Stream(ctx, name)
+		if err != nil {
+			w.t.Logf("%s: %v", name, err)
+			continue
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			w.t.Logf("%s: %v", name, err)
+			continue
+		}
+		w.t.Logf("%s holds %d messages", name, info.State.Msgs)
+		for c := range s.ListConsumers(ctx).Info() {
+			if c.NumPending+uint64(c.NumAckPending)+uint64(c.NumRedelivered) > 0 {
+				w.t.Logf("%s consumer %s: %d pending, %d unacknowledged, %d redelivered, %d pulls waiting",
+					name, c.Name, c.NumPending, c.NumAckPending, c.NumRedelivered, c.NumWaiting)
+			}
+		}
+		shown := 0
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0 && shown < 50; seq++ {
+			m, err := s.GetMsg(ctx, seq)
+			if err != nil {
+				continue
+			}
+			shown++
+			w.t.Logf("%s %d %s: %s", name, seq, m.Subject, bus.Truncate(string(m.Data), 200))
+		}
 	}
 }
 
