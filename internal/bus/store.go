@@ -151,8 +151,9 @@ func (s *Store) get(ctx context.Context, read func(context.Context) (*jetstream.
 const readAttempt = 2 * time.Second
 
 // readSubject reads a subject's messages up to stream sequence upTo, one
-// direct get of the next message on the subject at a time: no consumer is
-// created, so frequent reads leave nothing behind on the server.
+// get of the next message on the subject at a time (direct on a single
+// server): no consumer is created, so frequent reads leave nothing behind
+// on the server.
 func (s *Store) readSubject(ctx context.Context, subject string, upTo uint64) (logWithSeq, error) {
 	var out logWithSeq
 	for next := uint64(1); next <= upTo; {
