@@ -27,10 +27,13 @@ type historyCache struct {
 }
 
 // ended is where a finished turn's log ends, and whether it was only
-// rejected (which is never remembered: a valid submission replaces it).
+// rejected (which is never remembered: a valid submission replaces it). A
+// workflow's log in the session is remembered too, as no turn's: it never
+// becomes one, and a workflow's every task would otherwise read it again.
 type ended struct {
 	seq      uint64
 	rejected bool
+	workflow bool
 }
 
 // maxEnded bounds the ended turns remembered; past it, one is forgotten
@@ -41,15 +44,20 @@ func newHistoryCache(store *bus.Store, size int) *historyCache {
 	return &historyCache{store: store, size: size, transcripts: map[string][]events.Message{}, ended: map[string]ended{}}
 }
 
-// end reads whether a turn finished, from memory when it was seen finished.
+// end reads whether a turn finished, from memory when it was seen finished
+// (or seen to be a workflow's log, which is no turn's and never finishes as one).
 func (h *historyCache) end(ctx context.Context, turn string) (ended, bool, error) {
 	h.mu.Lock()
 	e, ok := h.ended[turn]
 	h.mu.Unlock()
 	if ok {
-		return e, true, nil
+		return e, !e.workflow, nil
 	}
 	last, seq, ok, err := h.store.Last(ctx, turn)
+	if err == nil && ok && last.Type.Workflow() {
+		h.remember(turn, ended{workflow: true})
+		return ended{workflow: true}, false, nil
+	}
 	if err != nil || !ok || last.Type != events.TurnFinished {
 		return ended{}, false, err
 	}

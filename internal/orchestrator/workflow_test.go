@@ -297,3 +297,55 @@ func TestWorkflowSurvivesCrashes(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkflowTasksReadTheirWorkflowsLogOnce: a task's turn reads its
+// workflow's log once as it starts (that the workflow started it), not a
+// second time as a turn of the session that might be history: the history
+// remembers a workflow's log as no turn's. Before, every task of a
+// workflow read it twice.
+func TestWorkflowTasksReadTheirWorkflowsLogOnce(t *testing.T) {
+	h := newHarness(t).start()
+	const tasks = 6
+	sub, err := h.nc.SubscribeSync("$JS.API.DIRECT.GET." + events.StreamEvents + ".jetloop.events.*.wfread")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := h.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var list []events.Task
+	for i := range tasks {
+		list = append(list, echoTask(fmt.Sprint(i)))
+	}
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "wfread", Agent: "General", Tasks: list})
+	if _, f := h.workflowFinished("wfread"); f.StopReason != events.StopCompleted {
+		t.Fatalf("finished %+v", f)
+	}
+	// The orchestrator's reads were sent before the end they led to, and
+	// each came here before this connection's read of that end did. This
+	// test's own reads (waiting for the end) are told by their reply
+	// subjects, which are this connection's.
+	pending, _, err := sub.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := h.nc.NewRespInbox()
+	mine = mine[:strings.LastIndexByte(mine, '.')+1]
+	reads := 0
+	for range pending {
+		m, err := sub.NextMsg(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(m.Reply, mine) {
+			reads++
+		}
+	}
+	// One per task, one more by the first task's history, and one by the
+	// workflow's start (its log was empty then).
+	if reads == 0 || reads > tasks+2 {
+		t.Fatalf("the orchestrator read the workflow's log %d times for %d tasks", reads, tasks)
+	}
+	h.checkAllLogs()
+}
