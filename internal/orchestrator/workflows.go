@@ -21,6 +21,9 @@ type flow struct {
 	state *workflow.State
 	seq   uint64
 	gen   uint64 // as entry.gen
+	// checkpoint is the revision of the workflow's key in
+	// JETLOOP_CHECKPOINTS this shard wrote last, 0 when it wrote none.
+	checkpoint uint64
 }
 
 // workflowSubmit starts a workflow, or records why it cannot start: the
@@ -215,13 +218,15 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 			}
 			return nil
 		}
+		next := &flow{state: st, seq: seq, checkpoint: f.checkpoint}
 		if p := bus.Partition(id); s.o.owns[p].Load() {
-			s.flows[id] = &flow{state: st, seq: seq, gen: s.o.gens[p].Load()}
+			next.gen = s.o.gens[p].Load()
+			s.flows[id] = next
 		}
 		if st.AwaitsGate() {
 			// The checkpoint's second half, then the gate: in that order,
 			// and again after a crash, since the state still awaits it.
-			if err := s.o.putCheckpoint(ctx, st); err != nil {
+			if next.checkpoint, err = s.o.putCheckpoint(ctx, st, f.checkpoint); err != nil {
 				return &retry{err}
 			}
 			in = workflow.Gate{}
@@ -265,23 +270,50 @@ func (o *Orchestrator) publishFlowJobs(ctx context.Context, st *workflow.State) 
 }
 
 // putCheckpoint writes the workflow's last checkpoint to KV
-// JETLOOP_CHECKPOINTS, unless the bucket already holds it or a later one.
-func (o *Orchestrator) putCheckpoint(ctx context.Context, st *workflow.State) error {
+// JETLOOP_CHECKPOINTS, unless the bucket already holds it or a later one,
+// and returns the key's revision. Every write expects the revision it
+// read, so a checkpoint never replaces a later one written meanwhile (by
+// another process deciding on a stale state). rev is the revision this
+// shard wrote last, when it knows it: then one round trip, not a read and
+// a write, unless someone wrote since.
+func (o *Orchestrator) putCheckpoint(ctx context.Context, st *workflow.State, rev uint64) (uint64, error) {
 	cp := events.WorkflowCheckpointedData{Task: st.Checkpointed, Metrics: st.Metrics}
-	if e, err := o.checkpoints.Get(ctx, st.ID); err == nil {
-		var have events.WorkflowCheckpointedData
-		if json.Unmarshal(e.Value(), &have) == nil && have.Task >= cp.Task {
-			return nil
-		}
-	}
 	data, err := events.Marshal(cp)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := o.checkpoints.Put(ctx, st.ID, data); err != nil {
-		return fmt.Errorf("orchestrator: checkpoint %s: %w", st.ID, err)
+	for range 5 {
+		if rev > 0 {
+			n, err := o.checkpoints.Update(ctx, st.ID, data, rev)
+			if err == nil {
+				return n, nil
+			}
+			if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+				return 0, fmt.Errorf("orchestrator: checkpoint %s: %w", st.ID, err)
+			}
+		}
+		e, err := o.checkpoints.Get(ctx, st.ID)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			n, err := o.checkpoints.Create(ctx, st.ID, data)
+			if err == nil {
+				return n, nil
+			}
+			if !errors.Is(err, jetstream.ErrKeyExists) {
+				return 0, fmt.Errorf("orchestrator: checkpoint %s: %w", st.ID, err)
+			}
+			rev = 0
+			continue
+		case err != nil:
+			return 0, fmt.Errorf("orchestrator: checkpoint %s: %w", st.ID, err)
+		}
+		var have events.WorkflowCheckpointedData
+		if json.Unmarshal(e.Value(), &have) == nil && have.Task >= cp.Task {
+			return e.Revision(), nil
+		}
+		rev = e.Revision()
 	}
-	return nil
+	return 0, fmt.Errorf("orchestrator: checkpoint %s: the key kept changing", st.ID)
 }
 
 // startedTask accepts a submission that claims to run a workflow's task only
