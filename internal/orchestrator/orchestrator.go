@@ -554,9 +554,24 @@ func env() fsm.Env {
 // liveKey is the key of a turn or workflow in KV JETLOOP_LIVE.
 func liveKey(id string) string { return strconv.Itoa(bus.Partition(id)) + "." + id }
 
-// markLive records an unfinished turn or workflow in the index before its
-// first event is appended: a crash between the two leaves an entry for a
-// log that does not exist, which the next re-arm drops.
+// indexStarted records a turn that started in the index of unfinished
+// ones. It is written after the turn's start is appended (a start's
+// latency does not wait for it) and before its submission is acknowledged:
+// a crash between the two delivers the submission again, whose handling
+// writes it. It is only ever created, never written over: a turn that
+// finished meanwhile (its entry deleted) is not put back, and a rejected
+// submission writes none.
+func (o *Orchestrator) indexStarted(ctx context.Context, turn string) error {
+	_, err := o.live.Update(ctx, liveKey(turn), nil, 0)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return fmt.Errorf("orchestrator: index %s as unfinished: %w", turn, err)
+	}
+	return nil
+}
+
+// markLive records an unfinished workflow in the index before its first
+// event is appended: a crash between the two leaves an entry for a log
+// that does not exist, which the next re-arm drops.
 func (o *Orchestrator) markLive(ctx context.Context, id string) error {
 	if _, err := o.live.Put(ctx, liveKey(id), nil); err != nil {
 		return fmt.Errorf("orchestrator: index %s as unfinished: %w", id, err)

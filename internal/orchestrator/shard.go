@@ -544,6 +544,15 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 			return &retry{err}
 		}
 	}
+	if start && !d.State.Done() {
+		// After the start's events and its first call, so neither waits
+		// for the index; before the submission is acknowledged, so a crash
+		// between the two is mended by the submission's coming again.
+		if err := o.indexStarted(ctx, turn); err != nil {
+			delete(s.cache, turn)
+			return &retry{err}
+		}
+	}
 	if err := s.crash(StagePublished); err != nil {
 		return err
 	}

@@ -109,12 +109,6 @@ func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit,
 		return s.reject(ctx, log, sub.TurnID, sub.SessionID, d.reason, redelivered)
 	}
 	start.Digest = digest
-	if err := s.o.markLive(ctx, sub.TurnID); err != nil {
-		if unstorable(err) {
-			return s.reject(ctx, log, sub.TurnID, sub.SessionID, "cannot start the turn: "+err.Error(), redelivered)
-		}
-		return &retry{err}
-	}
 	if r.log != nil || r.lerr != nil {
 		s.preloaded = &preloaded{turn: sub.TurnID, e: r.log, err: r.lerr}
 		defer func() { s.preloaded = nil }()
