@@ -46,8 +46,17 @@ func BenchmarkToolScaling(b *testing.B) {
 	if err := bus.EnsureStreams(ctx, js); err != nil {
 		b.Fatal(err)
 	}
-	var answered atomic.Int64
-	sub, err := nc.Subscribe(events.ResultSubject("*"), func(*nats.Msg) { answered.Add(1) })
+	// Results are counted for the round's own turn; one of an earlier
+	// round's turn (a job answered twice) fails the benchmark.
+	var answered, strays atomic.Int64
+	var current atomic.Pointer[string]
+	sub, err := nc.Subscribe(events.ResultSubject("*"), func(m *nats.Msg) {
+		if p := current.Load(); p != nil && m.Subject == *p {
+			answered.Add(1)
+		} else {
+			strays.Add(1)
+		}
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,13 +78,17 @@ func BenchmarkToolScaling(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
 			round++
 			turn := fmt.Sprintf("bench-%d", round)
+			subject := events.ResultSubject(turn)
+			current.Store(&subject)
 			answered.Store(0)
 			b.ResetTimer()
 			for i := range b.N {
-				job := events.ToolJob{TurnID: turn, SessionID: turn, Step: 1, CallID: fmt.Sprintf("c%d", i), Tool: "sleep",
+				// Call ids are unique across turns (the contract): a worker
+				// answers a job of a call id it ran with that call's result.
+				job := events.ToolJob{TurnID: turn, SessionID: turn, Step: 1, CallID: fmt.Sprintf("%s-c%d", turn, i), Tool: "sleep",
 					Arguments: json.RawMessage(`{"ms":100}`), Deadline: time.Now().Add(10 * time.Minute).UTC()}
 				data, _ := json.Marshal(job)
-				if _, err := js.PublishAsync(events.ToolSubject("sleep"), data, jetstream.WithMsgID("tool:"+turn+"-"+job.CallID)); err != nil {
+				if _, err := js.PublishAsync(events.ToolSubject("sleep"), data, jetstream.WithMsgID("tool:"+job.CallID)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -86,6 +99,9 @@ func BenchmarkToolScaling(b *testing.B) {
 			}
 			deadline := time.Now().Add(5 * time.Minute)
 			for answered.Load() < int64(b.N) {
+				if n := strays.Load(); n > 0 {
+					b.Fatalf("%d results of calls of earlier rounds", n)
+				}
 				if time.Now().After(deadline) {
 					b.Fatalf("%d of %d calls answered", answered.Load(), b.N)
 				}
