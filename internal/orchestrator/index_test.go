@@ -3,7 +3,9 @@ package orchestrator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,4 +82,52 @@ func TestTheIndexHoldsUnfinishedTurns(t *testing.T) {
 		t.Fatal("a rejected submission is in the index")
 	}
 	h.checkAllLogs()
+}
+
+// TestFullIndexEndsTheTurn: a turn whose entry the full index cannot take
+// (no restart would find it) ends with an error that says so, like one
+// whose job cannot be stored, instead of a submission retried until it is a
+// dead letter while its turn runs on.
+func TestFullIndexEndsTheTurn(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := h.js.Stream(ctx, "KV_"+bus.BucketLive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.MaxBytes = 4 << 10
+	cfg.Discard = jetstream.DiscardNew
+	if _, err := h.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := h.js.KeyValue(ctx, bus.BucketLive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if _, err := kv.Put(ctx, fmt.Sprintf("0.fill-%d", i), nil); err != nil {
+			if !strings.Contains(err.Error(), "maximum bytes exceeded") {
+				t.Fatalf("filling the index: %v", err)
+			}
+			break
+		}
+		if i > 10_000 {
+			t.Fatal("the index never filled")
+		}
+	}
+	h.start()
+	h.submit(script("unindexed", "General", askUser))
+	if _, fin := h.finished("unindexed"); fin.StopReason != events.StopError || !strings.Contains(fin.Error, "maximum bytes exceeded") {
+		t.Fatalf("finished %s %q, want an error saying the index is full", fin.StopReason, fin.Error)
+	}
+	if err := s.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.submit(script("indexed", "General", askUser))
+	h.waitType("indexed", events.TurnPaused)
+	if !h.indexed("indexed") {
+		t.Fatal("a paused turn is not in the index once it has room")
+	}
 }

@@ -550,6 +550,11 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 		// between the two is mended by the submission's coming again.
 		if err := o.indexStarted(ctx, turn); err != nil {
 			delete(s.cache, turn)
+			if unstorable(err) {
+				// A turn no restart could find is ended, as one whose
+				// jobs cannot be stored is.
+				return &unstorableError{err}
+			}
 			return &retry{err}
 		}
 	}
