@@ -281,6 +281,21 @@ func TestSizesCannotStickATurn(t *testing.T) {
 	})
 }
 
+// fill writes with put until a stream bounded by its bytes (discard new)
+// refuses a write for being full.
+func fill(t *testing.T, what string, put func(i int) error) {
+	t.Helper()
+	for i := 0; i <= 10_000; i++ {
+		if err := put(i); err != nil {
+			if !strings.Contains(err.Error(), "maximum bytes exceeded") {
+				t.Fatalf("filling %s: %v", what, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("%s never filled", what)
+}
+
 // TestFullJobsStreamEndsTheTurn: a jobs stream at its bound (discard new)
 // fails the turn that cannot publish its job, with an error that says so,
 // instead of a retry for ever; once the stream has room again, turns run.
@@ -300,18 +315,10 @@ func TestFullJobsStreamEndsTheTurn(t *testing.T) {
 	// Jobs of a tool nobody serves fill it, to the last byte a small job
 	// could take.
 	for _, size := range []int{8 << 10, 16} {
-		for i := 0; ; i++ {
+		fill(t, "the jobs stream", func(i int) error {
 			_, err := h.js.Publish(ctx, events.ToolSubject("nobody"), []byte(strings.Repeat("j", size)), jetstream.WithMsgID(fmt.Sprint("fill", size, "-", i)))
-			if err != nil {
-				if !strings.Contains(err.Error(), "maximum bytes exceeded") {
-					t.Fatalf("filling the jobs stream: %v", err)
-				}
-				break
-			}
-			if i > 10_000 {
-				t.Fatal("the jobs stream never filled")
-			}
-		}
+			return err
+		})
 	}
 	h.start()
 	// A model call of a turn owned here needs no job; its tool call does.

@@ -104,17 +104,10 @@ func TestFullIndexEndsTheTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ {
-		if _, err := kv.Put(ctx, fmt.Sprintf("0.fill-%d", i), nil); err != nil {
-			if !strings.Contains(err.Error(), "maximum bytes exceeded") {
-				t.Fatalf("filling the index: %v", err)
-			}
-			break
-		}
-		if i > 10_000 {
-			t.Fatal("the index never filled")
-		}
-	}
+	fill(t, "the index", func(i int) error {
+		_, err := kv.Put(ctx, fmt.Sprintf("0.fill-%d", i), nil)
+		return err
+	})
 	h.start()
 	h.submit(script("unindexed", "General", askUser))
 	if _, fin := h.finished("unindexed"); fin.StopReason != events.StopError || !strings.Contains(fin.Error, "maximum bytes exceeded") {
