@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"github.com/jetloop/jetloop/internal/lru"
 	"slices"
 	"sync"
 
@@ -19,11 +20,11 @@ type historyCache struct {
 	size  int
 
 	mu          sync.Mutex
-	transcripts map[string][]events.Message
+	transcripts *lru.Cache[string, []events.Message]
 	// ended are the finished turns seen, by id: a turn's end never changes,
 	// so a session's next turn reads only the logs of turns not seen ended
 	// (a workflow's task k would otherwise read k-1 logs, n²/2 in all).
-	ended map[string]ended
+	ended *lru.Cache[string, ended]
 }
 
 // ended is where a finished turn's log ends, and whether it was only
@@ -36,19 +37,19 @@ type ended struct {
 	workflow bool
 }
 
-// maxEnded bounds the ended turns remembered; past it, one is forgotten
-// (and read again if asked).
+// maxEnded bounds the ended turns remembered; past it, the one asked for
+// least recently is forgotten (and read again if asked).
 const maxEnded = 100_000
 
 func newHistoryCache(store *bus.Store, size int) *historyCache {
-	return &historyCache{store: store, size: size, transcripts: map[string][]events.Message{}, ended: map[string]ended{}}
+	return &historyCache{store: store, size: size, transcripts: lru.New[string, []events.Message](size), ended: lru.New[string, ended](maxEnded)}
 }
 
 // end reads whether a turn finished, from memory when it was seen finished
 // (or seen to be a workflow's log, which is no turn's and never finishes as one).
 func (h *historyCache) end(ctx context.Context, turn string) (ended, bool, error) {
 	h.mu.Lock()
-	e, ok := h.ended[turn]
+	e, ok := h.ended.Get(turn)
 	h.mu.Unlock()
 	if ok {
 		return e, !e.workflow, nil
@@ -75,13 +76,7 @@ func (h *historyCache) end(ctx context.Context, turn string) (ended, bool, error
 func (h *historyCache) remember(turn string, e ended) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.ended) >= maxEnded {
-		for k := range h.ended {
-			delete(h.ended, k)
-			break
-		}
-	}
-	h.ended[turn] = e
+	h.ended.Put(turn, e)
 }
 
 // finished remembers a turn that finished here: where its log ends and its
@@ -163,7 +158,7 @@ func (h *historyCache) messages(ctx context.Context, turns []string) ([]events.M
 
 func (h *historyCache) transcript(ctx context.Context, turn string) ([]events.Message, error) {
 	h.mu.Lock()
-	msgs, ok := h.transcripts[turn]
+	msgs, ok := h.transcripts.Get(turn)
 	h.mu.Unlock()
 	if ok {
 		return msgs, nil
@@ -183,13 +178,7 @@ func (h *historyCache) transcript(ctx context.Context, turn string) ([]events.Me
 func (h *historyCache) keep(key string, msgs []events.Message) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.transcripts) >= h.size {
-		for k := range h.transcripts {
-			delete(h.transcripts, k)
-			break
-		}
-	}
-	h.transcripts[key] = msgs
+	h.transcripts.Put(key, msgs)
 }
 
 // maxForkDepth bounds a chain of forks of forks. Each names a turn that
@@ -228,7 +217,7 @@ func forkKey(ff events.ForkedFrom) string {
 func (h *historyCache) cached(key string) ([]events.Message, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	msgs, ok := h.transcripts[key]
+	msgs, ok := h.transcripts.Get(key)
 	return msgs, ok
 }
 

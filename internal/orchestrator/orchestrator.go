@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jetloop/jetloop/internal/lru"
 	"hash/fnv"
 	"log/slog"
 	"slices"
@@ -343,7 +344,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 	var wg sync.WaitGroup
 	var stopping atomic.Bool
 	for i := range shards {
-		shards[i] = &shard{o: o, in: newQueue(), cache: map[string]*entry{}, flows: map[string]*flow{}, stopping: &stopping}
+		shards[i] = &shard{o: o, in: newQueue(), cache: lru.New[string, *entry](max(o.cacheSize/o.shards, 1)), flows: map[string]*flow{}, stopping: &stopping}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jetloop/jetloop/internal/lru"
 	"log/slog"
 	"strings"
 	"sync"
@@ -33,7 +34,7 @@ type entry struct {
 type shard struct {
 	o        *Orchestrator
 	in       *queue
-	cache    map[string]*entry
+	cache    *lru.Cache[string, *entry]
 	flows    map[string]*flow // workflows, uncapped: few and small
 	stopping *atomic.Bool     // the process is stopping: hand inputs back
 	dead     bool             // a crash hook fired: behave like a dead process
@@ -233,10 +234,10 @@ func (s *shard) handle(msg jetstream.Msg) {
 		s.bury(log, msg, kind, reason)
 	case errors.As(err, &r):
 		log.Warn("input deferred", "err", r.err)
-		_ = msg.NakWithDelay(backoff(delivered))
+		_ = msg.NakWithDelay(redeliveryDelay(delivered))
 	default:
 		log.Error("input failed", "err", err)
-		_ = msg.NakWithDelay(backoff(delivered))
+		_ = msg.NakWithDelay(redeliveryDelay(delivered))
 	}
 }
 
@@ -268,7 +269,7 @@ func (s *shard) bury(log *slog.Logger, msg jetstream.Msg, kind, reason string) {
 		if md, err := msg.Metadata(); err == nil {
 			s.o.stranded.failed(md.Sequence.Stream, reason)
 		}
-		_ = msg.NakWithDelay(backoff(bus.InboxMaxDeliver))
+		_ = msg.NakWithDelay(redeliveryDelay(bus.InboxMaxDeliver))
 		return
 	}
 	_ = msg.TermWithReason(bus.Truncate(reason, 256))
@@ -290,8 +291,8 @@ func inputKind(subject string) (kind, turn string) {
 	return "unknown", ""
 }
 
-// backoff delays a failed input more on each delivery, up to 10 s.
-func backoff(delivered uint64) time.Duration {
+// redeliveryDelay delays a failed input more on each delivery, up to 10 s.
+func redeliveryDelay(delivered uint64) time.Duration {
 	return min(time.Duration(max(delivered, 1))*200*time.Millisecond, 10*time.Second)
 }
 
@@ -368,11 +369,11 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 
 // load returns the cached state of a turn, or folds it from the log.
 func (s *shard) load(ctx context.Context, turn string) (*entry, error) {
-	if e, ok := s.cache[turn]; ok {
+	if e, ok := s.cache.Get(turn); ok {
 		if e.gen == s.o.gens[bus.Partition(turn)].Load() {
 			return e, nil
 		}
-		delete(s.cache, turn) // another process owned the turn since
+		s.cache.Delete(turn) // another process owned the turn since
 	}
 	if p := s.preloaded; p != nil && p.turn == turn {
 		s.preloaded = nil // a second load (a lost race) reads the log again
@@ -410,7 +411,7 @@ func (o *Orchestrator) loadEntry(ctx context.Context, turn string) (*entry, erro
 // on the fresh log.
 func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm.Input, redelivered bool) error {
 	for range 5 {
-		_, cached := s.cache[turn]
+		cached := s.cache.Contains(turn)
 		e, err := s.load(ctx, turn)
 		if err != nil {
 			return err
@@ -432,7 +433,7 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 		case cached && (errors.Is(err, fsm.ErrUnknownTurn) || errors.As(err, &ie)):
 			// Another orchestrator may have moved the turn on: judge the
 			// input against the log, not against this process's memory.
-			delete(s.cache, turn)
+			s.cache.Delete(turn)
 			continue
 		case errors.Is(err, fsm.ErrUnknownTurn):
 			return &deadLetter{fmt.Sprintf("no turn %q", turn)}
@@ -454,7 +455,7 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 				return &retry{err}
 			}
 			if seq != e.seq {
-				delete(s.cache, turn)
+				s.cache.Delete(turn)
 				continue
 			}
 		}
@@ -463,7 +464,7 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 		if errors.Is(err, bus.ErrConflict) {
 			s.o.metrics.AppendConflict()
 			log.Debug("lost the race for the turn's log; deciding again", "err", err)
-			delete(s.cache, turn)
+			s.cache.Delete(turn)
 			continue
 		}
 		var u *unstorableError
@@ -498,7 +499,7 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	}
 	seq, err := s.append(ctx, e.seq, d.Events)
 	if err != nil {
-		delete(s.cache, turn)
+		s.cache.Delete(turn)
 		if errors.Is(err, bus.ErrConflict) {
 			return err
 		}
@@ -531,7 +532,7 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 			continue
 		}
 		if err := o.publishJob(ctx, j); err != nil {
-			delete(s.cache, turn)
+			s.cache.Delete(turn)
 			if unstorable(err) {
 				return &unstorableError{err}
 			}
@@ -540,7 +541,7 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	}
 	if look {
 		if err := o.look(ctx, turn); err != nil {
-			delete(s.cache, turn)
+			s.cache.Delete(turn)
 			return &retry{err}
 		}
 	}
@@ -549,7 +550,7 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 		// for the index; before the submission is acknowledged, so a crash
 		// between the two is mended by the submission's coming again.
 		if err := o.indexStarted(ctx, turn); err != nil {
-			delete(s.cache, turn)
+			s.cache.Delete(turn)
 			if unstorable(err) {
 				// A turn no restart could find is ended, as one whose
 				// jobs cannot be stored is.
@@ -564,12 +565,12 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	o.timers.set(d.State)
 	if st := d.State; st.Done() && st.Workflow != nil && (len(d.Events) > 0 || redelivered) {
 		if err := o.notifyTask(ctx, st.Workflow, turn, *st.Finished); err != nil {
-			delete(s.cache, turn)
+			s.cache.Delete(turn)
 			return &retry{err}
 		}
 	}
 	if d.State.Done() {
-		delete(s.cache, turn)
+		s.cache.Delete(turn)
 		if len(d.Events) > 0 && e.state.Exists() {
 			o.history.finished(turn, seq, d.State.Transcript())
 			o.markDone(ctx, turn)
@@ -673,24 +674,18 @@ func (s *shard) crash(stage string) error {
 	return nil
 }
 
-// put caches a state, evicting an arbitrary other one when the shard is full:
-// an evicted turn is folded again from its log on its next input.
+// put caches a state, evicting the least recently used one when the shard is
+// full: an evicted turn is folded again from its log on its next input.
 func (s *shard) put(turn string, e *entry) {
 	p := bus.Partition(turn)
 	if !s.o.owns[p].Load() {
 		// A turn started here whose partition another process owns: its
 		// next input goes there.
-		delete(s.cache, turn)
+		s.cache.Delete(turn)
 		return
 	}
 	e.gen = s.o.gens[p].Load()
-	if _, ok := s.cache[turn]; !ok && len(s.cache) >= max(s.o.cacheSize/s.o.shards, 1) {
-		for k := range s.cache {
-			delete(s.cache, k)
-			break
-		}
-	}
-	s.cache[turn] = e
+	s.cache.Put(turn, e)
 }
 
 // callHere makes a model call of a turn this process owns in this process,

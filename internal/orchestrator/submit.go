@@ -45,7 +45,7 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 	// What a start reads (the agent's history, the turn's log) does not
 	// depend on whether a task's workflow started it: they are read
 	// together, a round trip each, at once.
-	r := s.o.readStart(ctx, &sub, s.cache[sub.TurnID] == nil)
+	r := s.o.readStart(ctx, &sub, !s.cache.Contains(sub.TurnID))
 	defer r.wait()
 	if sub.Workflow != nil {
 		if err := s.o.startedTask(ctx, &sub); err != nil {
@@ -159,7 +159,7 @@ func (s *shard) clearRejected(ctx context.Context, log *slog.Logger, turn string
 	if err := s.o.store.PurgeThrough(ctx, subject, seq); err != nil {
 		return false, fmt.Errorf("orchestrator: clear the rejection of %s: %w", turn, err)
 	}
-	delete(s.cache, turn)
+	s.cache.Delete(turn)
 	log.Info("a valid submission of a rejected turn replaces its rejection", "was", fin.Error)
 	return true, nil
 }

@@ -108,7 +108,7 @@ func (s *shard) isWorkflow(ctx context.Context, id string) (bool, error) {
 	if _, ok := s.flows[id]; ok {
 		return true, nil
 	}
-	if _, ok := s.cache[id]; ok {
+	if s.cache.Contains(id) {
 		return false, nil
 	}
 	last, _, ok, err := s.o.store.Last(ctx, id)
