@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jetloop/jetloop/internal/backoff"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -539,14 +540,19 @@ const (
 func (w *Worker) answer(msg jetstream.Msg, r events.ToolResult, log *slog.Logger) error {
 	beat := bus.Heartbeat(context.Background(), msg, w.opts.AckWait/3)
 	defer beat()
-	for try := 1; ; try++ {
+	// The tries go on through a drain (the call's work is done; only its
+	// answer is left), bounded by their number, and end when the
+	// connection closes.
+	return backoff.Policy{First: publishPause, Max: publishPause, Tries: publishTries}.Do(context.Background(), func(try int) error {
 		err := w.publish(r)
-		if err == nil || try == publishTries {
-			return err
+		if err != nil && w.nc.IsClosed() {
+			return backoff.Permanent(err)
 		}
-		log.Warn("cannot publish a result; trying again", "err", err, "try", try)
-		time.Sleep(publishPause)
-	}
+		if err != nil && try < publishTries {
+			log.Warn("cannot publish a result; trying again", "err", err, "try", try)
+		}
+		return err
+	})
 }
 
 func deadlinePassed(d time.Time) bool { return !d.IsZero() && !time.Now().Before(d) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jetloop/jetloop/internal/backoff"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -55,10 +56,7 @@ func PullRepairing(ctx context.Context, cons jetstream.Consumer, log *slog.Logge
 		} else {
 			log.Warn("fetch failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
+		backoff.Sleep(ctx, time.Second)
 	}
 }
 
@@ -119,19 +117,13 @@ func Heartbeat(ctx context.Context, msg jetstream.Msg, every time.Duration) (sto
 // its ack wait to run a second time: a model called twice, a shell command
 // run twice.
 func AckSure(ctx context.Context, msg jetstream.Msg) error {
-	pause := 100 * time.Millisecond
-	for {
+	return backoff.Policy{First: 100 * time.Millisecond, Max: 2 * time.Second}.Do(ctx, func(int) error {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := msg.DoubleAck(actx)
 		cancel()
-		if err == nil || errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+		if errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 2*time.Second)
-	}
+		return err
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jetloop/jetloop/internal/backoff"
 	"slices"
 	"strconv"
 	"strings"
@@ -382,10 +383,8 @@ func tryAgain(ctx context.Context, do func(context.Context) error) error {
 			return err
 		case errors.Is(err, context.DeadlineExceeded):
 		case errors.As(err, &apiErr) && apiErr.ErrorCode == codeNoSuitablePeers:
-			select {
-			case <-ctx.Done():
+			if !backoff.Sleep(ctx, 250*time.Millisecond) {
 				return err
-			case <-time.After(250 * time.Millisecond):
 			}
 		default:
 			return err

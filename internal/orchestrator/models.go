@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jetloop/jetloop/internal/backoff"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -431,22 +432,29 @@ func (r *modelRunners) attempt(stop context.Context, job *events.ModelJob, attem
 // tries, by its drain grace; it reports false when that cut them short.
 func (r *modelRunners) publishAnswer(stop context.Context, res events.ModelResult, id string, data []byte, began time.Time) bool {
 	o := r.o
-	pause := 250 * time.Millisecond
-	for try := 1; ; try++ {
-		pctx, pcancel := context.WithTimeout(context.Background(), defaultIOTimeout)
+	// The tries outlive stop by the drain grace, counted from the call's
+	// start: an answer this process holds is worth waiting for.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(stop))
+	defer cancel()
+	defer context.AfterFunc(stop, func() { time.AfterFunc(time.Until(began.Add(o.drainGrace)), cancel) })()
+	err := backoff.Policy{First: 250 * time.Millisecond, Max: 2 * time.Second}.Do(ctx, func(try int) error {
+		pctx, pcancel := context.WithTimeout(ctx, defaultIOTimeout)
 		_, err := o.js.Publish(pctx, events.ModelResultSubject(res.TurnID), data, jetstream.WithMsgID(id))
 		pcancel()
-		if err == nil {
-			return true
-		}
-		if o.nc.IsClosed() || stop.Err() != nil && time.Since(began) > o.drainGrace {
-			o.log.Warn("cannot publish a model result before stopping; the call runs again elsewhere", "turn", res.TurnID, "err", err)
-			return false
+		switch {
+		case err == nil:
+			return nil
+		case o.nc.IsClosed() || ctx.Err() != nil:
+			return backoff.Permanent(err)
 		}
 		o.log.Warn("cannot publish a model result; trying again", "turn", res.TurnID, "err", err, "try", try)
-		time.Sleep(pause)
-		pause = min(2*pause, 2*time.Second)
+		return err
+	})
+	if err != nil {
+		o.log.Warn("cannot publish a model result before stopping; the call runs again elsewhere", "turn", res.TurnID, "err", err)
+		return false
 	}
+	return true
 }
 
 // failedCall is the answer of a call that failed for good.

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
+	"github.com/jetloop/jetloop/internal/backoff"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -22,12 +23,18 @@ type timers struct {
 	js  jetstream.JetStream
 	log *slog.Logger
 
+	// stopped ends with stopAll: a deadline still trying to reach the
+	// inbox then gives up (the next owner re-arms it from the log).
+	stopped context.Context
+	stop    context.CancelFunc
+
 	mu    sync.Mutex
 	turns map[string]map[string]*time.Timer
 }
 
 func newTimers(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) *timers {
-	return &timers{nc: nc, js: js, log: log, turns: map[string]map[string]*time.Timer{}}
+	stopped, stop := context.WithCancel(context.Background())
+	return &timers{nc: nc, js: js, log: log, stopped: stopped, stop: stop, turns: map[string]map[string]*time.Timer{}}
 }
 
 // set makes the armed timers of a turn those its state waits on.
@@ -73,16 +80,16 @@ func (t *timers) fire(id string, tm events.Timer) {
 	msg.Header.Set(nats.MsgIdHdr, id)
 	// A timer that cannot reach the inbox fires again a little later: the
 	// deadline must not be lost to a short outage.
-	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), defaultIOTimeout)
+	_ = backoff.Policy{First: time.Second, Max: 10 * time.Second}.Do(t.stopped, func(int) error {
+		ctx, cancel := context.WithTimeout(t.stopped, defaultIOTimeout)
 		_, err := t.js.PublishMsg(ctx, msg)
 		cancel()
 		if err == nil || t.nc.IsClosed() {
-			return
+			return backoff.Permanent(err)
 		}
 		t.log.Warn("cannot report a deadline; trying again", "turn", tm.TurnID, "kind", tm.Kind, "err", err)
-		time.Sleep(min(time.Duration(attempt)*time.Second, 10*time.Second))
-	}
+		return err
+	})
 }
 
 // timerID is the Nats-Msg-Id of a deadline's message: one per deadline, so a
@@ -96,6 +103,7 @@ func timerID(tm events.Timer) string {
 }
 
 func (t *timers) stopAll() {
+	t.stop()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for turn, armed := range t.turns {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jetloop/jetloop/internal/backoff"
 	"log/slog"
 	"maps"
 	"os/exec"
@@ -397,10 +398,8 @@ func (s *mcpServer) supervise(sess *mcp.ClientSession) {
 		for {
 			delay := min(mcpMinBackoff<<min(failures, 20), mcpMaxBackoff)
 			failures++
-			select {
-			case <-s.stop.Done():
+			if !backoff.Sleep(s.stop, delay) {
 				return
-			case <-time.After(delay):
 			}
 			ctx, cancel := context.WithTimeout(s.stop, mcpStartTimeout)
 			next, err := s.start(ctx)
