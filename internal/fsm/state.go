@@ -227,193 +227,203 @@ func decode[T any](e events.Envelope) (T, error) {
 }
 
 func evolve(s *State, e events.Envelope) error {
-	switch e.Type {
-	case events.TurnStarted:
-		d, err := decode[events.TurnStartedData](e)
-		if err != nil {
-			return err
-		}
-		if err := s.step(tStart, string(e.Type)); err != nil {
-			return err
-		}
-		s.TurnID, s.SessionID, s.Started = e.TurnID, e.SessionID, e.Time
-		s.Agent, s.Model, s.System = d.Agent, d.Model, d.System
-		s.Limits = Limits{Budget: d.Limits.Budget, Timeout: time.Duration(d.Limits.TimeoutMs) * time.Millisecond, DoomLoop: d.Limits.DoomLoop, Steps: MaxSteps}
-		if d.Limits.Steps != nil {
-			s.Limits.Steps = *d.Limits.Steps
-		}
-		s.Tools = toolSpecs(d)
-		s.Approval, s.FinalTools = d.Approval, d.FinalTools
-		s.Script, s.Digest, s.Metadata, s.ForkedFrom, s.Workflow = d.Script, d.SubmitDigest, d.Metadata, d.ForkedFrom, d.Workflow
-		s.HistoryTurns, s.HistoryLen = d.HistoryTurns, d.History
-		if d.Compaction != nil {
-			s.KeepSteps = d.Compaction.KeepSteps
-		}
-		s.ScriptIndex = d.ScriptIndex
-		s.Messages = append(s.Messages, d.Input...)
-
-	case events.StepStarted:
-		if err := s.step(tBegin, string(e.Type)); err != nil {
-			return err
-		}
-		s.Step, s.StepStarted = e.Step, e.Time
-		s.Calls, s.Asked, s.Doomed, s.ModelError, s.Answer, s.Checked = nil, 0, "", "", "", nil
-		s.planned = nil
-
-	case events.ModelCompleted:
-		d, err := decode[events.ModelCompletedData](e)
-		if err != nil {
-			return err
-		}
-		p := s.plan(d)
-		name := tAnswer
-		if len(p.run) > 0 {
-			name = tCall
-		}
-		if err := s.step(name, string(e.Type)); err != nil {
-			return err
-		}
-		s.ModelCalls++
-		s.ScriptIndex += max(d.Attempts, 1)
-		s.InputTokens += d.Usage.InputTokens
-		s.OutputTokens += d.Usage.OutputTokens
-		s.Answer, s.ModelError = d.Text, d.Error
-		if d.Error != "" {
-			break
-		}
-		s.Asked = len(d.ToolCalls)
-		if s.Limits.Steps == 0 {
-			s.Asked = 0 // a text-only turn ignores the calls it gets back
-		}
-		s.Doomed = p.doomed
-		s.planned = p.run
-		s.runSig, s.runLen = p.runSig, p.runLen
-		s.Messages = append(s.Messages, events.Message{Role: events.RoleAssistant, Content: d.Text, ToolCalls: p.run})
-
-	case events.ToolRequested:
-		d, err := decode[events.ToolRequestedData](e)
-		if err != nil {
-			return err
-		}
-		if err := s.step(tRequest, string(e.Type)); err != nil {
-			return err
-		}
-		c := Call{ToolCall: events.ToolCall{CallID: d.CallID, Name: d.Name, Arguments: d.Arguments}, Requested: e.Time}
-		if d.Name == AskUser {
-			c.Gate = GateInput
-		} else if slices.Contains(s.Approval, d.Name) {
-			c.Gate = GateApproval
-		}
-		timeout := DefaultToolTimeout
-		if spec, ok := s.spec(d.Name); ok && spec.TimeoutMs > 0 {
-			timeout = time.Duration(spec.TimeoutMs) * time.Millisecond
-		}
-		c.Deadline = e.Time.Add(timeout)
-		s.Calls = append(s.Calls, c)
-
-	case events.TurnPaused:
-		d, err := decode[events.TurnPausedData](e)
-		if err != nil {
-			return err
-		}
-		c := s.call(d.CallID)
-		if c == nil || c.Gate == GateNone || c.Resumed {
-			return &TransitionError{From: s.Phase, Event: string(e.Type), Transition: tPause, Seq: e.Seq}
-		}
-		if err := s.step(tPause, string(e.Type)); err != nil {
-			return err
-		}
-
-	case events.TurnResumed:
-		d, err := decode[events.TurnResumedData](e)
-		if err != nil {
-			return err
-		}
-		c := s.call(d.CallID)
-		if c == nil || c != s.Pending() {
-			return &TransitionError{From: s.Phase, Event: string(e.Type), Transition: tResume, Seq: e.Seq}
-		}
-		if err := s.step(tResume, string(e.Type)); err != nil {
-			return err
-		}
-		c.Resumed = true
-		c.Approved = d.Approved != nil && *d.Approved
-		if c.Gate == GateApproval && c.Approved {
-			// An approved call runs from now: its deadline starts here, not
-			// while it waited for a person.
-			c.Deadline = e.Time.Add(c.Deadline.Sub(c.Requested))
-		}
-
-	case events.ToolCompleted:
-		d, err := decode[events.ToolCompletedData](e)
-		if err != nil {
-			return err
-		}
-		c := s.call(d.CallID)
-		if c == nil || c.Status == CallCompleted {
-			return &TransitionError{From: s.Phase, Event: string(e.Type), Transition: tComplete, Seq: e.Seq}
-		}
-		name := tComplete
-		if s.outstanding() == 1 {
-			name = tSettle
-		}
-		if err := s.step(name, string(e.Type)); err != nil {
-			return err
-		}
-		c.Status = CallCompleted
-		c.Result = &d
-		s.Used++
-		s.Messages = append(s.Messages, events.Message{Role: events.RoleTool, CallID: d.CallID, Name: d.Name, Content: d.Output, IsError: d.IsError})
-
-	case events.StepChecked:
-		d, err := decode[events.StepCheckedData](e)
-		if err != nil {
-			return err
-		}
-		name := tContinue
-		if d.Decision == events.DecisionStop {
-			name = tStop
-			if sentinelKind(d.StopReason) != "" {
-				name = tSummarize
-			}
-		}
-		if err := s.step(name, string(e.Type)); err != nil {
-			return err
-		}
-		s.Checked = &d
-
-	case events.TurnSentinel:
-		d, err := decode[events.TurnSentinelData](e)
-		if err != nil {
-			return err
-		}
-		if err := s.step(tSentinel, string(e.Type)); err != nil {
-			return err
-		}
-		s.ModelCalls++
-		if d.Usage != nil {
-			s.InputTokens += d.Usage.InputTokens
-			s.OutputTokens += d.Usage.OutputTokens
-		}
-		s.Messages = append(s.Messages, events.Message{Role: events.RoleAssistant, Content: d.Text})
-
-	case events.TurnFinished:
-		d, err := decode[events.TurnFinishedData](e)
-		if err != nil {
-			return err
-		}
-		if s.Phase == PhaseNew {
-			// A rejected submission's log is this one event.
-			s.TurnID, s.SessionID, s.Started = e.TurnID, e.SessionID, e.Time
-		}
-		if err := s.step(tFinish, string(e.Type)); err != nil {
-			return err
-		}
-		s.Finished = &d
-
-	default:
+	f, ok := evolvers[e.Type]
+	if !ok {
 		return fmt.Errorf("fsm: unknown event type %q (seq %d)", e.Type, e.Seq)
 	}
+	return f(s, e)
+}
+
+// evolvers apply each type of event: one small handler per type, looked up
+// by type, the way package events maps types to their data.
+var evolvers = map[events.Type]func(*State, events.Envelope) error{
+	events.TurnStarted:    on(evolveStarted),
+	events.StepStarted:    evolveStepStarted,
+	events.ModelCompleted: on(evolveModelCompleted),
+	events.ToolRequested:  on(evolveToolRequested),
+	events.TurnPaused:     on(evolvePaused),
+	events.TurnResumed:    on(evolveResumed),
+	events.ToolCompleted:  on(evolveToolCompleted),
+	events.StepChecked:    on(evolveStepChecked),
+	events.TurnSentinel:   on(evolveSentinel),
+	events.TurnFinished:   on(evolveFinished),
+}
+
+// on decodes an event's data for a handler that takes it.
+func on[T any](f func(*State, events.Envelope, T) error) func(*State, events.Envelope) error {
+	return func(s *State, e events.Envelope) error {
+		d, err := decode[T](e)
+		if err != nil {
+			return err
+		}
+		return f(s, e, d)
+	}
+}
+
+func evolveStarted(s *State, e events.Envelope, d events.TurnStartedData) error {
+	if err := s.step(tStart, string(e.Type)); err != nil {
+		return err
+	}
+	s.TurnID, s.SessionID, s.Started = e.TurnID, e.SessionID, e.Time
+	s.Agent, s.Model, s.System = d.Agent, d.Model, d.System
+	s.Limits = Limits{Budget: d.Limits.Budget, Timeout: time.Duration(d.Limits.TimeoutMs) * time.Millisecond, DoomLoop: d.Limits.DoomLoop, Steps: MaxSteps}
+	if d.Limits.Steps != nil {
+		s.Limits.Steps = *d.Limits.Steps
+	}
+	s.Tools = toolSpecs(d)
+	s.Approval, s.FinalTools = d.Approval, d.FinalTools
+	s.Script, s.Digest, s.Metadata, s.ForkedFrom, s.Workflow = d.Script, d.SubmitDigest, d.Metadata, d.ForkedFrom, d.Workflow
+	s.HistoryTurns, s.HistoryLen = d.HistoryTurns, d.History
+	if d.Compaction != nil {
+		s.KeepSteps = d.Compaction.KeepSteps
+	}
+	s.ScriptIndex = d.ScriptIndex
+	s.Messages = append(s.Messages, d.Input...)
+	return nil
+}
+
+func evolveStepStarted(s *State, e events.Envelope) error {
+	if err := s.step(tBegin, string(e.Type)); err != nil {
+		return err
+	}
+	s.Step, s.StepStarted = e.Step, e.Time
+	s.Calls, s.Asked, s.Doomed, s.ModelError, s.Answer, s.Checked = nil, 0, "", "", "", nil
+	s.planned = nil
+	return nil
+}
+
+func evolveModelCompleted(s *State, e events.Envelope, d events.ModelCompletedData) error {
+	p := s.plan(d)
+	name := tAnswer
+	if len(p.run) > 0 {
+		name = tCall
+	}
+	if err := s.step(name, string(e.Type)); err != nil {
+		return err
+	}
+	s.ModelCalls++
+	s.ScriptIndex += max(d.Attempts, 1)
+	s.InputTokens += d.Usage.InputTokens
+	s.OutputTokens += d.Usage.OutputTokens
+	s.Answer, s.ModelError = d.Text, d.Error
+	if d.Error != "" {
+		return nil
+	}
+	s.Asked = len(d.ToolCalls)
+	if s.Limits.Steps == 0 {
+		s.Asked = 0 // a text-only turn ignores the calls it gets back
+	}
+	s.Doomed = p.doomed
+	s.planned = p.run
+	s.runSig, s.runLen = p.runSig, p.runLen
+	s.Messages = append(s.Messages, events.Message{Role: events.RoleAssistant, Content: d.Text, ToolCalls: p.run})
+	return nil
+}
+
+func evolveToolRequested(s *State, e events.Envelope, d events.ToolRequestedData) error {
+	if err := s.step(tRequest, string(e.Type)); err != nil {
+		return err
+	}
+	c := Call{ToolCall: events.ToolCall{CallID: d.CallID, Name: d.Name, Arguments: d.Arguments}, Requested: e.Time}
+	if d.Name == AskUser {
+		c.Gate = GateInput
+	} else if slices.Contains(s.Approval, d.Name) {
+		c.Gate = GateApproval
+	}
+	timeout := DefaultToolTimeout
+	if spec, ok := s.spec(d.Name); ok && spec.TimeoutMs > 0 {
+		timeout = time.Duration(spec.TimeoutMs) * time.Millisecond
+	}
+	c.Deadline = e.Time.Add(timeout)
+	s.Calls = append(s.Calls, c)
+	return nil
+}
+
+func evolvePaused(s *State, e events.Envelope, d events.TurnPausedData) error {
+	c := s.call(d.CallID)
+	if c == nil || c.Gate == GateNone || c.Resumed {
+		return &TransitionError{From: s.Phase, Event: string(e.Type), Transition: tPause, Seq: e.Seq}
+	}
+	if err := s.step(tPause, string(e.Type)); err != nil {
+		return err
+	}
+	return nil
+}
+
+func evolveResumed(s *State, e events.Envelope, d events.TurnResumedData) error {
+	c := s.call(d.CallID)
+	if c == nil || c != s.Pending() {
+		return &TransitionError{From: s.Phase, Event: string(e.Type), Transition: tResume, Seq: e.Seq}
+	}
+	if err := s.step(tResume, string(e.Type)); err != nil {
+		return err
+	}
+	c.Resumed = true
+	c.Approved = d.Approved != nil && *d.Approved
+	if c.Gate == GateApproval && c.Approved {
+		// An approved call runs from now: its deadline starts here, not
+		// while it waited for a person.
+		c.Deadline = e.Time.Add(c.Deadline.Sub(c.Requested))
+	}
+	return nil
+}
+
+func evolveToolCompleted(s *State, e events.Envelope, d events.ToolCompletedData) error {
+	c := s.call(d.CallID)
+	if c == nil || c.Status == CallCompleted {
+		return &TransitionError{From: s.Phase, Event: string(e.Type), Transition: tComplete, Seq: e.Seq}
+	}
+	name := tComplete
+	if s.outstanding() == 1 {
+		name = tSettle
+	}
+	if err := s.step(name, string(e.Type)); err != nil {
+		return err
+	}
+	c.Status = CallCompleted
+	c.Result = &d
+	s.Used++
+	s.Messages = append(s.Messages, events.Message{Role: events.RoleTool, CallID: d.CallID, Name: d.Name, Content: d.Output, IsError: d.IsError})
+	return nil
+}
+
+func evolveStepChecked(s *State, e events.Envelope, d events.StepCheckedData) error {
+	name := tContinue
+	if d.Decision == events.DecisionStop {
+		name = tStop
+		if sentinelKind(d.StopReason) != "" {
+			name = tSummarize
+		}
+	}
+	if err := s.step(name, string(e.Type)); err != nil {
+		return err
+	}
+	s.Checked = &d
+	return nil
+}
+
+func evolveSentinel(s *State, e events.Envelope, d events.TurnSentinelData) error {
+	if err := s.step(tSentinel, string(e.Type)); err != nil {
+		return err
+	}
+	s.ModelCalls++
+	if d.Usage != nil {
+		s.InputTokens += d.Usage.InputTokens
+		s.OutputTokens += d.Usage.OutputTokens
+	}
+	s.Messages = append(s.Messages, events.Message{Role: events.RoleAssistant, Content: d.Text})
+	return nil
+}
+
+func evolveFinished(s *State, e events.Envelope, d events.TurnFinishedData) error {
+	if s.Phase == PhaseNew {
+		// A rejected submission's log is this one event.
+		s.TurnID, s.SessionID, s.Started = e.TurnID, e.SessionID, e.Time
+	}
+	if err := s.step(tFinish, string(e.Type)); err != nil {
+		return err
+	}
+	s.Finished = &d
 	return nil
 }
 
