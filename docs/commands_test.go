@@ -401,9 +401,11 @@ func TestDocumentedCommandsRun(t *testing.T) {
 
 // runCommand runs one documented command and checks its exit status. A
 // command expected to succeed that exits 3 ("could not do its work now":
-// no such turn or dead letter yet, a turn not paused yet) is tried again for
-// a while: a person reads the previous output before typing it, and the test
-// types faster than a turn pauses or a dead letter is written.
+// no such turn or dead letter yet, a turn not paused yet) or 1 (a watch
+// that saw a rejection a re-sent submission is about to replace) is tried
+// again for a while: a person reads the previous output before typing the
+// next command, and the test types faster than a turn pauses, a dead letter
+// is written or a retried submission is taken.
 func runCommand(t *testing.T, name, dir string, env []string, c command) {
 	t.Helper()
 	want := expectedStatus(c.text)
@@ -420,7 +422,7 @@ func runCommand(t *testing.T, name, dir string, env []string, c command) {
 				return
 			}
 		}
-		if status == 3 && want[0] == 0 && time.Now().Before(deadline) {
+		if (status == 3 || status == 1) && want[0] == 0 && len(want) == 1 && time.Now().Before(deadline) {
 			time.Sleep(200 * time.Millisecond)
 			continue
 		}
