@@ -136,7 +136,7 @@ func (c *Client) events(ctx context.Context) (*bus.Store, error) {
 // tighten the agent's), Metadata (copied to turn.started) and ForkedFrom.
 // Only Input is needed when the orchestrator defines exactly one agent;
 // TurnID defaults to a new UUIDv7 and SessionID to the turn id. See
-// CONTRACT.md, "Submit".
+// docs/protocol.md, "Submit".
 type Submit = events.Submit
 
 // Text is the input of a turn that says one thing as the user.

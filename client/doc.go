@@ -27,7 +27,7 @@
 // first that the turn can take it, and says why not (ErrTurnNotFound,
 // ErrTurnFinished, ErrNotWaiting).
 //
-// The client writes only what a client of CONTRACT.md may (submit and
+// The client writes only what a client of docs/protocol.md may (submit and
 // control messages) and reads the events stream; it runs as the client role
 // of the shipped nats.conf.
 package client

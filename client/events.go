@@ -43,7 +43,7 @@ const (
 	StopRejected      = events.StopRejected      // the submission was refused; the turn never ran
 )
 
-// The data of each event type, as the log holds it (CONTRACT.md, "Events").
+// The data of each event type, as the log holds it (docs/protocol.md, "Events").
 // Their fields are promoted into the events that embed them: e.Output of a
 // ToolCompleted e.
 

@@ -13,7 +13,7 @@ import (
 )
 
 // Workflow is a workflow request: tasks run one after another, each as a
-// turn <WorkflowID>-<i> in one session (CONTRACT.md, "Workflows"). Its
+// turn <WorkflowID>-<i> in one session (docs/protocol.md, "Workflows"). Its
 // fields are WorkflowID, SessionID, Agent, Tasks, Limits, Policy and
 // Metadata.
 type Workflow = events.WorkflowSubmit

@@ -41,6 +41,6 @@
 //     workers counted in KV JETLOOP_WORKERS, while Run runs, and withdrawn
 //     when it returns.
 //
-// Any process that speaks the two JSON messages of CONTRACT.md (tool job,
+// Any process that speaks the two JSON messages of docs/protocol.md (tool job,
 // tool result) is a worker too; this package is the Go one.
 package worker

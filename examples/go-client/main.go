@@ -2,11 +2,18 @@
 // model writes it, and answers the agent's questions from standard input:
 //
 //	NATS_URL=nats://127.0.0.1:4222 go run ./examples/go-client -agent General "What is in this directory?"
+//
+// With -script FILE the turn runs on the scripted model instead of the
+// agent's (no API key needed; the orchestrator must allow scripts, as
+// jetloop dev does):
+//
+//	go run ./examples/go-client -agent General -script examples/go-client/script.yaml "What is in this directory?"
 package main
 
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -18,12 +25,13 @@ import (
 
 	"github.com/jetloop/jetloop/client"
 	"github.com/nats-io/nats.go"
+	"gopkg.in/yaml.v3"
 )
 
-// run submits text to agent ("" when only one is defined) and follows the
-// turn until it finishes. out takes writes from two goroutines, as
-// os.Stdout does.
-func run(ctx context.Context, nc *nats.Conn, agent, text string, in io.Reader, out io.Writer) error {
+// run submits text to agent ("" when only one is defined), on the scripted
+// model when script is not nil, and follows the turn until it finishes. out
+// takes writes from two goroutines, as os.Stdout does.
+func run(ctx context.Context, nc *nats.Conn, agent string, script json.RawMessage, text string, in io.Reader, out io.Writer) error {
 	c, err := client.New(nc)
 	if err != nil {
 		return err
@@ -34,7 +42,11 @@ func run(ctx context.Context, nc *nats.Conn, agent, text string, in io.Reader, o
 	if err != nil {
 		return err
 	}
-	if _, err := c.Submit(ctx, client.Submit{TurnID: id, Agent: agent, Input: client.Text(text)}); err != nil {
+	sub := client.Submit{TurnID: id, Agent: agent, Input: client.Text(text)}
+	if script != nil {
+		sub.Model, sub.Script = "script", script
+	}
+	if _, err := c.Submit(ctx, sub); err != nil {
 		return err
 	}
 	printed := make(chan struct{})
@@ -75,14 +87,37 @@ func run(ctx context.Context, nc *nats.Conn, agent, text string, in io.Reader, o
 
 func main() {
 	agent := flag.String("agent", "", "the agent (default: the only one defined)")
+	scriptFile := flag.String("script", "", "a scripted model (YAML or JSON) to answer instead of the agent's model")
 	flag.Parse()
+	script, err := readScript(*scriptFile)
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	nc, err := nats.Connect(os.Getenv("NATS_URL")) // "" is nats://127.0.0.1:4222
 	if err == nil {
-		err = run(ctx, nc, *agent, strings.Join(flag.Args(), " "), os.Stdin, os.Stdout)
+		err = run(ctx, nc, *agent, script, strings.Join(flag.Args(), " "), os.Stdin, os.Stdout)
 	}
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// readScript reads a scripted model's file ("" is none) as the JSON a
+// submission carries. YAML is a superset of JSON, so one decoder takes both;
+// the orchestrator checks it against schemas/script.schema.json.
+func readScript(path string) (json.RawMessage, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var v map[string]any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("script %s: %w", path, err)
+	}
+	return json.Marshal(v)
 }

@@ -59,7 +59,7 @@ func TestAskAndAnswer(t *testing.T) {
 	t.Cleanup(nc.Close)
 
 	var out syncBuffer
-	if err := run(ctx, nc, "", "Paint the fence", strings.NewReader("green\n"), &out); err != nil {
+	if err := run(ctx, nc, "", nil, "Paint the fence", strings.NewReader("green\n"), &out); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
@@ -89,5 +89,46 @@ func TestAskAndAnswer(t *testing.T) {
 	}
 	if !answered {
 		t.Errorf("the answer is not in the log: %+v", log)
+	}
+}
+
+// With -script the program runs without an API key: the shipped script
+// answers instead of the agent's model (which has no key here), and the
+// program's output is the script's, with the question answered.
+func TestScriptFlag(t *testing.T) {
+	stack, err := sdktest.Start(map[string]string{
+		"AGENTS.md": "---\nname: General\nmodel: openai/gpt-4.1-mini\ntools: [ask_user]\n---\nHelps.\n",
+	})
+	if err == nil {
+		err = stack.Orchestrate()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stack.Close)
+	script, err := readScript("script.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	nc, err := nats.Connect(stack.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	var out syncBuffer
+	if err := run(ctx, nc, "General", script, "What is in this directory?", strings.NewReader("the README\n"), &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{"There are several entry points here.", "\nWhich should I read first?\n> ",
+		"The README first, then", "[completed]"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if _, err := readScript("no-such.yaml"); err == nil {
+		t.Error("a missing script file is no error")
 	}
 }

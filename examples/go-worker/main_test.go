@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -13,12 +14,13 @@ import (
 // The worker serves a real turn: an orchestrator offers invoice_total to a
 // (scripted) model, which calls it for a known and an unknown customer.
 func TestInvoiceTotalInATurn(t *testing.T) {
+	script, err := os.ReadFile("script.yaml") // the one docs/sdk.md runs
+	if err != nil {
+		t.Fatal(err)
+	}
 	stack, err := sdktest.Start(map[string]string{
-		"AGENTS.md": "---\nname: Billing\nmodel: script:billing.yaml\ntools: [invoice_total]\n---\nAnswers billing questions.\n",
-		"billing.yaml": `responses:
-  - tool_calls: [{name: invoice_total, arguments: {customer: C-42}}, {name: invoice_total, arguments: {customer: C-99}}]
-  - {text: "C-42 owes 120.50 EUR; there is no C-99."}
-`,
+		"AGENTS.md":    "---\nname: Billing\nmodel: script:billing.yaml\ntools: [invoice_total]\n---\nAnswers billing questions.\n",
+		"billing.yaml": string(script),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,8 @@ import (
 	"github.com/jetloop/jetloop/schemas"
 )
 
-// contractExample is the example of CONTRACT.md, "AGENTS.md", as written there.
+// contractExample is the AGENTS.md example of the wire contract, with its
+// comments, as written there.
 const contractExample = `---
 name: Refactorer
 description: Small, safe code changes

@@ -3,7 +3,7 @@
 //
 // One file holds one or more agents; a directory holds *.md files read the
 // same way, in name order. The format is part of jetloop's contract
-// (CONTRACT.md, "AGENTS.md") and its front matter is described by
+// (docs/agents.md) and its front matter is described by
 // schemas/agent.schema.json:
 //
 //	---

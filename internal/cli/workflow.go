@@ -78,7 +78,7 @@ func workflowCmd(ctx context.Context, c *command, args []string) int {
 	return c.usageErr("unknown workflow command %q\n%s", sub, workflowUsage)
 }
 
-// ReadWorkflow reads a workflow file: the submission of CONTRACT.md in YAML
+// ReadWorkflow reads a workflow file: the submission of docs/protocol.md in YAML
 // (or JSON). A missing workflow_id gets a new UUIDv7.
 func ReadWorkflow(path string) (events.WorkflowSubmit, []byte, error) {
 	raw, err := os.ReadFile(path)

@@ -8,7 +8,7 @@ import (
 // Type names an event. The set is closed: Decode rejects any other.
 type Type string
 
-// The event types of CONTRACT.md.
+// The event types of docs/protocol.md.
 const (
 	TurnStarted    Type = "turn.started"
 	StepStarted    Type = "step.started"
@@ -52,7 +52,7 @@ func (t Type) Workflow() bool {
 // StopReason says why a turn finished. The set is closed.
 type StopReason string
 
-// The stop reasons of CONTRACT.md.
+// The stop reasons of docs/protocol.md.
 const (
 	StopCompleted     StopReason = "completed"
 	StopStepCap       StopReason = "step_cap"

@@ -2,7 +2,7 @@ package events
 
 import "encoding/json"
 
-// The event types of a workflow's log (CONTRACT.md, "Workflows — the outer
+// The event types of a workflow's log (docs/protocol.md, "Workflows — the outer
 // loop"). A workflow's log is on jetloop.events.<session_id>.<workflow_id>,
 // in the same envelope as a turn's: turn_id holds the workflow id and step
 // the task number.

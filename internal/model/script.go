@@ -14,10 +14,10 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// MaxScriptSize is the largest script file read (CONTRACT.md: at most 1 MiB).
+// MaxScriptSize is the largest script file read (docs/protocol.md: at most 1 MiB).
 const MaxScriptSize = 1 << 20
 
-// Script is the scripted model of CONTRACT.md: one response per model call,
+// Script is the scripted model of docs/protocol.md: one response per model call,
 // in order. The same fields serve inline JSON and YAML files, so a Script
 // encodes back to a document ParseScript accepts.
 type Script struct {

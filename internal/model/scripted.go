@@ -15,7 +15,7 @@ import (
 // NoSummary answers a summary call of a script without a summary.
 const NoSummary = "(no summary)"
 
-// Scripted is the deterministic model of CONTRACT.md. It is a real provider:
+// Scripted is the deterministic model of docs/protocol.md. It is a real provider:
 // it streams, fails and is retried exactly like a remote one, and the same
 // request always gets the same answer, call ids included.
 type Scripted struct{}

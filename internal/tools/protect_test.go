@@ -19,7 +19,7 @@ import (
 	"github.com/jetloop/jetloop/internal/tools"
 )
 
-// repo is a root laid out like the README's: a repository with an
+// repo is a root laid out like docs/operations.md's: a repository with an
 // executable hook, a nested repository, the embedded server's data
 // directory, a symlink into the hooks as a checked-out repository may hold
 // one, and an ordinary file.
@@ -242,7 +242,7 @@ func storeIn(t *testing.T, dir string) {
 	}
 }
 
-// The README's layout, an orchestrator's embedded server under ./.jetloop
+// The layout of docs/operations.md, an orchestrator's embedded server under ./.jetloop
 // and a worker on ., passes because .jetloop is protected; protect nothing
 // and the worker refuses it, naming the store and the fix.
 func TestCheckRootFindsTheServersStore(t *testing.T) {
@@ -250,7 +250,7 @@ func TestCheckRootFindsTheServersStore(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module x\n"), 0o644))
 	storeIn(t, filepath.Join(root, embedded.DefaultDataDir))
 	if err := tools.CheckRoot(root, tools.DefaultProtect); err != nil {
-		t.Errorf("the README's layout is refused: %v", err)
+		t.Errorf("the documented layout is refused: %v", err)
 	}
 	err := tools.CheckRoot(root, nil)
 	var se *tools.StoreError

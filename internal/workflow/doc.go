@@ -1,7 +1,7 @@
 // Package workflow is the outer loop: a pure, event-sourced machine that
 // runs a list of tasks, each as one turn of the inner loop (internal/fsm),
 // through init → task_select → task_execute → checkpoint → gate → next_task
-// → done, with paused while the gate waits for a person (CONTRACT.md,
+// → done, with paused while the gate waits for a person (docs/protocol.md,
 // "Workflows — the outer loop").
 //
 // It follows internal/fsm's rules to the letter: no nats, net, os, time.Now,

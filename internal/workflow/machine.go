@@ -9,7 +9,7 @@ import (
 // Phase is where a workflow stands between two events.
 type Phase string
 
-// The phases of a workflow, as CONTRACT.md names them.
+// The phases of a workflow, as docs/protocol.md names them.
 const (
 	PhaseInit        Phase = "init"
 	PhaseTaskSelect  Phase = "task_select"
