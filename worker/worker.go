@@ -63,6 +63,12 @@ type Options struct {
 	DrainGrace time.Duration
 	// Logger gets the worker's warnings and errors (default slog.Default()).
 	Logger *slog.Logger
+	// APIPrefix is the JetStream API prefix of the worker's account:
+	// "JETLOOP.API" for a worker deployment's account of the shipped
+	// nats.conf, which imports its tools' consumers and keys under it. The
+	// default finds it: the prefix when the account imports it, else
+	// $JS.API.
+	APIPrefix string
 }
 
 // Call is one call of a tool, as its job asks for it.
@@ -126,8 +132,9 @@ type Worker struct {
 }
 
 // New returns a worker on nc with no tools yet. The connection stays the
-// caller's; close it after Run returns. Connecting as the toolworker role of
-// the shipped nats.conf needs nats.CustomInboxPrefix("_INBOX_toolworker").
+// caller's; close it after Run returns. Unless Options.APIPrefix is set it
+// asks the server once which JetStream API prefix the connection's account
+// uses.
 func New(nc *nats.Conn, opts Options) (*Worker, error) {
 	if nc == nil {
 		return nil, errors.New("worker: nil connection")
@@ -156,7 +163,7 @@ func New(nc *nats.Conn, opts Options) (*Worker, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	js, err := jetstream.New(nc)
+	js, err := bus.JetStreamFor(context.Background(), nc, opts.APIPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
