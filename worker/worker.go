@@ -114,11 +114,14 @@ type tool struct {
 // HandleFunc, then Run. Run as many workers of a tool as you like: they share
 // its durable consumer tool_<name>.
 type Worker struct {
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	log     *slog.Logger
-	opts    Options
-	cancels *bus.Cancels
+	nc *nats.Conn
+	js jetstream.JetStream
+	// confined is a worker whose account imports the streams' API under a
+	// prefix: one deployment's account, which reaches only its tools.
+	confined bool
+	log      *slog.Logger
+	opts     Options
+	cancels  *bus.Cancels
 	// jobsStream is JETLOOP_JOBS as found at start.
 	jobsStream jetstream.StreamConfig
 	calls      *bus.Ran[events.ToolResult]
@@ -163,11 +166,15 @@ func New(nc *nats.Conn, opts Options) (*Worker, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	js, err := bus.JetStreamFor(context.Background(), nc, opts.APIPrefix)
+	prefix := opts.APIPrefix
+	if prefix == "" || prefix == "auto" {
+		prefix = bus.DetectAPIPrefix(context.Background(), nc)
+	}
+	js, err := bus.JetStreamFor(context.Background(), nc, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &Worker{nc: nc, js: js, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), calls: bus.NewRan[events.ToolResult](), tools: map[string]tool{},
+	return &Worker{nc: nc, js: js, confined: strings.TrimSuffix(prefix, ".") != bus.DefaultAPIPrefix, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), calls: bus.NewRan[events.ToolResult](), tools: map[string]tool{},
 		ready: make(chan struct{})}, nil
 }
 
@@ -306,8 +313,13 @@ func (w *Worker) run(ctx context.Context) error {
 	w.obs.setup(w)
 	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := bus.EnsureStreams(setup, w.js); err != nil {
-		return err
+	// A worker deployment in an account of its own reaches no stream but
+	// its tools' (deploy/accounts.conf): the streams are admin's, and the
+	// jobs stream is checked below.
+	if !w.confined {
+		if err := bus.EnsureStreams(setup, w.js); err != nil {
+			return err
+		}
 	}
 	reg, err := newRegistry(setup, w.js, w.opts.Name, w.specs())
 	if err != nil {
@@ -335,11 +347,16 @@ func (w *Worker) run(ctx context.Context) error {
 		return fmt.Errorf("worker: subscribe cancels: %w", err)
 	}
 	defer func() { _ = cancelSub.Unsubscribe() }()
-	advisories, err := w.nc.Subscribe(maxDeliveriesSubject("*"), w.gaveUp)
-	if err != nil {
-		return fmt.Errorf("worker: subscribe advisories: %w", err)
+	// Answering an exhausted job reads and deletes it by sequence, which
+	// would reach every deployment's jobs: a confined worker leaves it to
+	// the turn's deadline.
+	if !w.confined {
+		advisories, err := w.nc.Subscribe(maxDeliveriesSubject("*"), w.gaveUp)
+		if err != nil {
+			return fmt.Errorf("worker: subscribe advisories: %w", err)
+		}
+		defer func() { _ = advisories.Unsubscribe() }()
 	}
-	defer func() { _ = advisories.Unsubscribe() }()
 	if err := reg.advertise(setup); err != nil {
 		return err
 	}
