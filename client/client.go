@@ -69,6 +69,8 @@ type Client struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	timeout time.Duration
+	// apiPrefix is WithAPIPrefix's, "" to find it.
+	apiPrefix string
 
 	mu    sync.Mutex
 	store *bus.Store // bound on first use: the stream may be created after New
@@ -89,22 +91,34 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
+// WithAPIPrefix sets the JetStream API prefix of the connection's account:
+// "JETLOOP.API" for the client and viewer accounts of the shipped
+// nats.conf, which import the streams' API under it. Without it New asks
+// the server once: the prefix when the account imports it, else $JS.API.
+func WithAPIPrefix(prefix string) Option {
+	return func(c *Client) error {
+		c.apiPrefix = prefix
+		return nil
+	}
+}
+
 // New returns a client on nc. Connecting as the client role of the shipped
 // nats.conf needs nats.CustomInboxPrefix("_INBOX_cli").
 func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if nc == nil {
 		return nil, errors.New("client: nil connection")
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
-	c := &Client{nc: nc, js: js, timeout: DefaultTimeout}
+	c := &Client{nc: nc, timeout: DefaultTimeout}
 	for _, opt := range opts {
 		if err := opt(c); err != nil {
 			return nil, err
 		}
 	}
+	js, err := bus.JetStreamFor(context.Background(), nc, c.apiPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	c.js = js
 	return c, nil
 }
 

@@ -18,6 +18,7 @@ import (
 
 // registry keeps a worker's tools advertised in KV JETLOOP_TOOLS.
 type registry struct {
+	js      jetstream.JetStream
 	tools   jetstream.KeyValue
 	workers jetstream.KeyValue
 	name    string
@@ -60,7 +61,7 @@ func newRegistry(ctx context.Context, js jetstream.JetStream, name string, specs
 	if status, err := workers.Status(ctx); err == nil && status.TTL() > 0 {
 		ttl = min(ttl, status.TTL())
 	}
-	return &registry{tools: tools, workers: workers, name: name, specs: specs, ttl: ttl}, nil
+	return &registry{js: js, tools: tools, workers: workers, name: name, specs: specs, ttl: ttl}, nil
 }
 
 // advertise refreshes this worker's presence, then each tool's entry with
@@ -103,16 +104,32 @@ func (r *registry) put(ctx context.Context, s events.ToolSpec) error {
 	return nil
 }
 
-// count reads the live workers of a tool from their presence keys.
+// count reads the live workers of a tool from their presence keys. It lists
+// the keys by the bucket's subjects (stream info with a subject filter)
+// rather than with a watch: a watch is a push consumer, whose deliver
+// subject a worker deployment's account may not name (see
+// deploy/accounts.conf), and a key deleted or expired leaves a subject
+// whose last message is no value, which the get below skips.
 func (r *registry) count(ctx context.Context, tool string) (int, error) {
-	keys, err := r.workers.ListKeysFiltered(ctx, tool+".*")
+	stream, err := r.js.Stream(ctx, "KV_"+bus.BucketWorkers)
+	if err != nil {
+		return 0, fmt.Errorf("worker: count workers of %s: %w", tool, err)
+	}
+	prefix := "$KV." + bus.BucketWorkers + "."
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+tool+".*"))
 	if err != nil {
 		return 0, fmt.Errorf("worker: count workers of %s: %w", tool, err)
 	}
 	n := 0
-	for k := range keys.Keys() {
-		if strings.HasPrefix(k, tool+".") {
+	for subj := range info.State.Subjects {
+		key := strings.TrimPrefix(subj, prefix)
+		if !strings.HasPrefix(key, tool+".") {
+			continue
+		}
+		if _, err := r.workers.Get(ctx, key); err == nil {
 			n++
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+			return 0, fmt.Errorf("worker: count workers of %s: %w", tool, err)
 		}
 	}
 	return n, nil

@@ -64,6 +64,12 @@ type Options struct {
 	DrainGrace time.Duration
 	// Logger gets the worker's warnings and errors (default slog.Default()).
 	Logger *slog.Logger
+	// APIPrefix is the JetStream API prefix of the worker's account:
+	// "JETLOOP.API" for a worker deployment's account of the shipped
+	// nats.conf, which imports its tools' consumers and keys under it. The
+	// default finds it: the prefix when the account imports it, else
+	// $JS.API.
+	APIPrefix string
 }
 
 // Call is one call of a tool, as its job asks for it.
@@ -109,11 +115,14 @@ type tool struct {
 // HandleFunc, then Run. Run as many workers of a tool as you like: they share
 // its durable consumer tool_<name>.
 type Worker struct {
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	log     *slog.Logger
-	opts    Options
-	cancels *bus.Cancels
+	nc *nats.Conn
+	js jetstream.JetStream
+	// confined is a worker whose account imports the streams' API under a
+	// prefix: one deployment's account, which reaches only its tools.
+	confined bool
+	log      *slog.Logger
+	opts     Options
+	cancels  *bus.Cancels
 	// jobsStream is JETLOOP_JOBS as found at start.
 	jobsStream jetstream.StreamConfig
 	calls      *bus.Ran[events.ToolResult]
@@ -127,8 +136,9 @@ type Worker struct {
 }
 
 // New returns a worker on nc with no tools yet. The connection stays the
-// caller's; close it after Run returns. Connecting as the toolworker role of
-// the shipped nats.conf needs nats.CustomInboxPrefix("_INBOX_toolworker").
+// caller's; close it after Run returns. Unless Options.APIPrefix is set it
+// asks the server once which JetStream API prefix the connection's account
+// uses.
 func New(nc *nats.Conn, opts Options) (*Worker, error) {
 	if nc == nil {
 		return nil, errors.New("worker: nil connection")
@@ -157,11 +167,15 @@ func New(nc *nats.Conn, opts Options) (*Worker, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	js, err := jetstream.New(nc)
+	prefix := opts.APIPrefix
+	if prefix == "" || prefix == "auto" {
+		prefix = bus.DetectAPIPrefix(context.Background(), nc)
+	}
+	js, err := bus.JetStreamFor(context.Background(), nc, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &Worker{nc: nc, js: js, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), calls: bus.NewRan[events.ToolResult](), tools: map[string]tool{},
+	return &Worker{nc: nc, js: js, confined: strings.TrimSuffix(prefix, ".") != bus.DefaultAPIPrefix, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), calls: bus.NewRan[events.ToolResult](), tools: map[string]tool{},
 		ready: make(chan struct{})}, nil
 }
 
@@ -300,8 +314,13 @@ func (w *Worker) run(ctx context.Context) error {
 	w.obs.setup(w)
 	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := bus.EnsureStreams(setup, w.js); err != nil {
-		return err
+	// A worker deployment in an account of its own reaches no stream but
+	// its tools' (deploy/accounts.conf): the streams are admin's, and the
+	// jobs stream is checked below.
+	if !w.confined {
+		if err := bus.EnsureStreams(setup, w.js); err != nil {
+			return err
+		}
 	}
 	reg, err := newRegistry(setup, w.js, w.opts.Name, w.specs())
 	if err != nil {
@@ -329,11 +348,16 @@ func (w *Worker) run(ctx context.Context) error {
 		return fmt.Errorf("worker: subscribe cancels: %w", err)
 	}
 	defer func() { _ = cancelSub.Unsubscribe() }()
-	advisories, err := w.nc.Subscribe(maxDeliveriesSubject("*"), w.gaveUp)
-	if err != nil {
-		return fmt.Errorf("worker: subscribe advisories: %w", err)
+	// Answering an exhausted job reads and deletes it by sequence, which
+	// would reach every deployment's jobs: a confined worker leaves it to
+	// the turn's deadline.
+	if !w.confined {
+		advisories, err := w.nc.Subscribe(maxDeliveriesSubject("*"), w.gaveUp)
+		if err != nil {
+			return fmt.Errorf("worker: subscribe advisories: %w", err)
+		}
+		defer func() { _ = advisories.Unsubscribe() }()
 	}
-	defer func() { _ = advisories.Unsubscribe() }()
 	if err := reg.advertise(setup); err != nil {
 		return err
 	}

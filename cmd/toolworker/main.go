@@ -162,7 +162,7 @@ func run() int {
 		return 2
 	}
 	w, err := worker.New(nc, worker.Options{Name: *name, Concurrency: *concurrency, AckWait: *ackWait,
-		MaxDeliver: *maxDeliver, Logger: log})
+		MaxDeliver: *maxDeliver, Logger: log, APIPrefix: auth.APIPrefix})
 	if err == nil {
 		workerobs.Set(w, m, tracer)
 		err = tools.Register(w, served...)

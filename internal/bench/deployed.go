@@ -331,7 +331,8 @@ func (sh *shape) connect(role, inbox string) (*nats.Conn, jetstream.JetStream, e
 	if err != nil {
 		return nil, nil, err
 	}
-	js, err := jetstream.New(nc)
+	// The client's account imports the streams' API under a prefix.
+	js, err := bus.JetStreamFor(context.Background(), nc, "")
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
@@ -351,6 +352,11 @@ func (sh *shape) writeConfig() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The accounts' imports and exports, where the configuration has them.
+	accounts, err := os.ReadFile(filepath.Join(sh.repo, "deploy", "accounts.conf"))
+	if err != nil && !os.IsNotExist(err) {
+		return "", err
+	}
 	for _, r := range []struct {
 		re   *regexp.Regexp
 		with string
@@ -368,6 +374,11 @@ func (sh *shape) writeConfig() (string, error) {
 	}
 	if err := os.WriteFile(filepath.Join(sh.dir, "deploy", "permissions.conf"), perms, 0o644); err != nil {
 		return "", err
+	}
+	if accounts != nil {
+		if err := os.WriteFile(filepath.Join(sh.dir, "deploy", "accounts.conf"), accounts, 0o644); err != nil {
+			return "", err
+		}
 	}
 	path := filepath.Join(sh.dir, "nats.conf")
 	return path, os.WriteFile(path, conf, 0o644)

@@ -33,6 +33,9 @@ type Auth struct {
 	Creds, User, Password, PasswordFile, CA string
 	// Inbox is the prefix of the connection's reply subjects.
 	Inbox string
+	// APIPrefix is the JetStream API prefix: "" (or "auto") finds it,
+	// see DetectAPIPrefix.
+	APIPrefix string
 }
 
 // Flags registers the authentication flags on fs.
@@ -41,6 +44,7 @@ func (a *Auth) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&a.User, "user", os.Getenv("NATS_USER"), "NATS user (default $NATS_USER)")
 	fs.StringVar(&a.Password, "password", "", "NATS password; visible to other users of the machine: prefer --password-file or NATS_PASSWORD")
 	fs.StringVar(&a.PasswordFile, "password-file", "", "file whose first line is the NATS password (default $NATS_PASSWORD)")
+	fs.StringVar(&a.APIPrefix, "js-prefix", os.Getenv("NATS_JS_PREFIX"), "JetStream API prefix (default $NATS_JS_PREFIX, else "+APIPrefix+" where the account imports it, else "+DefaultAPIPrefix+")")
 	fs.StringVar(&a.CA, "tls-ca", os.Getenv("NATS_CA"), "PEM file of the CA that signed the server's TLS certificate (default $NATS_CA)")
 }
 

@@ -178,7 +178,7 @@ func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	js, err := jetstream.New(nc)
+	js, err := bus.JetStreamFor(context.Background(), nc, c.auth.APIPrefix)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

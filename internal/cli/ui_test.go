@@ -49,7 +49,7 @@ func startUI(t *testing.T, dial func(opts ...nats.Option) (*nats.Conn, error)) (
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	js, err := bus.JetStreamFor(t.Context(), nc, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -205,26 +205,31 @@ func TestBadWorkflowsAreRejected(t *testing.T) {
 }
 
 // TestWorkflowTaskTurnTaken: a client submitted a plain turn under the id
-// a workflow's task would take. The task cannot start under it: the
-// workflow hears so at once and stops with task_failed, instead of waiting
-// for a turn that is not its task's; the client's turn is left as it was.
+// a workflow's task would take, the first task's or the last's. The task
+// cannot start under it: the workflow hears so at once and stops with
+// error naming that turn, instead of waiting for a turn that is not its
+// task's or reporting the task done; the client's turn is left as it was.
 func TestWorkflowTaskTurnTaken(t *testing.T) {
 	h := newHarness(t).start()
-	h.submit(script("pre-1", "General", `{"responses":[{"text":"mine"}]}`))
-	h.finished("pre-1")
-	before := len(h.events("pre-1"))
-	// Two tasks: the contract's gate says a list that is done is completed
-	// before it looks at how its last task ended.
-	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "pre", Agent: "General", Tasks: []events.Task{echoTask("a"), echoTask("b")}})
-	_, f := h.workflowFinished("pre")
-	if f.StopReason != events.StopTaskFailed || len(f.Tasks) != 1 || f.Tasks[0].StopReason != events.StopRejected {
-		t.Fatalf("finished %+v", f)
-	}
-	if !strings.Contains(f.Error, "already exists") {
-		t.Errorf("the workflow's error %q does not say why", f.Error)
-	}
-	if n := len(h.events("pre-1")); n != before {
-		t.Fatalf("the client's turn went from %d to %d events", before, n)
+	for _, squat := range []struct {
+		wf   string
+		task int
+	}{{"pre", 1}, {"wfv", 2}} {
+		turn := fmt.Sprintf("%s-%d", squat.wf, squat.task)
+		h.submit(script(turn, "General", `{"responses":[{"text":"mine"}]}`))
+		h.finished(turn)
+		before := len(h.events(turn))
+		h.submitWorkflow(events.WorkflowSubmit{WorkflowID: squat.wf, Agent: "General", Tasks: []events.Task{echoTask("a"), echoTask("b")}})
+		_, f := h.workflowFinished(squat.wf)
+		if f.StopReason != events.StopError || len(f.Tasks) != squat.task || f.Tasks[squat.task-1].StopReason != events.StopRejected {
+			t.Fatalf("%s finished %+v", squat.wf, f)
+		}
+		if !strings.Contains(f.Error, "already exists") || !strings.Contains(f.Error, turn) {
+			t.Errorf("the workflow's error %q does not say why", f.Error)
+		}
+		if n := len(h.events(turn)); n != before {
+			t.Fatalf("the client's turn went from %d to %d events", before, n)
+		}
 	}
 }
 

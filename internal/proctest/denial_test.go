@@ -34,6 +34,8 @@ type denied struct {
 type roleConn struct {
 	nc   *nats.Conn
 	errs chan error
+	// own is ownAccount of the role.
+	own bool
 }
 
 // streamsOf are every stream of the contract, the buckets' included.
@@ -42,7 +44,15 @@ var streamsOf = []string{events.StreamInbox, events.StreamJobs, events.StreamEve
 
 // inboxes are the reply prefixes the processes of each role use.
 var inboxes = map[string]string{"orchestrator": bus.InboxOrchestrator, "toolworker": bus.InboxToolworker,
-	"client": bus.InboxCLI, "viewer": bus.InboxCLI, "admin": bus.InboxCLI}
+	"exampleworker": bus.InboxToolworker, "client": bus.InboxCLI, "viewer": bus.InboxCLI, "admin": bus.InboxCLI}
+
+// ownAccount reports whether role lives in an account of its own, where a
+// subject its account does not import reaches nothing: a request there has
+// no responders, which is as good a refusal as a permissions violation.
+func ownAccount(role string) bool { return role != "orchestrator" && role != "admin" }
+
+// isWorker reports whether role is a tool worker deployment's.
+func isWorker(role string) bool { return role == "toolworker" || role == "exampleworker" }
 
 // TestRolesAreDenied tries, with the credentials of every role but admin,
 // every destructive or forging action against the streams on a server with
@@ -76,8 +86,9 @@ func TestRolesAreDenied(t *testing.T) {
 	}
 	before := state(t, ajs)
 
-	for _, role := range []string{"client", "viewer", "toolworker", "orchestrator"} {
+	for _, role := range append(untrusted, "orchestrator") {
 		c := dialRole(t, root, srv.ClientURL(), role)
+		c.own = ownAccount(role)
 		for _, d := range deniedTo(role) {
 			t.Run(role+"/"+d.what, func(t *testing.T) { c.mustBeDenied(t, d) })
 		}
@@ -102,6 +113,27 @@ func deniedTo(role string) []denied {
 	add := func(what, subject string, body any) {
 		ds = append(ds, denied{what: what, subject: subject, body: body})
 	}
+	// A role in an account of its own is tried at both the streams'
+	// account's API subjects and its own prefix's.
+	prefixes := []string{bus.DefaultAPIPrefix}
+	if ownAccount(role) {
+		prefixes = append(prefixes, bus.APIPrefix)
+	}
+	add = func(what, subject string, body any) {
+		for _, p := range prefixes {
+			subj, w := subject, what
+			if p != bus.DefaultAPIPrefix {
+				if !strings.HasPrefix(subject, bus.DefaultAPIPrefix+".") && !strings.HasPrefix(subject, "$KV.") {
+					continue
+				}
+				subj, w = p+strings.TrimPrefix(subject, bus.DefaultAPIPrefix), what+" under "+p
+				if strings.HasPrefix(subject, "$KV.") {
+					subj = p + "." + subject
+				}
+			}
+			ds = append(ds, denied{what: w, subject: subj, body: body})
+		}
+	}
 	api := func(s string, a ...any) string { return "$JS.API." + fmt.Sprintf(s, a...) }
 
 	for _, s := range streamsOf {
@@ -110,7 +142,7 @@ func deniedTo(role string) []denied {
 		}
 		add("delete "+s, api("STREAM.DELETE.%s", s), nil)
 		add("update "+s+" to max_msgs 1", api("STREAM.UPDATE.%s", s), map[string]any{"name": s, "max_msgs": 1})
-		if !(role == "orchestrator" && s == events.StreamInbox) && !(role == "toolworker" && s == events.StreamJobs) {
+		if !(role == "orchestrator" && s == events.StreamInbox) {
 			add("delete a message of "+s, api("STREAM.MSG.DELETE.%s", s), map[string]any{"seq": 1})
 		}
 	}
@@ -150,13 +182,49 @@ func deniedTo(role string) []denied {
 		ds = append(ds, denied{what: "subscribe to model jobs", subject: events.SubjectModel, sub: true},
 			denied{what: "subscribe to the orchestrator's replies", subject: bus.InboxOrchestrator + ".>", sub: true})
 	}
-	if role != "toolworker" {
-		add("create a tool consumer", api("CONSUMER.CREATE.%s.tool_echo.jetloop.jobs.tool.echo", events.StreamJobs),
-			map[string]any{"stream_name": events.StreamJobs, "config": map[string]any{"durable_name": "tool_echo", "filter_subject": "jetloop.jobs.tool.echo"}})
+	// A worker deployment reaches only its own tools' consumers, jobs and
+	// registry keys: the built-in tools for toolworker, the examples' for
+	// exampleworker.
+	var others []string
+	switch role {
+	case "toolworker":
+		others = []string{"invoice_total", "model_runner_x"}
+	case "exampleworker":
+		others = []string{"echo", "shell"}
+	default:
+		others = []string{"echo"}
+	}
+	for _, tool := range others {
+		if role == "orchestrator" {
+			break // it creates no tool consumers, and reads the registry
+		}
+		add("create the consumer of tool "+tool, api("CONSUMER.CREATE.%s.tool_%s.jetloop.jobs.tool.%s", events.StreamJobs, tool, tool),
+			map[string]any{"stream_name": events.StreamJobs, "config": map[string]any{"durable_name": "tool_" + tool, "filter_subject": "jetloop.jobs.tool." + tool}})
+		add("pull tool "+tool, api("CONSUMER.MSG.NEXT.%s.tool_%s", events.StreamJobs, tool), map[string]any{"batch": 1})
+		add("pull tool "+tool+" without waiting", api("CONSUMER.MSG.NEXT.%s.tool_%s", events.StreamJobs, tool), map[string]any{"batch": 1, "no_wait": true})
+		add("ack a job of tool "+tool, "$JS.ACK.JETLOOP_JOBS.tool_"+tool+".1.1.1.1.0", nil)
+		add("advertise tool "+tool, "$KV.JETLOOP_TOOLS."+tool, map[string]any{"name": tool, "workers": 1})
+		add("announce a worker of tool "+tool, "$KV.JETLOOP_WORKERS."+tool+".w9", "x")
+		add("read the registry entry of tool "+tool, api("DIRECT.GET.KV_JETLOOP_TOOLS.$KV.JETLOOP_TOOLS.%s", tool), nil)
+	}
+	if isWorker(role) {
+		// Reading or deleting jobs by sequence would reach every
+		// deployment's jobs, and the model's.
+		add("read a job by sequence", api("STREAM.MSG.GET.%s", events.StreamJobs), map[string]any{"seq": 1})
+		add("read a job directly", api("DIRECT.GET.%s", events.StreamJobs), map[string]any{"seq": 1})
+		add("watch the registry", api("CONSUMER.CREATE.KV_JETLOOP_TOOLS"), map[string]any{"stream_name": "KV_JETLOOP_TOOLS",
+			"config": map[string]any{"deliver_subject": "_INBOX_toolworker.watch", "ack_policy": "none"}})
+		add("read the events", api("DIRECT.GET.%s", events.StreamEvents), map[string]any{"seq": 1})
+		add("read the stream info of the events", api("STREAM.INFO.%s", events.StreamEvents), map[string]any{"subjects_filter": ">"})
+	} else if role != "orchestrator" {
 		ds = append(ds, denied{what: "subscribe to the tool workers' replies", subject: bus.InboxToolworker + ".>", sub: true})
 	}
-	ds = append(ds, denied{what: "subscribe to every reply", subject: "_INBOX.>", sub: true},
-		denied{what: "subscribe to the inbox", subject: "jetloop.inbox.>", sub: true})
+	if !isWorker(role) {
+		// A worker deployment may use any reply prefix: its account is
+		// its own (TestWorkerDeploymentsApart).
+		ds = append(ds, denied{what: "subscribe to every reply", subject: "_INBOX.>", sub: true})
+	}
+	ds = append(ds, denied{what: "subscribe to the inbox", subject: "jetloop.inbox.>", sub: true})
 
 	// Publishing on the subjects of other roles.
 	var foreign []string
@@ -171,10 +239,11 @@ func deniedTo(role string) []denied {
 			"jetloop.inbox.model.x", "jetloop.events.x.y", "jetloop.jobs.tool.x", "jetloop.dead.x", "jetloop.cancel.x",
 			"jetloop.stream.x", "$KV.JETLOOP_TOOLS.x", "$KV.JETLOOP_CHECKPOINTS.x",
 			"$KV.JETLOOP_ORCHESTRATORS.x", "$KV.JETLOOP_LIVE.0.x"}
-	case "toolworker":
+	case "toolworker", "exampleworker":
 		foreign = []string{events.SubjectSubmit, "jetloop.inbox.workflow", "jetloop.inbox.control.x", "jetloop.inbox.model.x",
 			"jetloop.inbox.timer.x", "jetloop.inbox.task.x", "jetloop.events.x.y", "jetloop.jobs.tool.x", "jetloop.jobs.model",
 			"jetloop.cancel.x", "jetloop.stream.x", "jetloop.inbox.result.a.b", "$KV.JETLOOP_CHECKPOINTS.x",
+			"jetloop.dead.submit", "jetloop.inbox.control.*",
 			"$KV.JETLOOP_ORCHESTRATORS.x", "$KV.JETLOOP_LIVE.0.x"}
 	case "orchestrator":
 		// It submits its workflows' task turns and aborts them, so it may
@@ -230,6 +299,9 @@ func (c *roleConn) mustBeDenied(t *testing.T, d denied) {
 		case err := <-done:
 			if err == nil {
 				t.Fatalf("%s was allowed", d.what)
+			}
+			if c.own && errors.Is(err, nats.ErrNoResponders) {
+				return // nothing in the role's own account answers it
 			}
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrNoResponders) {
 				// Refused by JetStream for another reason: still not by

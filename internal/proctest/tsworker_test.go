@@ -548,3 +548,63 @@ func kvGet(t *testing.T, js jetstream.JetStream, bucket, key string) ([]byte, er
 	}
 	return e.Value(), nil
 }
+
+// TestTSWorkerAsItsDeployment runs a turn that calls the TypeScript
+// worker's tool on a server with the repository's nats.conf, each process
+// as its own user: the worker as exampleworker, in the examples'
+// deployment account, which it reaches through the API prefix it finds.
+func TestTSWorkerAsItsDeployment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	tsWorkerDir(t)
+	root := repoRoot(t)
+	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	url := srv.ClientURL()
+	as := func(role string) []string {
+		return []string{"--nats", url, "--user", role, "--password-file", filepath.Join(root, "deploy", "dev", role+".password")}
+	}
+	if out, code := run(t, root, append([]string{"streams"}, append(as("admin"), "apply")...)...); code != 0 {
+		t.Fatalf("streams apply as admin exited %d:\n%s", code, out)
+	}
+	secret, err := os.ReadFile(filepath.Join(root, "deploy", "dev", "exampleworker.password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := startTS(t, url, "ts-acl", "--user", "exampleworker", "--password", strings.TrimSpace(string(secret)))
+	admin := dialRole(t, root, url, "admin")
+	ajs, err := jetstream.New(admin.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForTool(t, ajs, tsTool)
+	orch := start(t, root, "orchestrator", append(as("orchestrator"), "--agents", "data/AGENTS.md", "--allow-scripts")...)
+	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	script := filepath.Join(t.TempDir(), "script.yaml")
+	if err := os.WriteFile(script, []byte(`responses:
+  - tool_calls:
+      - {name: word_count, arguments: {text: "one two three"}}
+  - text: "Three."
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, root, append(append([]string{"submit"}, as("client")...), "--watch", "--turn", "ts-acl-turn",
+		"--agent", "General", "--script", script, "How many words?")...)
+	if code != 0 || !strings.Contains(out, "3 words") || !strings.Contains(out, "completed") {
+		t.Fatalf("submit --watch as the client exited %d:\n%s", code, out)
+	}
+	if code := worker.stop(t); code != 0 {
+		t.Fatalf("worker-ts exited %d after SIGTERM", code)
+	}
+	if _, err := kvGet(t, ajs, events.BucketTools, tsTool); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("%s still advertised after its only worker stopped: %v", tsTool, err)
+	}
+	if code := orch.stop(t); code != 0 {
+		t.Fatalf("orchestrator exited %d after SIGTERM", code)
+	}
+	for _, o := range []string{worker.out.String(), orch.out.String(), out} {
+		if strings.Contains(strings.ToLower(o), "permissions violation") {
+			t.Errorf("denied something:\n%s", o)
+		}
+	}
+}

@@ -243,6 +243,16 @@ func (d *decider) gate() {
 	switch {
 	case !dl.IsZero() && !d.env.Now.Before(dl):
 		stop(events.StopTimeout, "timeout: the workflow's wall clock passed", "")
+	case last.StopReason == events.StopRejected:
+		// A task whose turn was rejected did not run: a turn submitted
+		// under its id before the workflow ran it, say. Whatever the
+		// policy, and last task or not, the workflow does not report it
+		// done, and says which turn it was.
+		why := fmt.Sprintf("task %d did not run: its turn %s was rejected", last.Task, last.TurnID)
+		if s.TaskError != "" {
+			why += ": " + s.TaskError
+		}
+		stop(events.StopError, "error: "+why, why)
 	case next > len(s.Tasks):
 		stop(events.StopCompleted, "completed: every task ran", "")
 	case s.Metrics.Tasks >= s.Limits.MaxTasks:

@@ -26,6 +26,8 @@ Serves the word_count tool to jetloop orchestrators over NATS JetStream.
   --max-deliver N     deliveries of a job before it is answered with an error (default ${defaults.maxDeliver})
   --delay D           make every call take at least D, to watch heartbeats and draining (default 0s)
   --user U, --password P, --creds FILE   NATS authentication
+  --js-prefix P       JetStream API prefix (default $NATS_JS_PREFIX, else JETLOOP.API
+                      where the account imports it, else $JS.API)
   --log-level L       debug, info, warn or error (default info)
 `;
 
@@ -47,6 +49,7 @@ async function main(): Promise<number> {
         user: { type: "string" },
         password: { type: "string" },
         creds: { type: "string" },
+        "js-prefix": { type: "string", default: process.env.NATS_JS_PREFIX ?? "" },
         "log-level": { type: "string", default: "info" },
         help: { type: "boolean", short: "h", default: false },
       },
@@ -66,6 +69,7 @@ async function main(): Promise<number> {
       concurrency: integer(flags.concurrency, "--concurrency"),
       ackWaitMs: duration(flags["ack-wait"], "--ack-wait"),
       maxDeliver: integer(flags["max-deliver"], "--max-deliver"),
+      apiPrefix: flags["js-prefix"],
     });
     conn.servers = flags.nats;
     if (flags.creds) {

@@ -4,6 +4,7 @@
 // key 15 s after its last write, so a worker that dies disappears on its own;
 // a worker that stops withdraws itself at once.
 
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { Logger } from "./log.js";
 import { TOOLS_TTL_MS } from "./streams.js";
@@ -24,6 +25,7 @@ export class Registry {
     private readonly workers: KV,
     private readonly worker: string,
     private readonly specs: Spec[],
+    private readonly jsm: JetStreamManager,
   ) {}
 
   /** advertise refreshes this worker's presence, then each tool's entry with its worker count. */
@@ -76,12 +78,23 @@ export class Registry {
     await this.tools.put(s.name, JSON.stringify(info));
   }
 
-  // count reads the live workers of a tool from their presence keys; a
-  // deleted key is not listed.
+  // count reads the live workers of a tool from their presence keys. It
+  // lists them by the bucket's subjects (stream info with a subject
+  // filter), not with a watch: a watch is a push consumer, whose deliver
+  // subject a worker deployment's account may not name
+  // (deploy/accounts.conf); a deleted or expired key, whose subject may
+  // stay, has no value.
   private async count(tool: string): Promise<number> {
+    const prefix = "$KV.JETLOOP_WORKERS.";
+    const info = await this.jsm.streams.info("KV_JETLOOP_WORKERS", { subjects_filter: `${prefix}${tool}.*` });
     let n = 0;
-    for await (const k of await this.workers.keys(`${tool}.*`)) {
-      if (k.startsWith(`${tool}.`)) {
+    for (const subject of Object.keys(info.state.subjects ?? {})) {
+      const key = subject.slice(prefix.length);
+      if (!key.startsWith(`${tool}.`)) {
+        continue;
+      }
+      const e = await this.workers.get(key);
+      if (e !== null && e.operation === "PUT") {
         n++;
       }
     }

@@ -45,6 +45,12 @@ export type Options = {
   maxDeliver: number;
   /** How long running calls may go on after stop() (default 10 s); then they are handed back. */
   drainGraceMs: number;
+  /**
+   * The JetStream API prefix of the worker's account: "JETLOOP.API" for a
+   * worker deployment's account of the shipped nats.conf. "" (the
+   * default) finds it: the prefix when the account imports it, else $JS.API.
+   */
+  apiPrefix?: string;
 };
 
 /** defaults are the contract's values. */
@@ -126,13 +132,23 @@ export class Worker {
   /** run serves the tools on nc until stop(). */
   async run(nc: NatsConnection): Promise<void> {
     this.nc = nc;
-    this.jsm = await jetstreamManager(this.nc, { timeout: IO_TIMEOUT_MS });
-    this.js = jetstream(this.nc, { timeout: IO_TIMEOUT_MS });
-    await ensureStreams(this.jsm);
+    const apiPrefix = this.opts.apiPrefix || (await detectAPIPrefix(this.nc));
+    // A worker deployment in an account of its own reaches only its tools'
+    // consumers and keys (deploy/accounts.conf): the streams are admin's,
+    // and exhausted jobs, read and deleted by sequence, are left to the
+    // turn's deadline.
+    const confined = apiPrefix !== "$JS.API";
+    this.jsm = await jetstreamManager(this.nc, { timeout: IO_TIMEOUT_MS, apiPrefix });
+    this.js = jetstream(this.nc, { timeout: IO_TIMEOUT_MS, apiPrefix });
+    if (!confined) {
+      await ensureStreams(this.jsm);
+    }
     const kvm = new Kvm(this.js);
     const registry = new Registry(
-      await kvm.open(names.tools),
-      await kvm.open(names.workers),
+      // Both buckets allow direct gets (as the Go processes create them);
+      // binding does not read that from the server.
+      await kvm.open(names.tools, { allow_direct: true }),
+      await kvm.open(names.workers, { allow_direct: true }),
       this.name,
       [...this.tools.values()].map((t) => ({
         name: t.name,
@@ -140,6 +156,7 @@ export class Worker {
         parameters: t.parameters,
         timeout_ms: t.timeoutMs,
       })),
+      this.jsm,
     );
     const consumers = new Map<string, Consumer>();
     for (const name of this.tools.keys()) {
@@ -154,7 +171,7 @@ export class Worker {
         },
       }),
     ];
-    for (const name of this.tools.keys()) {
+    for (const name of confined ? [] : this.tools.keys()) {
       subs.push(
         this.nc.subscribe(subjects.maxDeliveries(consumerOf(name)), {
           callback: (err, m) => {
@@ -515,4 +532,16 @@ function truncate(s: string): string {
 
 function defaultName(): string {
   return `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 64);
+}
+
+// detectAPIPrefix is the JetStream API prefix of nc's account: JETLOOP.API
+// when the account imports the streams' API under it (an INFO request there
+// is answered), else $JS.API.
+async function detectAPIPrefix(nc: NatsConnection): Promise<string> {
+  try {
+    await nc.request("JETLOOP.API.INFO", undefined, { timeout: IO_TIMEOUT_MS });
+    return "JETLOOP.API";
+  } catch {
+    return "$JS.API";
+  }
 }
