@@ -28,6 +28,7 @@ FUZZ := \
 	./internal/events:FuzzAppendEnvelope \
 	./internal/events:FuzzEachField \
 	./internal/events:FuzzEachElement \
+	./internal/events:FuzzEventGroup \
 	./internal/orchestrator:FuzzDecodeToolResult \
 	./internal/orchestrator:FuzzDecodeModelResult
 

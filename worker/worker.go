@@ -447,7 +447,10 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	// A job for a call this worker ran or runs (its acknowledgement was
 	// lost, or the jobs were re-derived after a server restart) is answered
 	// with that call's result, not run a second time.
-	if r, ok := w.calls.Result(stop, job.CallID); ok {
+	// Keyed by turn and call: a provider that numbers calls per turn
+	// (call_1, call_2, …) gives two turns the same call id.
+	key := job.TurnID + ":" + job.CallID
+	if r, ok := w.calls.Result(stop, key); ok {
 		log.Info("a job for a call this worker ran: its result is sent again")
 		if err := w.answer(msg, r, log); err != nil {
 			_ = msg.NakWithDelay(time.Second)
@@ -458,7 +461,7 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 		_ = bus.AckSure(actx, msg)
 		return
 	}
-	done := w.calls.Begin(job.CallID)
+	done := w.calls.Begin(key)
 	var kept *events.ToolResult
 	defer func() { done(kept) }()
 
@@ -592,7 +595,7 @@ func (w *Worker) publish(r events.ToolResult) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	defer cancel()
-	_, err := w.js.Publish(ctx, events.ResultSubject(r.TurnID), bytes.TrimSuffix(buf.Bytes(), []byte("\n")), jetstream.WithMsgID("result:"+r.CallID))
+	_, err := w.js.Publish(ctx, events.ResultSubject(r.TurnID), bytes.TrimSuffix(buf.Bytes(), []byte("\n")), jetstream.WithMsgID("result:"+r.TurnID+":"+r.CallID))
 	return err
 }
 

@@ -535,3 +535,29 @@ func TestJobOfACallRunOnceIsAnsweredAgain(t *testing.T) {
 		t.Fatalf("the call ran %d times", n)
 	}
 }
+
+// TestTwoTurnsReuseACallID: providers that number calls per turn give two
+// turns the same call id. Each turn's job runs and each gets its own
+// result, with a dedup id that names the turn (contract, Streams and
+// subjects); keyed by call id alone, the second would be answered with the
+// first turn's result, on the first turn's subject, and deduplicated away.
+func TestTwoTurnsReuseACallID(t *testing.T) {
+	e := newEnv(t)
+	e.worker(nil, worker.Options{Name: "w1"})
+	for _, turn := range []string{"u1", "u2"} {
+		j := job(turn, "echo", `{"text":"`+turn+`"}`)
+		j.CallID = "call_1"
+		e.job(j)
+		r := e.result(turn)
+		if r.TurnID != turn || r.CallID != "call_1" || r.Output != turn {
+			t.Fatalf("turn %s got %+v", turn, r)
+		}
+		s, err := e.js.Stream(context.Background(), events.StreamInbox)
+		must(t, err)
+		msg, err := s.GetLastMsgForSubject(context.Background(), bus.Stored(events.ResultSubject(turn)))
+		must(t, err)
+		if id := msg.Header.Get(jetstream.MsgIDHeader); id != "result:"+turn+":call_1" {
+			t.Errorf("turn %s's result has dedup id %q", turn, id)
+		}
+	}
+}

@@ -37,6 +37,7 @@ func run() int {
 	runners := flag.Int("model-runners", 32, "model calls run at once")
 	ackWait := flag.Duration("ack-wait", 30*time.Second, "how long an input stays with this process before another may take it")
 	data := flag.String("data", embedded.DefaultDataDir, "store of the embedded server, when one is started")
+	sync := flag.String("sync-interval", embedded.SyncAlways, embedded.SyncUsage+"; only for the embedded server, when one is started")
 	allowScripts := flag.Bool("allow-scripts", false, "accept model script (inline or script:PATH) in submissions")
 	name := flag.String("name", "", "this orchestrator's name among the live ones (default host-pid); a restarted process that keeps its name takes its partitions back at once")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
@@ -44,6 +45,10 @@ func run() int {
 	pprofAddr := flag.String("pprof-addr", "", proc.PprofAddrUsage)
 	flag.Parse()
 
+	if _, _, err := embedded.ParseSync(*sync); err != nil {
+		fmt.Fprintf(os.Stderr, "orchestrator: --sync-interval: %v\n", err)
+		return 2
+	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
 		fmt.Fprintf(os.Stderr, "orchestrator: --log-level: %v\n", err)
@@ -83,7 +88,7 @@ func run() int {
 	if *url == "" {
 		*url = bus.DefaultURL
 		if !bus.Answers(*url) {
-			srv, err := embedded.Start(*url, *data)
+			srv, err := embedded.Start(*url, *data, embedded.Sync(*sync))
 			if err != nil {
 				log.Error("no server answers and none could be started here", "url", *url, "err", err)
 				return 1

@@ -184,12 +184,12 @@ func TestDeployedShape(t *testing.T) {
 	if err := b.deployed(context.Background(), sz); err != nil {
 		t.Fatal(err)
 	}
-	if len(b.res.Deployed) != len(jobsStorages) {
-		t.Fatalf("%d storages measured, want %d", len(b.res.Deployed), len(jobsStorages))
+	if len(b.res.Deployed) != len(syncModes)*len(jobsStorages) {
+		t.Fatalf("%d variants measured, want %d", len(b.res.Deployed), len(syncModes)*len(jobsStorages))
 	}
 	for i, d := range b.res.Deployed {
-		if d.JobsStorage != jobsStorages[i] {
-			t.Errorf("storage %q, want %q", d.JobsStorage, jobsStorages[i])
+		if d.Sync != syncModes[i/len(jobsStorages)] || d.JobsStorage != jobsStorages[i%len(jobsStorages)] {
+			t.Errorf("variant %d is %s", i, d.label())
 		}
 		if d.PublishFloorP50Ms <= 0 || d.PublishFloorP99Ms < d.PublishFloorP50Ms {
 			t.Errorf("%s: publish floor p50 %.3f, p99 %.3f", d.JobsStorage, d.PublishFloorP50Ms, d.PublishFloorP99Ms)
@@ -212,7 +212,7 @@ func TestDeployedShape(t *testing.T) {
 			t.Errorf("%s: workflow %+v", d.JobsStorage, d.Workflow)
 		}
 		for _, proc := range []string{"nats-server", "orchestrator", "toolworker"} {
-			path := filepath.Join(profiles, "deployed-"+d.JobsStorage+"-c3-"+proc+".cpu.pprof")
+			path := filepath.Join(profiles, "deployed-"+d.Sync+"-"+d.JobsStorage+"-c3-"+proc+".cpu.pprof")
 			if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 				t.Errorf("no profile of the %s: %v", proc, err)
 			}

@@ -54,12 +54,16 @@ type site struct {
 	metrics *metrics.Metrics
 }
 
+// serverOptions configure the embedded server of the in-process runs
+// (tests measure with NATS's default sync as well as the default "always").
+var serverOptions []embedded.Option
+
 func startServer(ctx context.Context, log *slog.Logger) (*site, error) {
 	dir, err := os.MkdirTemp("", "jetloop-bench-")
 	if err != nil {
 		return nil, err
 	}
-	srv, err := embedded.Start("", filepath.Join(dir, "js"))
+	srv, err := embedded.Start("", filepath.Join(dir, "js"), serverOptions...)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

@@ -112,13 +112,18 @@ func (w *watcher) stop() { _ = w.sub.Unsubscribe() }
 func (w *watcher) event(m *nats.Msg) {
 	now := time.Now()
 	turn := bus.TurnOf(m.Subject)
-	typ := events.Type(m.Header.Get(events.HeaderType))
+	// The header names a message's (last) event's type: a message that
+	// holds a decision's events is read for the types of the others.
+	types := []events.Type{events.Type(m.Header.Get(events.HeaderType))}
+	if m.Header.Get(events.HeaderEvents) != "" {
+		types = types[:0]
+		_ = events.Each(m.Data, func(e events.Envelope) error { types = append(types, e.Type); return nil })
+	}
 	// A workflow's log ends with workflow.finished, whose stop_reason is
 	// where a turn's is.
 	var fin events.TurnFinishedData
-	if typ == events.TurnFinished || typ == events.WorkflowFinished {
-		var e events.Envelope
-		if json.Unmarshal(m.Data, &e) == nil {
+	if typ := types[len(types)-1]; typ == events.TurnFinished || typ == events.WorkflowFinished {
+		if e, err := events.LastOf(m.Data); err == nil {
 			_ = json.Unmarshal(e.Data, &fin)
 		}
 	}
@@ -132,6 +137,24 @@ func (w *watcher) event(m *nats.Msg) {
 		s.after = now
 	}
 	var done func(string, seen)
+	for _, typ := range types {
+		done = w.take(s, typ, fin, done)
+	}
+	copied := *s
+	w.mu.Unlock()
+	if done != nil {
+		done(turn, copied)
+	}
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+// take counts one event of type typ of turn s; w.mu is held. It returns
+// the function to call once the turn is done (done, unless this event
+// finished it).
+func (w *watcher) take(s *seen, typ events.Type, fin events.TurnFinishedData, done func(string, seen)) func(string, seen) {
 	switch typ {
 	case events.StepStarted:
 		s.steps++
@@ -148,15 +171,7 @@ func (w *watcher) event(m *nats.Msg) {
 			done = w.onFinish
 		}
 	}
-	copied := *s
-	w.mu.Unlock()
-	if done != nil {
-		done(turn, copied)
-	}
-	select {
-	case w.changed <- struct{}{}:
-	default:
-	}
+	return done
 }
 
 // until waits for cond, checked after each event, for at most limit.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,10 @@ type Store struct {
 	// sends together on the connection.
 	replicated bool
 	mu         sync.Mutex
+	// Grouped stores a decision's events as one message (see Append); set
+	// by NewStore. Off, each event is a message of its own, the layout
+	// every reader also reads.
+	Grouped bool
 }
 
 // NewStore binds the events stream, which must exist.
@@ -65,7 +70,7 @@ func NewStore(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: bind %s: %w", events.StreamEvents, err)
 	}
-	s := &Store{js: js, stream: st, reads: st, replicated: st.CachedInfo().Config.Replicas > 1}
+	s := &Store{js: js, stream: st, reads: st, replicated: st.CachedInfo().Config.Replicas > 1, Grouped: true}
 	if s.replicated {
 		if s.reads, err = leaderReads(ctx, js, events.StreamEvents); err != nil {
 			return nil, err
@@ -108,7 +113,9 @@ func (s *Store) Last(ctx context.Context, turn string) (e events.Envelope, seq u
 	if err != nil {
 		return events.Envelope{}, 0, false, fmt.Errorf("bus: last event of %s: %w", turn, err)
 	}
-	if err := events.DecodeEnvelope(m.Data, &e); err != nil {
+	// The last message may store a decision's events: its last is the
+	// turn's last event.
+	if e, err = events.LastOf(m.Data); err != nil {
 		return events.Envelope{}, 0, false, fmt.Errorf("bus: last event of %s: %w", turn, err)
 	}
 	return e, m.Sequence, true, nil
@@ -166,11 +173,12 @@ func (s *Store) readSubject(ctx context.Context, subject string, upTo uint64) (l
 		if err != nil {
 			return logWithSeq{}, fmt.Errorf("bus: read %s: %w", subject, err)
 		}
-		var e events.Envelope
-		if err := events.DecodeEnvelope(m.Data, &e); err != nil {
-			return logWithSeq{}, fmt.Errorf("bus: read %s: event at %d: %w", subject, m.Sequence, err)
+		if err := events.Each(m.Data, func(e events.Envelope) error {
+			out.events = append(out.events, e)
+			return nil
+		}); err != nil {
+			return logWithSeq{}, fmt.Errorf("bus: read %s: message at %d: %w", subject, m.Sequence, err)
 		}
-		out.events = append(out.events, e)
 		out.lastSeq = m.Sequence
 		next = m.Sequence + 1
 	}
@@ -230,14 +238,22 @@ func (s *Store) Load(ctx context.Context, turn string) (*fsm.State, uint64, erro
 	return st, lastSeq, nil
 }
 
-// Append writes a decision's events to a turn's log, the first expecting
-// the turn's last stream sequence (optimistic concurrency), each carrying its
-// event id as Nats-Msg-Id (a retried publish is dropped). It returns the
-// stream sequence of the last event written. A partial append is repaired by
-// the machine on the retry. (Atomic batches cost more than the appends on
-// these servers.)
+// Append writes a decision's events to a turn's log, expecting the turn's
+// last stream sequence (optimistic concurrency), and returns the stream
+// sequence of the last message written.
 //
-// On a single-replica stream the events are sent together, without waiting
+// The events of a decision are stored as one message when they fit in one
+// (contract, "Durability"): under sync_interval: always the server fsyncs
+// every message on its own, so this is one fsync per decision instead of
+// one per event, and the decision is stored all or nothing. The message's
+// Nats-Msg-Id is the first event's id, so a retried publish is dropped.
+//
+// A decision too big for one message is stored one event per message, each
+// carrying its event id as Nats-Msg-Id; a partial append is repaired by the
+// machine on the retry. (Atomic batches cost more than the appends on these
+// servers, and are fsynced message by message all the same.)
+//
+// On a single-replica stream those events are sent together, without waiting
 // for each one's ack: every one after the first expects the stream's last
 // message to be the one before it (Nats-Expected-Last-Msg-Id). That holds
 // only if nothing came between the two, so nothing came between them on the
@@ -247,6 +263,11 @@ func (s *Store) Load(ctx context.Context, turn string) (*fsm.State, uint64, erro
 // expected-sequence publish on a subject with a message in flight, so there
 // they are appended one by one.
 func (s *Store) Append(ctx context.Context, last uint64, evs []events.Envelope) (uint64, error) {
+	if s.Grouped && len(evs) > 1 {
+		if last, ok, err := s.appendGroup(ctx, last, evs); ok || err != nil {
+			return last, err
+		}
+	}
 	data := make([][]byte, len(evs))
 	for i, e := range evs {
 		var err error
@@ -272,6 +293,27 @@ func eventMsg(e events.Envelope, data []byte) *nats.Msg {
 	msg := &nats.Msg{Subject: events.EventsSubject(e.SessionID, e.TurnID), Data: data, Header: nats.Header{}}
 	msg.Header.Set(events.HeaderType, string(e.Type))
 	return msg
+}
+
+// appendGroup stores a decision's events as one message; ok is false,
+// with nothing sent, when they do not fit in one.
+func (s *Store) appendGroup(ctx context.Context, last uint64, evs []events.Envelope) (uint64, bool, error) {
+	data, err := events.AppendGroup(nil, evs)
+	if err != nil {
+		return last, false, fmt.Errorf("bus: encode %s: %w", evs[0].Type, err)
+	}
+	if int64(len(data))+headerRoom > s.js.Conn().MaxPayload() {
+		return last, false, nil
+	}
+	first, final := evs[0], evs[len(evs)-1]
+	msg := &nats.Msg{Subject: events.EventsSubject(first.SessionID, first.TurnID), Data: data, Header: nats.Header{}}
+	msg.Header.Set(events.HeaderType, string(final.Type))
+	msg.Header.Set(events.HeaderEvents, strconv.Itoa(len(evs)))
+	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(last), jetstream.WithMsgID(first.ID))
+	if err != nil {
+		return last, true, appendError(msg.Subject, first, err)
+	}
+	return ack.Sequence, true, nil
 }
 
 func (s *Store) appendEach(ctx context.Context, last uint64, evs []events.Envelope, data [][]byte) (uint64, error) {

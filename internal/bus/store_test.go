@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,16 +24,19 @@ func event(turn string, n int) events.Envelope {
 }
 
 // TestAppendSendsADecisionTogether appends decisions of several events on a
-// single-replica stream, where they are sent together: they land in order;
-// one whose first event lost the race for the log lands not at all; one
-// whose events another append came between lands whole, the rest of it one
-// by one.
+// single-replica stream, one event per message (the layout of a decision
+// too big for one message; grouping is turned off here, as this test
+// predates it and checks that path), where they are sent together: they
+// land in order; one whose first event lost the race for the log lands not
+// at all; one whose events another append came between lands whole, the
+// rest of it one by one.
 func TestAppendSendsADecisionTogether(t *testing.T) {
 	ctx, js := provisioned(t)
 	store, err := bus.NewStore(ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}
+	store.Grouped = false
 	ids := func(turn string) []string {
 		log, _, err := store.Read(ctx, turn)
 		if err != nil {
@@ -162,4 +166,84 @@ func TestClusterLogReadsAreTheLeaders(t *testing.T) {
 			t.Fatalf("%d direct gets and %d message gets, want only message gets", direct, leader)
 		}
 	})
+}
+
+// TestAppendStoresADecisionAsOneMessage: a decision's events are one
+// message (contract, "Durability": header Jetloop-Events, the first event's
+// id as Nats-Msg-Id, the last event's type as Jetloop-Type), fenced by the
+// turn's last sequence; a retried append is dropped as a duplicate; a
+// decision too big for one message is stored one event per message; and a
+// log of both layouts reads back whole and in order.
+func TestAppendStoresADecisionAsOneMessage(t *testing.T) {
+	ctx, js := provisioned(t)
+	store, err := bus.NewStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, events.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := func() uint64 {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	decision := []events.Envelope{event("g", 1), event("g", 2), event("g", 3)}
+	decision[2].Type = events.StepChecked
+	last, err := store.Append(ctx, 0, decision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := msgs(); n != 1 {
+		t.Fatalf("a decision of 3 events is %d messages, want 1", n)
+	}
+	m, err := stream.GetMsg(ctx, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.Get(events.HeaderEvents) != "3" || m.Header.Get(jetstream.MsgIDHeader) != "g-e1" ||
+		m.Header.Get(events.HeaderType) != string(events.StepChecked) {
+		t.Fatalf("headers %v", m.Header)
+	}
+	// A retry of the same decision (its ack was lost) is no second copy:
+	// the fence refuses it, and the orchestrator reads the log again.
+	if _, err := store.Append(ctx, 0, decision); !errors.Is(err, bus.ErrConflict) || msgs() != 1 {
+		t.Fatalf("a retried append: %v, %d messages", err, msgs())
+	}
+	// Fenced: a decision on a stale sequence lands not at all.
+	if _, err := store.Append(ctx, last-1, []events.Envelope{event("g", 4), event("g", 5)}); !errors.Is(err, bus.ErrConflict) {
+		t.Fatalf("append on a stale sequence: %v, want ErrConflict", err)
+	}
+	// One event per message, as a decision too big for one is stored.
+	store.Grouped = false
+	if last, err = store.Append(ctx, last, []events.Envelope{event("g", 4), event("g", 5)}); err != nil {
+		t.Fatal(err)
+	}
+	store.Grouped = true
+	big := []events.Envelope{event("g", 6), event("g", 7)}
+	half := int(js.Conn().MaxPayload()/2) + 1
+	for i := range big {
+		big[i].Data = json.RawMessage(`{"x":"` + strings.Repeat("a", half) + `"}`)
+	}
+	if last, err = store.Append(ctx, last, big); err != nil {
+		t.Fatal(err)
+	}
+	if n := msgs(); n != 5 {
+		t.Fatalf("%d messages, want 1 + 2 + 2 (a decision too big for one message is one per event)", n)
+	}
+	log, seq, err := store.Read(ctx, "g")
+	if err != nil || seq != last || len(log) != 7 {
+		t.Fatalf("read %d events to %d (%v), want 7 to %d", len(log), seq, err, last)
+	}
+	for i, e := range log {
+		if e.Seq != i+1 {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+	}
+	if e, seq, ok, err := store.Last(ctx, "g"); err != nil || !ok || e.Seq != 7 || seq != last {
+		t.Fatalf("last: %+v at %d (%v)", e, seq, err)
+	}
 }

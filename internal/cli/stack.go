@@ -41,6 +41,8 @@ type stack struct {
 type observers struct {
 	metrics *metrics.Metrics
 	tracer  *tracing.Tracer
+	// sync is the embedded server's --sync-interval (empty: always).
+	sync string
 }
 
 // startStack starts the stack with its server at url (empty: a free port)
@@ -54,7 +56,7 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 	if err != nil {
 		return nil, err
 	}
-	srv, err := embedded.Start(url, dir)
+	srv, err := embedded.Start(url, dir, embedded.Sync(obs.sync))
 	if err != nil {
 		return nil, err
 	}
@@ -214,8 +216,12 @@ func dev(ctx context.Context, c *command, args []string) int {
 	root := c.flags.String("root", ".", "directory the file tools may read and write")
 	dir := c.flags.String("data", embedded.DefaultDataDir, "where the embedded server stores its streams")
 	metricsAddr := c.flags.String("metrics-addr", "", proc.MetricsAddrUsage)
+	sync := c.flags.String("sync-interval", embedded.SyncAlways, embedded.SyncUsage)
 	if !c.parse(args) {
 		return ExitUsage
+	}
+	if _, _, err := embedded.ParseSync(*sync); err != nil {
+		return c.usageErr("--sync-interval: %v", err)
 	}
 	url := c.url
 	if url == "" {
@@ -236,7 +242,7 @@ func dev(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	defer stopTracing()
-	s, err := startStack(ctx, url, *dir, *agentsPath, *root, log, observers{m, tracer})
+	s, err := startStack(ctx, url, *dir, *agentsPath, *root, log, observers{m, tracer, *sync})
 	if err != nil {
 		return c.fail("%v", err)
 	}

@@ -136,10 +136,12 @@ func (t *top) caughtUp(ctx context.Context, start time.Time) bool {
 // add takes one event into the counts and marks its turn to be read again.
 func (t *top) add(m jetstream.Msg) {
 	t.dirty[m.Subject()] = true
-	var e events.Envelope
-	if json.Unmarshal(m.Data(), &e) != nil {
-		return
-	}
+	// One event, or a decision's events, per message.
+	_ = events.Each(m.Data(), func(e events.Envelope) error { t.count(e); return nil })
+}
+
+// count takes one event into the counts.
+func (t *top) count(e events.Envelope) {
 	switch e.Type {
 	case events.StepStarted:
 		t.steps = append(t.steps, e.Time)

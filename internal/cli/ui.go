@@ -395,8 +395,8 @@ func (u *uiServer) row(ctx context.Context, subject string) (UIRow, error) {
 	if lerr != nil || ferr != nil {
 		return UIRow{}, errors.Join(lerr, ferr)
 	}
-	_ = json.Unmarshal(lm.Data, &last)
-	_ = json.Unmarshal(fm.Data, &first)
+	last, _ = events.LastOf(lm.Data)
+	first, _ = events.FirstOf(fm.Data)
 	if first.Type.Workflow() {
 		r, werr := u.workflowRow(ctx, first.TurnID)
 		if werr == nil || errors.Is(werr, jetstream.ErrMsgNotFound) {
@@ -590,12 +590,11 @@ func (u *uiServer) turnLive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case m := <-msgs:
-			var e events.Envelope
-			if err := json.Unmarshal(m.Data(), &e); err != nil {
+			// One event, or a decision's events, per message.
+			if err := events.Each(m.Data(), func(e events.Envelope) error { log = append(log, e); return nil }); err != nil {
 				_ = s.send("failure", map[string]string{"error": fmt.Sprintf("event %s: %v", m.Subject(), err)})
 				return
 			}
-			log = append(log, e)
 			// Draw once the log read so far is caught up, not at every
 			// event of a long replay.
 			if md, err := m.Metadata(); err == nil && md.NumPending > 0 {
@@ -712,14 +711,15 @@ func (u *uiServer) workflowLive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case m := <-msgs:
-			var e events.Envelope
-			if err := json.Unmarshal(m.Data(), &e); err != nil {
+			if err := events.Each(m.Data(), func(e events.Envelope) error {
+				if e.TurnID == id || strings.HasPrefix(e.TurnID, id+"-") {
+					logs[e.TurnID] = append(logs[e.TurnID], e)
+					dirty = true
+				}
+				return nil
+			}); err != nil {
 				_ = s.send("failure", map[string]string{"error": fmt.Sprintf("event %s: %v", m.Subject(), err)})
 				return
-			}
-			if e.TurnID == id || strings.HasPrefix(e.TurnID, id+"-") {
-				logs[e.TurnID] = append(logs[e.TurnID], e)
-				dirty = true
 			}
 			// Draw once the session read so far is caught up.
 			if md, err := m.Metadata(); err == nil && md.NumPending > 0 {

@@ -336,16 +336,15 @@ func workflowsCmd(ctx context.Context, c *command, args []string) int {
 		if err != nil {
 			return nil // purged since the listing
 		}
-		var e events.Envelope
-		if json.Unmarshal(first.Data, &e) != nil || !e.Type.Workflow() {
+		e, err := events.FirstOf(first.Data)
+		if err != nil || !e.Type.Workflow() {
 			return nil
 		}
 		last, err := l.Stream().GetLastMsgForSubject(ctx, subject)
 		if err != nil {
 			return nil
 		}
-		var le events.Envelope
-		_ = json.Unmarshal(last.Data, &le)
+		le, _ := events.LastOf(last.Data)
 		mu.Lock()
 		defer mu.Unlock()
 		rows = append(rows, e)

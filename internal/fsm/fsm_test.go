@@ -566,7 +566,7 @@ func TestJobs(t *testing.T) {
 	}
 	d, _ := Decide(s, answer(1, "", call("w", "write_file", `{}`), echo("e", "x"), call("q", AskUser, `{"question":"?"}`)), c.env())
 	jobs = Jobs(d.State)
-	if len(jobs) != 1 || jobs[0].ID != "tool:e" || jobs[0].Subject != "jetloop.jobs.tool.echo" {
+	if len(jobs) != 1 || jobs[0].ID != "tool:t1:e" || jobs[0].Subject != "jetloop.jobs.tool.echo" {
 		t.Fatalf("while paused for approval only echo runs: %+v", jobs)
 	}
 	yes := true
@@ -574,7 +574,7 @@ func TestJobs(t *testing.T) {
 	if got := shows(d.Events); !reflect.DeepEqual(got, []string{"turn.resumed", "turn.paused:input"}) {
 		t.Fatalf("after approval: %q", got)
 	}
-	if jobs = Jobs(d.State); len(jobs) != 2 || jobs[0].ID != "tool:w" || jobs[1].ID != "tool:e" {
+	if jobs = Jobs(d.State); len(jobs) != 2 || jobs[0].ID != "tool:t1:w" || jobs[1].ID != "tool:t1:e" {
 		t.Fatalf("an approved call runs: %+v", jobs)
 	}
 }

@@ -44,7 +44,9 @@ func Jobs(s *State) []Job {
 			if !c.Runnable() {
 				continue
 			}
-			jobs = append(jobs, Job{ID: "tool:" + c.CallID, Subject: events.ToolSubject(c.Name), Tool: &events.ToolJob{
+			// The turn is in the id: call ids are the provider's, and
+			// some reuse them across turns (contract, dedup ids).
+			jobs = append(jobs, Job{ID: "tool:" + s.TurnID + ":" + c.CallID, Subject: events.ToolSubject(c.Name), Tool: &events.ToolJob{
 				TurnID: s.TurnID, SessionID: s.SessionID, Step: s.Step, CallID: c.CallID, Tool: c.Name,
 				Arguments: c.Arguments, Deadline: c.Deadline,
 			}})

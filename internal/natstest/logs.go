@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/workflow"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -58,7 +60,7 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 				t.Errorf("check logs: %v", err)
 				return
 			}
-			checkEvent(t, md.Sequence.Stream, msg.Subject(), msg.Data(), logs)
+			checkEvent(t, md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data(), logs)
 		}
 		if err := batch.Error(); err != nil {
 			t.Errorf("check logs: %v", err)
@@ -91,19 +93,37 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 	}
 }
 
-// checkEvent checks one stored event and adds it to its log.
-func checkEvent(t testing.TB, seq uint64, subject string, data []byte, logs map[string][]events.Envelope) {
+// checkEvent checks one stored message — one event, or a decision's
+// events (contract, "Durability") — and adds its events to their log.
+func checkEvent(t testing.TB, seq uint64, subject string, hdr nats.Header, data []byte, logs map[string][]events.Envelope) {
 	t.Helper()
-	if err := events.ValidateEvent(data); err != nil {
-		t.Errorf("event at stream seq %d (%s) fails its schema: %v", seq, subject, err)
-	}
-	var e events.Envelope
-	if err := json.Unmarshal(data, &e); err != nil {
-		t.Errorf("event at stream seq %d: %v", seq, err)
+	parts, err := events.Split(data)
+	if err != nil {
+		t.Errorf("message at stream seq %d (%s): %v", seq, subject, err)
 		return
 	}
-	if got := events.EventsSubject(e.SessionID, e.TurnID); got != subject {
-		t.Errorf("event of %s/%s stored on %s", e.SessionID, e.TurnID, subject)
+	if n := hdr.Get(events.HeaderEvents); len(parts) > 1 && n != strconv.Itoa(len(parts)) || len(parts) == 1 && n != "" {
+		t.Errorf("message at stream seq %d (%s) stores %d events with %s %q", seq, subject, len(parts), events.HeaderEvents, n)
 	}
-	logs[subject] = append(logs[subject], e)
+	for i, part := range parts {
+		if err := events.ValidateEvent(part); err != nil {
+			t.Errorf("event at stream seq %d (%s) fails its schema: %v", seq, subject, err)
+		}
+		var e events.Envelope
+		if err := json.Unmarshal(part, &e); err != nil {
+			t.Errorf("event at stream seq %d: %v", seq, err)
+			return
+		}
+		if got := events.EventsSubject(e.SessionID, e.TurnID); got != subject {
+			t.Errorf("event of %s/%s stored on %s", e.SessionID, e.TurnID, subject)
+		}
+		// A group's headers speak for it (contract, "Durability").
+		if len(parts) > 1 && i == 0 && hdr.Get(jetstream.MsgIDHeader) != e.ID {
+			t.Errorf("message at stream seq %d has Nats-Msg-Id %q, its first event's id is %q", seq, hdr.Get(jetstream.MsgIDHeader), e.ID)
+		}
+		if len(parts) > 1 && i == len(parts)-1 && hdr.Get(events.HeaderType) != string(e.Type) {
+			t.Errorf("message at stream seq %d has %s %q, its last event is %s", seq, events.HeaderType, hdr.Get(events.HeaderType), e.Type)
+		}
+		logs[subject] = append(logs[subject], e)
+	}
 }

@@ -36,7 +36,7 @@ func TestEncodeJob(t *testing.T) {
 	if err != nil || modelJobID(ref) != jobs[0].ID {
 		t.Fatalf("decoded %+v (%v): id %s, want %s", ref, err, modelJobID(ref), jobs[0].ID)
 	}
-	tool := fsm.Job{ID: "tool:c1", Tool: &events.ToolJob{TurnID: "t1", SessionID: "s1", Step: 1, CallID: "c1", Tool: "echo",
+	tool := fsm.Job{ID: "tool:t1:c1", Tool: &events.ToolJob{TurnID: "t1", SessionID: "s1", Step: 1, CallID: "c1", Tool: "echo",
 		Arguments: json.RawMessage(`{"text":"<b>&"}`), Deadline: time.Now().UTC()}}
 	got, err := encodeJob(tool)
 	if err != nil || !bytes.Contains(got, []byte(`"<b>&"`)) {

@@ -83,12 +83,12 @@ func BenchmarkToolScaling(b *testing.B) {
 			answered.Store(0)
 			b.ResetTimer()
 			for i := range b.N {
-				// Call ids are unique across turns (the contract): a worker
-				// answers a job of a call id it ran with that call's result.
+				// Distinct call ids: a worker answers a job of a call it ran
+				// (same turn and call id) with that call's result.
 				job := events.ToolJob{TurnID: turn, SessionID: turn, Step: 1, CallID: fmt.Sprintf("%s-c%d", turn, i), Tool: "sleep",
 					Arguments: json.RawMessage(`{"ms":100}`), Deadline: time.Now().Add(10 * time.Minute).UTC()}
 				data, _ := json.Marshal(job)
-				if _, err := js.PublishAsync(events.ToolSubject("sleep"), data, jetstream.WithMsgID("tool:"+job.CallID)); err != nil {
+				if _, err := js.PublishAsync(events.ToolSubject("sleep"), data, jetstream.WithMsgID("tool:"+turn+":"+job.CallID)); err != nil {
 					b.Fatal(err)
 				}
 			}

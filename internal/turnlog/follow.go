@@ -54,19 +54,31 @@ func Follow(ctx context.Context, js jetstream.JetStream, turn string, from From)
 		// ends a Next that waits.
 		stop := context.AfterFunc(ctx, msgs.Stop)
 		defer stop()
-		for {
+		for first := true; ; first = false {
 			m, err := msgs.Next()
 			if err != nil {
 				fail(err)
 				return
 			}
-			e, _, err := events.Decode(m.Data())
+			// A message stores one event or a decision's events (contract,
+			// "Durability").
+			parts, err := events.Split(m.Data())
 			if err != nil {
-				yield(events.Envelope{}, fmt.Errorf("watch %s: event on %s: %w", turn, m.Subject(), err))
+				yield(events.Envelope{}, fmt.Errorf("watch %s: message on %s: %w", turn, m.Subject(), err))
 				return
 			}
-			if !yield(e, nil) {
-				return
+			if first && from == FromLast {
+				parts = parts[len(parts)-1:] // the last event, not its whole decision
+			}
+			for _, p := range parts {
+				e, _, err := events.Decode(p)
+				if err != nil {
+					yield(events.Envelope{}, fmt.Errorf("watch %s: event on %s: %w", turn, m.Subject(), err))
+					return
+				}
+				if !yield(e, nil) {
+					return
+				}
 			}
 		}
 	}

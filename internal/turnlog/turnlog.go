@@ -217,7 +217,7 @@ func (l *Lister) Summary(ctx context.Context, subject string) (Turn, error) {
 	// validation would be most of the listing's time (show and replay
 	// validate every event).
 	var last events.Envelope
-	if err := json.Unmarshal(lastMsg.Data, &last); err != nil {
+	if err := plainDecode(lastMsg.Data, -1, &last); err != nil {
 		return Turn{}, fmt.Errorf("last event of %s: %w", subject, err)
 	}
 	if last.Type.Workflow() {
@@ -246,7 +246,7 @@ func (l *Lister) Summary(ctx context.Context, subject string) (Turn, error) {
 		return Turn{}, fmt.Errorf("first event of %s: %w", subject, err)
 	}
 	var first events.Envelope
-	if err := json.Unmarshal(firstMsg.Data, &first); err != nil {
+	if err := plainDecode(firstMsg.Data, 0, &first); err != nil {
 		return Turn{}, fmt.Errorf("first event of %s: %w", subject, err)
 	}
 	var d events.TurnStartedData
@@ -254,6 +254,19 @@ func (l *Lister) Summary(ctx context.Context, subject string) (Turn, error) {
 		s.Agent, s.Model, s.Started, s.ForkedFrom = d.Agent, d.Model, first.Time, d.ForkedFrom
 	}
 	return s, nil
+}
+
+// plainDecode decodes the first (i = 0) or last (i = -1) event of a
+// stored message, which may hold a decision's events.
+func plainDecode(data []byte, i int, e *events.Envelope) error {
+	parts, err := events.Split(data)
+	if err != nil {
+		return err
+	}
+	if i < 0 {
+		i = len(parts) - 1
+	}
+	return json.Unmarshal(parts[i], e)
 }
 
 // Fold reads a turn's whole log and folds it.

@@ -396,7 +396,7 @@ export class Worker {
   }
 
   private async publish(r: ToolResult): Promise<void> {
-    await this.js.publish(subjects.result(r.turn_id), JSON.stringify(r), { msgID: `result:${r.call_id}` });
+    await this.js.publish(subjects.result(r.turn_id), JSON.stringify(r), { msgID: `result:${r.turn_id}:${r.call_id}` });
   }
 
   /**

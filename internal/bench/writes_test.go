@@ -1,0 +1,86 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"golang.org/x/sync/errgroup"
+)
+
+// TestStoredMessagesPerStep counts what one tool step stores in each
+// stream: under sync_interval: always every stored message is one fsync on
+// the step's path (DESIGN.md, durability facts), so this is the step's
+// count of synced writes. A turn of 11 steps (10 echo calls, then an
+// answer) runs alone through an in-process orchestrator and tool worker.
+// A decision's events are one message: a tool step stores two event
+// messages (the call's decision, the result's decision), one job and one
+// result.
+func TestStoredMessagesPerStep(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := startServer(ctx, discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	g, gctx := errgroup.WithContext(ctx)
+	defer func() {
+		cancel()
+		_ = g.Wait()
+	}()
+	tm := newTimings()
+	if err := s.startWorker(gctx, g, discard(), tm); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.startOrchestrator(gctx, g, discard(), tm); err != nil {
+		t.Fatal(err)
+	}
+	w, err := watch(s.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.stop()
+	stored := func() map[string]uint64 {
+		out := map[string]uint64{}
+		for _, name := range []string{events.StreamEvents, events.StreamJobs, events.StreamInbox, "KV_JETLOOP_LIVE"} {
+			st, err := s.js.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := st.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[name] = info.State.LastSeq
+		}
+		return out
+	}
+	const steps = 11
+	turn := func(id string) {
+		if err := submit(ctx, s.js, id, script(id, steps, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.until(ctx, time.Minute, id, func() bool { st := w.turns[id]; return st != nil && st.finished }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turn("warm")
+	before := stored()
+	turn("count")
+	after := stored()
+	per := map[string]float64{}
+	total := 0.0
+	for name, n := range after {
+		per[name] = float64(n-before[name]) / (steps - 1)
+		total += per[name]
+		t.Logf("%-18s %5.2f stored messages per tool step (%d for the turn)", name, per[name], n-before[name])
+	}
+	t.Logf("%-18s %5.2f", "all", total)
+	// Per tool step: 2 event messages, plus the turn's start and end spread
+	// over its steps.
+	if per[events.StreamEvents] > 2.5 {
+		t.Errorf("%.2f event messages per tool step, want a decision's events in one message (≤ 2.5)", per[events.StreamEvents])
+	}
+}
