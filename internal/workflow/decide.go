@@ -398,7 +398,11 @@ func (d *decider) command(in Command) error {
 		}
 		d.emit(events.WorkflowResumed, events.WorkflowResumedData{Approved: *in.Approved, Note: in.Note})
 		if *in.Approved {
-			d.run(s.Task + 1)
+			if s.Phase == PhaseGate {
+				d.gate() // a hook's wait: the next hook and the rules decide
+			} else {
+				d.run(s.Task + 1)
+			}
 			return nil
 		}
 		why := "a person denied the next task"
