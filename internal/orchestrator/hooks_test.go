@@ -3,12 +3,16 @@ package orchestrator_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/worker"
 )
 
@@ -166,4 +170,75 @@ func TestWorkflowHookTimeout(t *testing.T) {
 	h.waitFor("the stray answer's dead letter", func() bool {
 		return len(h.deadBySubject()["jetloop.dead.hook jetloop.inbox.hook.passed"]) >= 1
 	})
+}
+
+// TestWorkflowHooksSurviveCrashes stops the orchestrator abruptly after it
+// appended (or published for) its nth input, for every input of a workflow
+// with two hooks: a fresh orchestrator finishes it, and each hook was asked
+// once about each task (its job published once) and each answer is in the
+// log once.
+func TestWorkflowHooksSurviveCrashes(t *testing.T) {
+	run := func(t *testing.T, id string, crash func(h *harness) (crashed <-chan struct{}, kill func())) {
+		h := newHarness(t)
+		a := &audit{}
+		h.hookWorker(a)
+		crashed, kill := crash(h)
+		h.submitWorkflow(events.WorkflowSubmit{WorkflowID: id, Agent: "General",
+			Policy: &events.Policy{Hooks: []string{"audit", "guard"}},
+			Tasks:  []events.Task{countTask(1), countTask(2), countTask(3)}})
+		if crashed != nil {
+			select {
+			case <-crashed:
+				kill()
+				h.orchestrator()
+			case <-time.After(30 * time.Second):
+				t.Fatal("never reached the crash")
+			}
+		}
+		log, fin := h.workflowFinished(id)
+		if fin.StopReason != events.StopDenied || fin.Metrics.Tasks != 2 || fin.Metrics.ToolCalls != 2 {
+			t.Fatalf("finished %+v", fin)
+		}
+		if got := gates(log); got != "2:audit:continue 2:guard:continue 2:rules:continue 3:audit:continue 3:guard:stop" {
+			t.Fatalf("gates %s", got)
+		}
+		if got := a.of(id); got != "1:false:1 2:false:2" {
+			t.Fatalf("the checkpoint hook was asked %q", got)
+		}
+		if got := h.calls.max(); got != 1 {
+			t.Fatalf("a tool call ran %d times", got)
+		}
+	}
+	// A run without a crash counts the stages its inputs pass.
+	var stages sync.Map
+	run(t, "wf-hooks-count", func(h *harness) (<-chan struct{}, func()) {
+		h.orchestrator(orchestrator.WithCrashHook(func(s string) error {
+			n, _ := stages.LoadOrStore(s, new(atomic.Int32))
+			n.(*atomic.Int32).Add(1)
+			return nil
+		}))
+		return nil, nil
+	})
+	for _, stage := range []string{orchestrator.StageAppended, orchestrator.StagePublished} {
+		total, ok := stages.Load(stage)
+		if !ok {
+			t.Fatalf("no input passed %s", stage)
+		}
+		for n := 1; n <= int(total.(*atomic.Int32).Load()); n++ {
+			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
+				run(t, fmt.Sprintf("wf-hooks-%s-%d", stage, n), func(h *harness) (<-chan struct{}, func()) {
+					var seen atomic.Int32
+					crashed := make(chan struct{})
+					_, kill := h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
+						if s != stage || seen.Add(1) != int32(n) {
+							return nil
+						}
+						close(crashed)
+						return errors.New("crash")
+					}))
+					return crashed, kill
+				})
+			})
+		}
+	}
 }
