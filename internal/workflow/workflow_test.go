@@ -317,3 +317,137 @@ func TestDiagram(t *testing.T) {
 		t.Fatalf("docs/workflow.md is out of date: UPDATE=1 go test ./internal/workflow -run Diagram")
 	}
 }
+
+func gatesOf(log []events.Envelope) string {
+	var out []string
+	for _, e := range log {
+		if e.Type == events.WorkflowGated {
+			var g events.WorkflowGatedData
+			_ = json.Unmarshal(e.Data, &g)
+			out = append(out, fmt.Sprintf("%d:%s:%s", g.Task, g.By, g.Decision))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func (r *run) answer(hook string, d events.GateDecision, reason string) []events.Envelope {
+	r.t.Helper()
+	return r.do(HookAnswer{WorkflowID: "wf", Task: r.s.Task, Hook: hook, Decision: d, Reason: reason})
+}
+
+// TestHooks: the hooks of policy.hooks are asked one at a time after every
+// task's checkpoint, the last included, before the gate's rules; their
+// answers are recorded with by, repeats change nothing, strangers are input
+// errors, and the log verifies.
+func TestHooks(t *testing.T) {
+	r := newRun(t, 2, events.WorkflowLimits{}, events.Policy{Hooks: []string{"audit", "guard"}, HookTimeoutMs: 1000})
+	r.finish(events.StopCompleted, one(1, 10))
+	// The gate waits for audit: its job is out, its deadline armed.
+	j := Jobs(r.s)
+	if len(j) != 1 || j[0].Hook == nil || j[0].ID != "hook:wf:1:audit" || j[0].Subject != "jetloop.jobs.hook.audit" ||
+		j[0].Hook.Last || j[0].Hook.Checkpoint.Metrics.ToolCalls != 1 || j[0].Hook.TaskResult.Output != "out 1" ||
+		!j[0].Hook.Deadline.Equal(r.now.Add(time.Second)) {
+		t.Fatalf("jobs at the gate: %+v", j)
+	}
+	if tm := Timers(r.s); len(tm) != 1 || tm[0].Timer.Kind != events.TimerHook || tm[0].Timer.CallID != "audit" {
+		t.Fatalf("timers at the gate: %+v", tm)
+	}
+	// guard cannot answer before audit; audit's answer asks guard.
+	if _, err := Decide(r.s, HookAnswer{WorkflowID: "wf", Task: 1, Hook: "guard", Decision: events.GateStop}, r.env()); !errors.As(err, new(*InputError)) {
+		t.Fatalf("an answer out of order: %v", err)
+	}
+	r.answer("audit", events.GateContinue, "stored")
+	if j := Jobs(r.s); len(j) != 1 || j[0].ID != "hook:wf:1:guard" {
+		t.Fatalf("jobs after audit: %+v", j)
+	}
+	if ev := r.answer("audit", events.GateStop, "again"); len(ev) != 0 {
+		t.Fatalf("a repeated answer wrote %s", types(ev))
+	}
+	r.answer("guard", events.GateContinue, "")
+	if r.s.Phase != PhaseTaskExecute || r.s.Task != 2 {
+		t.Fatalf("after both hooks: %s task %d", r.s.Phase, r.s.Task)
+	}
+	if ev := r.do(HookAnswer{WorkflowID: "wf", Task: 1, Hook: "guard", Decision: events.GateStop}); len(ev) != 0 {
+		t.Fatalf("an answer about a task gone by wrote %s", types(ev))
+	}
+	// After the last task too: a stop vetoes the result.
+	r.finish(events.StopCompleted, one(1, 10))
+	if j := Jobs(r.s); len(j) != 1 || !j[0].Hook.Last {
+		t.Fatalf("jobs after the last task: %+v", j)
+	}
+	r.answer("audit", events.GateContinue, "stored")
+	r.answer("guard", events.GateStop, "2 tool calls is too many")
+	f := r.s.Finished
+	if f == nil || f.StopReason != events.StopDenied || f.Error != "2 tool calls is too many" {
+		t.Fatalf("finished %+v", f)
+	}
+	if got := gatesOf(r.log); got != "2:audit:continue 2:guard:continue 2:rules:continue 3:audit:continue 3:guard:stop" {
+		t.Fatalf("gates %s", got)
+	}
+	if n, err := Verify(r.log); err != nil || n != 5 {
+		t.Fatalf("verify: %d gates, %v", n, err)
+	}
+	// A log whose hook answer was followed by something else does not verify.
+	bad := append([]events.Envelope(nil), r.log...)
+	fin := bad[len(bad)-1]
+	fin.Data = json.RawMessage(strings.Replace(string(fin.Data), `"denied"`, `"completed"`, 1))
+	bad[len(bad)-1] = fin
+	if _, err := Verify(bad); err == nil {
+		t.Fatal("a denial rewritten as completed verifies")
+	}
+}
+
+// TestHookWaitAndTimeout: a hook's wait pauses for a person, once per gate,
+// and the gate goes on after the approval; a hook that does not answer
+// stops the workflow with error, or is passed over under on_hook_timeout:
+// continue.
+func TestHookWaitAndTimeout(t *testing.T) {
+	yes := true
+	r := newRun(t, 2, events.WorkflowLimits{}, events.Policy{Hooks: []string{"ask", "again"}, ApproveBetween: true})
+	r.finish(events.StopCompleted, one(0, 0))
+	r.answer("ask", events.GateWait, "look first")
+	if r.s.Phase != PhasePaused || Jobs(r.s) != nil {
+		t.Fatalf("after a wait: %s, jobs %v", r.s.Phase, Jobs(r.s))
+	}
+	r.do(Command{Action: events.ActionApprove, Approved: &yes})
+	if r.s.PendingHook() != "again" {
+		t.Fatalf("after the approval the gate waits for %q", r.s.PendingHook())
+	}
+	// One wait per gate: a second is taken as continue, and
+	// approve_between does not wait again.
+	r.answer("again", events.GateWait, "me too")
+	if r.s.Phase != PhaseTaskExecute || r.s.Task != 2 {
+		t.Fatalf("after the second wait: %s task %d", r.s.Phase, r.s.Task)
+	}
+	if got := gatesOf(r.log); got != "2:ask:wait 2:again:continue 2:rules:continue" {
+		t.Fatalf("gates %s", got)
+	}
+	if _, err := Verify(r.log); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, on := range []string{"", events.HookTimeoutContinue} {
+		r := newRun(t, 1, events.WorkflowLimits{}, events.Policy{Hooks: []string{"slow"}, OnHookTimeout: on})
+		r.finish(events.StopCompleted, one(0, 0))
+		tm := Timers(r.s)
+		if len(tm) != 1 || !tm[0].At.Equal(r.now.Add(30*time.Second)) {
+			t.Fatalf("the default hook timeout: %+v", tm)
+		}
+		if ev := r.do(Tick(tm[0].Timer)); len(ev) != 0 {
+			t.Fatal("a hook timer before its time did something")
+		}
+		r.now = tm[0].At
+		r.do(Tick(tm[0].Timer))
+		f := r.s.Finished
+		want := events.StopError
+		if on == events.HookTimeoutContinue {
+			want = events.StopCompleted
+		}
+		if f == nil || f.StopReason != want || (want == events.StopError) != strings.Contains(f.Error, "hook slow did not answer") {
+			t.Fatalf("on_hook_timeout %q: finished %+v", on, f)
+		}
+		if _, err := Verify(r.log); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
