@@ -451,3 +451,47 @@ func TestHookWaitAndTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestSeedMap: docs/workflow.md's seed map names every exported name of the
+// seeds (testdata/seed_names.txt, written from them), in a table's first
+// column.
+func TestSeedMap(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/workflow.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Seed map\n")
+	if !ok {
+		t.Fatal("docs/workflow.md has no seed map")
+	}
+	mapped := map[string]bool{}
+	for line := range strings.Lines(section) {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first := strings.Split(line, "|")[1]
+		for _, part := range strings.Split(first, "`") {
+			for name := range strings.SplitSeq(part, ", ") {
+				mapped[strings.TrimSpace(name)] = true
+			}
+		}
+	}
+	names, err := os.ReadFile("testdata/seed_names.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(string(names)) {
+		name := strings.TrimSpace(line)
+		if name == "" || strings.HasPrefix(name, "#") {
+			continue
+		}
+		n++
+		if !mapped[name] {
+			t.Errorf("the seed map does not say where %s lives", name)
+		}
+	}
+	if n < 100 {
+		t.Fatalf("only %d seed names", n)
+	}
+}
