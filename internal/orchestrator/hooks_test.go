@@ -126,7 +126,7 @@ func TestWorkflowHooks(t *testing.T) {
 	// wait pauses for a person, then the gate goes on.
 	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "ask-1", Agent: "General", Policy: hooks,
 		Tasks: []events.Task{echoTask("one")}})
-	h.waitFor("the hook's wait", func() bool { return h.last("ask-1") == events.WorkflowGated })
+	h.waitFor("the hook's wait", func() bool { return strings.HasSuffix(gates(h.events("ask-1")), "2:guard:wait") })
 	yes := true
 	h.control("ask-1", events.Control{Action: events.ActionApprove, Approved: &yes})
 	log, fin = h.workflowFinished("ask-1")
