@@ -14,6 +14,7 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/worker"
+	"github.com/nats-io/nats.go"
 )
 
 // audit is a Checkpoint: it keeps every checkpoint it is asked about and
@@ -240,5 +241,60 @@ func TestWorkflowHooksSurviveCrashes(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestHookKilledMidJobIsAskedAgain: a hook process that dies while it
+// decides leaves its job unacknowledged; after the ack wait another
+// process of the hook is asked, and the workflow goes on.
+func TestHookKilledMidJobIsAskedAgain(t *testing.T) {
+	h := newHarness(t).start()
+	serve := func(nc *nats.Conn, fn worker.HookFunc) (stop func()) {
+		w, err := worker.New(nc, worker.Options{AckWait: 500 * time.Millisecond, DrainGrace: 100 * time.Millisecond, Logger: h.log.With("process", "hook")})
+		if err == nil {
+			err = w.HandleHook("slowpoke", fn)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = w.Run(ctx) }()
+		<-w.Ready()
+		return func() { cancel(); <-done }
+	}
+	// The first process takes the job and dies with it.
+	nc1, _ := h.srv.Connect(t)
+	asked := make(chan struct{})
+	var once sync.Once
+	stop1 := serve(nc1, func(ctx context.Context, cp worker.Checkpoint) (worker.Decision, error) {
+		once.Do(func() { close(asked) })
+		<-ctx.Done()
+		return worker.Decision{}, ctx.Err()
+	})
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "killed-hook", Agent: "General",
+		Policy: &events.Policy{Hooks: []string{"slowpoke"}}, Tasks: []events.Task{echoTask("one"), echoTask("two")}})
+	select {
+	case <-asked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the hook was never asked")
+	}
+	nc1.Close() // kill -9: no answer, no ack, no goodbye
+	defer stop1()
+	var attempts sync.Map
+	nc2, _ := h.srv.Connect(t)
+	defer serve(nc2, func(_ context.Context, cp worker.Checkpoint) (worker.Decision, error) {
+		attempts.Store(cp.Task, cp.Attempt)
+		return worker.Continue("asked again"), nil
+	})()
+	log, fin := h.workflowFinished("killed-hook")
+	if fin.StopReason != events.StopCompleted {
+		t.Fatalf("finished %+v", fin)
+	}
+	if got := gates(log); got != "2:slowpoke:continue 2:rules:continue 3:slowpoke:continue 3:rules:stop" {
+		t.Fatalf("gates %s", got)
+	}
+	if a, _ := attempts.Load(1); a == nil || a.(int) < 2 {
+		t.Fatalf("task 1's job was delivered %v times to the second process, want a redelivery", a)
 	}
 }
