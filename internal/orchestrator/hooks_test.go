@@ -109,6 +109,19 @@ func TestWorkflowHooks(t *testing.T) {
 	if got := gates(log); got != "2:audit:continue 2:guard:continue 2:rules:stop" {
 		t.Fatalf("gates %s", got)
 	}
+	// A hook is advertised, but never offered to a model as a tool.
+	var started events.TurnStartedData
+	if err := json.Unmarshal(h.events("hooked-1")[0].Data, &started); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range started.Tools {
+		if strings.Contains(tool, "audit") || strings.Contains(tool, "guard") {
+			t.Fatalf("a hook offered as a tool: %v", started.Tools)
+		}
+	}
+	if len(started.Tools) == 0 {
+		t.Fatal("no tools offered at all")
+	}
 
 	// The policy stops the workflow at its threshold, denied with its reason.
 	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "guarded", Agent: "General", Policy: hooks,
