@@ -22,9 +22,18 @@ type Workflow = events.WorkflowSubmit
 // Agent, Model, Script and Limits.
 type Task = events.Task
 
-// WorkflowResult is how a workflow ended: StopReason, Output (the last
-// task's), Error, Metrics summed over its tasks, and each task's outcome.
-type WorkflowResult = WorkflowFinishedData
+// WorkflowResult is how a workflow ended, as OpenBotStack's WorkflowResult
+// has it: workflow.finished's StopReason with its detail in Error (the
+// seed's StopCondition; empty only for StopCompleted), Output (the last
+// task's), Metrics (DurationMs the wall clock, the seed's TotalRuntime;
+// BusyMs the tasks' own time) and Tasks (each task's outcome), and
+// TaskResults: each finished task's Output, Error, StopReason and Metrics,
+// in order, from its task.finished (the seed's TaskResults). A task the
+// workflow stopped under it is in Tasks (as aborted) but has no TaskResult.
+type WorkflowResult struct {
+	WorkflowFinishedData
+	TaskResults []TaskFinishedData
+}
 
 // The event types of a workflow's log.
 const (
@@ -77,7 +86,8 @@ type WorkflowResumedData = events.WorkflowResumedData
 type WorkflowFinishedData = events.WorkflowFinishedData
 
 // WorkflowMetrics sum a workflow's tasks: Tasks, Steps, ToolCalls,
-// ModelCalls, InputTokens, OutputTokens, DurationMs.
+// ModelCalls, InputTokens, OutputTokens and BusyMs (the tasks' own
+// durations); DurationMs is the wall clock since the workflow started.
 type WorkflowMetrics = events.WorkflowMetrics
 
 // WorkflowStarted opens a workflow's log.
@@ -202,10 +212,22 @@ func (c *Client) WaitWorkflow(ctx context.Context, workflowID string) (WorkflowR
 		case TurnStarted, TurnFinished:
 			return WorkflowResult{}, fmt.Errorf("client: %s is a turn, not a workflow", workflowID)
 		case WorkflowFinished:
+			res := WorkflowResult{WorkflowFinishedData: e.WorkflowFinishedData}
 			if e.StopReason == StopRejected {
-				return e.WorkflowFinishedData, &RejectedError{TurnID: workflowID, Reason: e.Error}
+				return res, &RejectedError{TurnID: workflowID, Reason: e.Error}
 			}
-			return e.WorkflowFinishedData, nil
+			// Each task's output and error are in its task.finished: one
+			// read of the whole log, once the workflow has ended.
+			log, err := c.Events(ctx, workflowID)
+			if err != nil {
+				return res, err
+			}
+			for _, ev := range log {
+				if tf, ok := ev.(TaskFinished); ok {
+					res.TaskResults = append(res.TaskResults, tf.TaskFinishedData)
+				}
+			}
+			return res, nil
 		}
 	}
 	return WorkflowResult{}, fmt.Errorf("client: wait %s: %w", workflowID, ctx.Err())

@@ -24,6 +24,13 @@ func TestRunWorkflow(t *testing.T) {
 	if err != nil || r.StopReason != client.StopCompleted || r.Metrics.Tasks != 2 || r.Output != "Hello, world!" {
 		t.Fatalf("result %+v, %v", r, err)
 	}
+	// Each task's own result, as the seed's TaskResults: its output, error,
+	// stop reason and metrics.
+	if len(r.TaskResults) != 2 || r.TaskResults[0].Task != 1 || r.TaskResults[1].TurnID != id+"-2" ||
+		r.TaskResults[0].Output != "Hello, world!" || r.TaskResults[1].StopReason != client.StopCompleted ||
+		r.TaskResults[0].Metrics.ModelCalls != 1 || r.Metrics.BusyMs != r.TaskResults[0].Metrics.DurationMs+r.TaskResults[1].Metrics.DurationMs {
+		t.Fatalf("task results %+v of %+v", r.TaskResults, r.WorkflowFinishedData)
+	}
 	bad, err := c.RunWorkflow(ctx, client.Workflow{Agent: "Nobody", Tasks: []client.Task{{Input: json.RawMessage(`"x"`)}}})
 	if err != nil {
 		t.Fatal(err)

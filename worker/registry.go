@@ -93,7 +93,9 @@ func (r *registry) put(ctx context.Context, s events.ToolSpec) error {
 	if len(params) == 0 {
 		params = json.RawMessage(`{"type":"object"}`)
 	}
-	info, err := json.Marshal(events.ToolInfo{Name: s.Name, Description: s.Description, Parameters: params,
+	// A hook's entry is under hook.<name> and names the hook.
+	name, _ := strings.CutPrefix(s.Name, "hook.")
+	info, err := json.Marshal(events.ToolInfo{Name: name, Description: s.Description, Parameters: params,
 		TimeoutMs: s.TimeoutMs, Workers: n})
 	if err != nil {
 		return err

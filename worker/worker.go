@@ -131,6 +131,7 @@ type Worker struct {
 
 	mu      sync.Mutex
 	tools   map[string]tool
+	hooks   map[string]Hook
 	running bool
 	ready   chan struct{}
 }
@@ -176,7 +177,7 @@ func New(nc *nats.Conn, opts Options) (*Worker, error) {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	return &Worker{nc: nc, js: js, confined: strings.TrimSuffix(prefix, ".") != bus.DefaultAPIPrefix, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), calls: bus.NewRan[events.ToolResult](), tools: map[string]tool{},
-		ready: make(chan struct{})}, nil
+		hooks: map[string]Hook{}, ready: make(chan struct{})}, nil
 }
 
 // cmp returns v, or def when v is zero.
@@ -297,10 +298,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("worker: Run called twice")
 	}
 	w.running = true
-	n := len(w.tools)
+	n := len(w.tools) + len(w.hooks)
 	w.mu.Unlock()
 	if n == 0 {
-		return errors.New("worker: no tools: register them with Handle before Run")
+		return errors.New("worker: no tools: register them with Handle (or hooks with HandleHook) before Run")
 	}
 	err := w.run(ctx)
 	if err != nil && ctx.Err() != nil {
@@ -341,6 +342,14 @@ func (w *Worker) run(ctx context.Context) error {
 		}
 		consumers[name] = c
 	}
+	hooks := map[string]jetstream.Consumer{}
+	for name := range w.hooks {
+		c, err := w.js.CreateOrUpdateConsumer(setup, events.StreamJobs, w.hookConsumerConfig(name))
+		if err != nil {
+			return fmt.Errorf("worker: consumer %s: %w", events.HookConsumer(name), err)
+		}
+		hooks[name] = c
+	}
 	cancelSub, err := w.nc.Subscribe(events.CancelSubject("*"), func(m *nats.Msg) {
 		w.cancels.Cancel(bus.TurnOf(m.Subject))
 	})
@@ -369,8 +378,13 @@ func (w *Worker) run(ctx context.Context) error {
 			wg.Go(func() { w.pull(ctx, name, c) })
 		}
 	}
+	for name, c := range hooks {
+		for range w.opts.Concurrency {
+			wg.Go(func() { w.pullHook(ctx, name, c) })
+		}
+	}
 	w.obs.ready.Store(true)
-	w.log.Info("serving", "worker", w.opts.Name, "tools", len(w.tools), "concurrency", w.opts.Concurrency)
+	w.log.Info("serving", "worker", w.opts.Name, "tools", len(w.tools), "hooks", len(w.hooks), "concurrency", w.opts.Concurrency)
 	close(w.ready)
 	wg.Wait()
 	w.obs.ready.Store(false)
@@ -382,10 +396,16 @@ func (w *Worker) run(ctx context.Context) error {
 	return nil
 }
 
+// specs are what the registry advertises: each tool under its name, each
+// hook under hook.<name> (a key no tool can have, so no orchestrator offers
+// a hook to a model).
 func (w *Worker) specs() []events.ToolSpec {
-	out := make([]events.ToolSpec, 0, len(w.tools))
+	out := make([]events.ToolSpec, 0, len(w.tools)+len(w.hooks))
 	for _, t := range w.tools {
 		out = append(out, t.spec)
+	}
+	for name := range w.hooks {
+		out = append(out, events.ToolSpec{Name: events.HookKey(name), Description: "a workflow hook (policy.hooks)"})
 	}
 	slices.SortFunc(out, func(a, b events.ToolSpec) int { return strings.Compare(a.Name, b.Name) })
 	return out

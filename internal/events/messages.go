@@ -163,6 +163,9 @@ type TimerKind string
 const (
 	TimerTurn TimerKind = "turn_timeout"
 	TimerCall TimerKind = "call_deadline"
+	// TimerHook is a workflow's wait for a hook's answer; CallID names the
+	// hook.
+	TimerHook TimerKind = "hook_timeout"
 )
 
 // Timer tells the orchestrator that a deadline of a turn has passed, on

@@ -77,7 +77,7 @@ func CancelSubject(turn string) string { return "jetloop.cancel." + turn }
 func DeadSubject(kind string) string { return "jetloop.dead." + kind }
 
 // InboxKind splits an inbox subject into its kind ("submit", "workflow",
-// "control", "result", "model", "timer", "task") and turn or workflow id (""
+// "control", "result", "model", "timer", "task", "hook") and turn or workflow id (""
 // for the two submissions).
 func InboxKind(subject string) (kind, turn string, ok bool) {
 	rest, found := strings.CutPrefix(subject, "jetloop.inbox.")

@@ -1,6 +1,10 @@
 package events
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
 
 // The event types of a workflow's log (docs/protocol.md, "Workflows — the outer
 // loop"). A workflow's log is on jetloop.events.<session_id>.<workflow_id>,
@@ -91,11 +95,82 @@ type WorkflowLimits struct {
 	Tokens    int   `json:"tokens,omitempty"`
 }
 
-// Policy is what the gate does between tasks.
+// Policy is what the gate does between tasks. Hooks are asked in order
+// after every task's checkpoint (gate rule 3); HookTimeoutMs bounds each
+// one's answer (DefaultHookTimeoutMs when 0) and OnHookTimeout says what a
+// silent hook does (stop with error unless HookTimeoutContinue).
 type Policy struct {
 	ApproveBetween bool          `json:"approve_between"`
 	OnTaskFailure  FailurePolicy `json:"on_task_failure,omitempty"`
 	KeepTasks      int           `json:"keep_tasks"`
+	Hooks          []string      `json:"hooks,omitempty"`
+	HookTimeoutMs  int64         `json:"hook_timeout_ms,omitempty"`
+	OnHookTimeout  string        `json:"on_hook_timeout,omitempty"`
+}
+
+// What a hook that does not answer in time does to its workflow.
+const (
+	HookTimeoutStop     = "stop"
+	HookTimeoutContinue = "continue"
+)
+
+// DefaultHookTimeoutMs is how long a workflow waits for a hook's answer
+// unless policy.hook_timeout_ms says otherwise.
+const DefaultHookTimeoutMs = 30_000
+
+// HookSubject is the jobs subject of a hook: jetloop.jobs.hook.<name>.
+func HookSubject(hook string) string { return "jetloop.jobs.hook." + hook }
+
+// HookConsumer is the durable consumer every worker of a hook shares.
+func HookConsumer(hook string) string { return "hook_" + hook }
+
+// HookAnswerSubject is where a workflow hears its hooks' answers.
+func HookAnswerSubject(workflow string) string { return "jetloop.inbox.hook." + workflow }
+
+// HookKey is a hook's key in KV JETLOOP_TOOLS: hook.<name>.
+func HookKey(hook string) string { return "hook." + hook }
+
+// HookJobID and HookAnswerID are the Nats-Msg-Ids of the job asking hook
+// about task and of its answer: one of each per hook and task.
+func HookJobID(workflow string, task int, hook string) string {
+	return "hook:" + workflow + ":" + strconv.Itoa(task) + ":" + hook
+}
+
+// HookAnswerID: see HookJobID.
+func HookAnswerID(workflow string, task int, hook string) string {
+	return "hook-answer:" + workflow + ":" + strconv.Itoa(task) + ":" + hook
+}
+
+// HookJob asks a hook about a workflow after one of its tasks, on
+// jetloop.jobs.hook.<name>: the task's checkpoint (what KV
+// JETLOOP_CHECKPOINTS holds) and result; Last is set after the last task
+// of the list. Deadline is when the workflow stops waiting for the answer.
+type HookJob struct {
+	WorkflowID string                   `json:"workflow_id"`
+	SessionID  string                   `json:"session_id"`
+	Task       int                      `json:"task"`
+	TurnID     string                   `json:"turn_id"`
+	Last       bool                     `json:"last"`
+	Checkpoint WorkflowCheckpointedData `json:"checkpoint"`
+	TaskResult HookTaskResult           `json:"task_result"`
+	Deadline   time.Time                `json:"deadline"`
+}
+
+// HookTaskResult is the task's result in a HookJob.
+type HookTaskResult struct {
+	StopReason StopReason `json:"stop_reason"`
+	Output     string     `json:"output"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// HookAnswer is a hook's decision, on jetloop.inbox.hook.<workflow_id>
+// with Nats-Msg-Id hook-answer:<workflow_id>:<task>:<hook>.
+type HookAnswer struct {
+	WorkflowID string       `json:"workflow_id"`
+	Task       int          `json:"task"`
+	Hook       string       `json:"hook"`
+	Decision   GateDecision `json:"decision"`
+	Reason     string       `json:"reason"`
 }
 
 // FailurePolicy says what a task that did not complete does to its workflow.
@@ -156,7 +231,10 @@ type TaskFinishedData struct {
 }
 
 // WorkflowMetrics sum the tasks of a workflow so far: OpenBotStack's
-// LoopMetrics (tasks are its workflow steps, steps its turns).
+// LoopMetrics (tasks are its workflow steps, steps its turns). DurationMs is
+// the wall clock since workflow.started when the event was written (the
+// seed's TotalRuntime: approval waits and hooks included), BusyMs the sum of
+// the tasks' own durations.
 type WorkflowMetrics struct {
 	Tasks        int   `json:"tasks"`
 	Steps        int   `json:"steps"`
@@ -165,9 +243,11 @@ type WorkflowMetrics struct {
 	InputTokens  int   `json:"input_tokens"`
 	OutputTokens int   `json:"output_tokens"`
 	DurationMs   int64 `json:"duration_ms"`
+	BusyMs       int64 `json:"busy_ms"`
 }
 
-// Add counts one more task's turn.
+// Add counts one more task's turn. DurationMs is the workflow's clock, not
+// a sum: the machine sets it when it writes the metrics.
 func (m *WorkflowMetrics) Add(t Metrics) {
 	m.Tasks++
 	m.Steps += t.Steps
@@ -175,7 +255,7 @@ func (m *WorkflowMetrics) Add(t Metrics) {
 	m.ModelCalls += t.ModelCalls
 	m.InputTokens += t.InputTokens
 	m.OutputTokens += t.OutputTokens
-	m.DurationMs += t.DurationMs
+	m.BusyMs += t.DurationMs
 }
 
 // WorkflowCheckpointedData is the data of workflow.checkpointed, and what
@@ -195,12 +275,21 @@ const (
 	GateWait     GateDecision = "wait"
 )
 
-// WorkflowGatedData is the data of workflow.gated.
+// WorkflowGatedData is the data of workflow.gated. By is who decided: the
+// gate's own rules (GateByRules), a person's approve_between (GateByApproval)
+// or a hook of policy.hooks by its name.
 type WorkflowGatedData struct {
 	Task     int          `json:"task"`
 	Decision GateDecision `json:"decision"`
 	Reason   string       `json:"reason"`
+	By       string       `json:"by,omitempty"`
 }
+
+// Who decides at a gate besides the hooks; no hook may take these names.
+const (
+	GateByRules    = "rules"
+	GateByApproval = "approval"
+)
 
 // WorkflowResumedData is the data of workflow.resumed.
 type WorkflowResumedData struct {

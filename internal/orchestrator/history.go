@@ -10,6 +10,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/workflow"
 )
 
 // historyCache keeps the transcripts of finished turns, which never change,
@@ -145,14 +146,39 @@ func (h *historyCache) fill(ctx context.Context, st *fsm.State) error {
 }
 
 func (h *historyCache) messages(ctx context.Context, turns []string) ([]events.Message, error) {
+	return h.taskMessages(ctx, turns, nil)
+}
+
+// taskMessages is the conversation of turns and, for a workflow's task
+// under keep_tasks, the note that stands for the tasks left out: after the
+// first task's turn, before the next task's that is kept. It is computed
+// from the task's number alone, so a turn's history rebuilt after a
+// restart is the one its turn.started counted.
+func (h *historyCache) taskMessages(ctx context.Context, turns []string, w *events.WorkflowRef) ([]events.Message, error) {
 	var out []events.Message
+	dropped := 0
+	if w != nil {
+		dropped = workflow.DroppedTasks(w.Task, w.KeepTasks)
+	}
+	note := func() {
+		if dropped > 0 {
+			out = append(out, events.Message{Role: events.RoleUser, Content: fmt.Sprintf(workflow.TaskCompactionNote, dropped)})
+			dropped = 0
+		}
+	}
 	for _, t := range turns {
+		if w != nil {
+			if task, ok := taskOf(t, w.WorkflowID); ok && task > 1 {
+				note()
+			}
+		}
 		msgs, err := h.transcript(ctx, t)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, msgs...)
 	}
+	note()
 	return out, nil
 }
 
@@ -190,7 +216,7 @@ const maxForkDepth = 64
 // session turns its turn.started names and, for a fork, the conversation of
 // the turn it was forked from up to the fork's step.
 func (h *historyCache) before(ctx context.Context, st *fsm.State, depth int) ([]events.Message, error) {
-	msgs, err := h.messages(ctx, st.HistoryTurns)
+	msgs, err := h.taskMessages(ctx, st.HistoryTurns, st.Workflow)
 	if err != nil {
 		return nil, err
 	}

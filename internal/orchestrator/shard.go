@@ -285,7 +285,7 @@ func inputKind(subject string) (kind, turn string) {
 	switch {
 	case !ok:
 		return "unknown", ""
-	case kind == "submit", kind == "workflow", kind == "control", kind == "result", kind == "model", kind == "timer", kind == "task":
+	case kind == "submit", kind == "workflow", kind == "control", kind == "result", kind == "model", kind == "timer", kind == "task", kind == "hook":
 		return kind, turn
 	}
 	return "unknown", ""
@@ -319,6 +319,15 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 			return &deadLetter{fmt.Sprintf("task of workflow %q sent to workflow %q", t.WorkflowID, turn)}
 		}
 		return s.applyWorkflow(ctx, log, turn, workflow.TaskDone(t))
+	case "hook":
+		var a events.HookAnswer
+		if err := decode("hook_answer", msg.Data(), &a); err != nil {
+			return err
+		}
+		if a.WorkflowID != turn {
+			return &deadLetter{fmt.Sprintf("answer of hook %s about workflow %q sent to workflow %q", a.Hook, a.WorkflowID, turn)}
+		}
+		return s.applyWorkflow(ctx, log.With("hook", a.Hook), turn, workflow.HookAnswer(a))
 	}
 	if kind == "control" || kind == "timer" {
 		// Workflows and turns share ids, and these two subjects.

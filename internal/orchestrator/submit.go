@@ -218,10 +218,9 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 		return fsm.Start{}, &retry{err}
 	}
 	if w := sub.Workflow; w != nil && w.KeepTasks > 0 {
-		if turns = keptTasks(turns, w); true {
-			if history, err = o.history.messages(ctx, turns); err != nil {
-				return fsm.Start{}, &retry{err}
-			}
+		turns = keptTasks(turns, w)
+		if history, err = o.history.taskMessages(ctx, turns, w); err != nil {
+			return fsm.Start{}, &retry{err}
 		}
 	}
 	input := sub.Input
@@ -240,6 +239,7 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 // first task's turn and the last N-1 tasks' before this one (the seed's
 // compactor, applied to whole tasks, so a call is never split from its
 // result); turns of the session that are no task of this workflow stay.
+// One note stands for the tasks left out (taskMessages).
 func keptTasks(turns []string, w *events.WorkflowRef) []string {
 	var out []string
 	for _, t := range turns {

@@ -50,7 +50,8 @@ func TestWorkflowRunsItsTasks(t *testing.T) {
 	if fin.StopReason != events.StopCompleted || fin.Output != "done: three" || len(fin.Tasks) != 3 {
 		t.Fatalf("finished %+v", fin)
 	}
-	// Every checkpoint is the exact sum of the turns' metrics so far.
+	// Every checkpoint is the exact sum of the turns' metrics so far, but
+	// for duration_ms: the wall clock since workflow.started.
 	var sum events.WorkflowMetrics
 	var last events.WorkflowCheckpointedData
 	n := 0
@@ -64,10 +65,12 @@ func TestWorkflowRunsItsTasks(t *testing.T) {
 		if err := json.Unmarshal(e.Data, &last); err != nil {
 			t.Fatal(err)
 		}
+		sum.DurationMs = e.Time.Sub(log[0].Time).Milliseconds()
 		if last.Task != n || last.Metrics != sum {
 			t.Fatalf("checkpoint %d: %+v, want %+v", n, last.Metrics, sum)
 		}
 	}
+	sum.DurationMs = log[len(log)-1].Time.Sub(log[0].Time).Milliseconds()
 	if n != 3 || fin.Metrics != sum || sum.ToolCalls != 3 {
 		t.Fatalf("%d checkpoints, finished metrics %+v, sum %+v", n, fin.Metrics, sum)
 	}
@@ -94,6 +97,33 @@ func TestWorkflowRunsItsTasks(t *testing.T) {
 	}
 	if h.calls.max() > 1 {
 		t.Fatal("a tool call ran twice")
+	}
+}
+
+// TestWorkflowKeepTasks: under keep_tasks 2, task 4's history is task 1's
+// conversation, one note for task 2, and task 3's.
+func TestWorkflowKeepTasks(t *testing.T) {
+	h := newHarness(t).start()
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "wfk", Agent: "General",
+		Tasks:  []events.Task{echoTask("one"), echoTask("two"), echoTask("three"), echoTask("four")},
+		Policy: &events.Policy{KeepTasks: 2}})
+	if _, fin := h.workflowFinished("wfk"); fin.StopReason != events.StopCompleted {
+		t.Fatalf("finished %+v", fin)
+	}
+	var d events.TurnStartedData
+	if err := json.Unmarshal(h.events("wfk-4")[0].Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	// Each echo task's conversation is 4 messages: its input, the call,
+	// the result and the answer.
+	if strings.Join(d.HistoryTurns, " ") != "wfk-1 wfk-3" || d.History != 4+1+4 {
+		t.Fatalf("task 4's history: %d messages of turns %v, want 9 (tasks 1 and 3, and the note)", d.History, d.HistoryTurns)
+	}
+	if err := json.Unmarshal(h.events("wfk-3")[0].Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(d.HistoryTurns, " ") != "wfk-1 wfk-2" || d.History != 8 {
+		t.Fatalf("task 3's history: %d messages of turns %v, want 8 (tasks 1 and 2, nothing left out)", d.History, d.HistoryTurns)
 	}
 }
 

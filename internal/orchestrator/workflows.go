@@ -150,7 +150,7 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 		case errors.Is(err, workflow.ErrFinished):
 			// The abort of a task's turn is sent again: this input may be
 			// the one whose first handling died before sending it.
-			return s.o.publishFlowJobs(ctx, f.state)
+			return s.o.publishFlowJobs(ctx, f.state, false)
 		case errors.Is(err, workflow.ErrExists):
 			return err
 		case cached && (errors.Is(err, workflow.ErrUnknownWorkflow) || errors.As(err, &ie)):
@@ -199,7 +199,10 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 		// died cannot be told after a restart reset the inbox consumer, and
 		// a job's id makes a second publish nothing.
 		st := d.State
-		if err := s.o.publishFlowJobs(ctx, st); err != nil {
+		// A hook is asked only once the checkpoint is in KV too: by the
+		// Gate that follows the put below, whatever the input.
+		_, gating := in.(workflow.Gate)
+		if err := s.o.publishFlowJobs(ctx, st, gating); err != nil {
 			delete(s.flows, id)
 			return &retry{err}
 		}
@@ -223,9 +226,10 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 			next.gen = s.o.gens[p].Load()
 			s.flows[id] = next
 		}
-		if st.AwaitsGate() {
+		if st.AwaitsGate() && !gating {
 			// The checkpoint's second half, then the gate: in that order,
-			// and again after a crash, since the state still awaits it.
+			// and again after a crash, since the state still awaits it. A
+			// gate that waits for a hook stays here until its answer.
 			if next.checkpoint, err = s.o.putCheckpoint(ctx, st, f.checkpoint); err != nil {
 				return &retry{err}
 			}
@@ -251,12 +255,20 @@ func workflowTimers(st *workflow.State) []fsm.Timer {
 }
 
 // publishFlowJobs publishes what a workflow's state waits on: its task's
-// turn (Nats-Msg-Id = the turn id), or the abort of a task it stopped.
-func (o *Orchestrator) publishFlowJobs(ctx context.Context, st *workflow.State) error {
+// turn (Nats-Msg-Id task-start:<turn id>), the abort of a task it stopped,
+// or, when hooks is set, the job of the hook its gate waits for
+// (hook:<workflow_id>:<task>:<name>): each id makes a second publish
+// nothing, whatever crashed between.
+func (o *Orchestrator) publishFlowJobs(ctx context.Context, st *workflow.State, hooks bool) error {
 	for _, j := range workflow.Jobs(st) {
 		var v any = j.Submit
-		if j.Abort != nil {
+		switch {
+		case j.Abort != nil:
 			v = j.Abort
+		case j.Hook != nil && !hooks:
+			continue
+		case j.Hook != nil:
+			v = j.Hook
 		}
 		data, err := events.Marshal(v)
 		if err != nil {

@@ -71,13 +71,17 @@ type Tick events.Timer
 // Fail ends a live workflow with error when what it did cannot be stored.
 type Fail struct{ Reason string }
 
-func (Start) input()    {}
-func (Reject) input()   {}
-func (TaskDone) input() {}
-func (Gate) input()     {}
-func (Command) input()  {}
-func (Tick) input()     {}
-func (Fail) input()     {}
+// HookAnswer is a hook's decision at the gate after a task.
+type HookAnswer events.HookAnswer
+
+func (Start) input()      {}
+func (Reject) input()     {}
+func (TaskDone) input()   {}
+func (Gate) input()       {}
+func (Command) input()    {}
+func (Tick) input()       {}
+func (Fail) input()       {}
+func (HookAnswer) input() {}
 
 // Decision is what an input causes: the events to append, in order, and the
 // state after them.
@@ -196,9 +200,14 @@ func (d *decider) apply(in Input) error {
 		}
 	case Command:
 		return d.command(in)
+	case HookAnswer:
+		return d.hookAnswer(in)
 	case Tick:
 		if dl := s.Deadline(); !dl.IsZero() && in.Kind == events.TimerTurn && !d.env.Now.Before(dl) {
 			d.finish(events.StopTimeout, fmt.Sprintf("the workflow's timeout of %s passed", time.Duration(s.Limits.TimeoutMs)*time.Millisecond))
+		}
+		if h := s.PendingHook(); in.Kind == events.TimerHook && in.CallID == h && !d.env.Now.Before(s.HookDeadline()) {
+			d.hookTimeout(h)
 		}
 	case Fail:
 		d.finish(events.StopError, in.Reason)
@@ -227,54 +236,148 @@ func (d *decider) taskDone(in TaskDone) error {
 }
 
 func (d *decider) checkpoint() {
-	d.emit(events.WorkflowCheckpointed, events.WorkflowCheckpointedData{Task: d.s.Task, Metrics: d.s.Metrics})
+	d.emit(events.WorkflowCheckpointed, events.WorkflowCheckpointedData{Task: d.s.Task, Metrics: d.metrics()})
+}
+
+// metrics are the sums so far with the workflow's wall clock now: the
+// seed's TotalRuntime, approval waits included.
+func (d *decider) metrics() events.WorkflowMetrics {
+	m := d.s.Metrics
+	if !d.s.Started.IsZero() {
+		m.DurationMs = max(d.env.Now.Sub(d.s.Started).Milliseconds(), 0)
+	}
+	return m
 }
 
 // gate applies the contract's rules in order; the first that holds wins.
+// An abort (rule 1) is a Command and never reaches the gate.
 func (d *decider) gate() {
 	s := d.s
 	next := s.Task + 1
 	last := s.Outcomes[len(s.Outcomes)-1]
-	stop := func(r events.StopReason, why string, errText string) {
-		d.emit(events.WorkflowGated, events.WorkflowGatedData{Task: next, Decision: events.GateStop, Reason: why})
-		d.finish(r, errText)
+	stop := func(r events.StopReason, why string) {
+		d.emit(events.WorkflowGated, events.WorkflowGatedData{Task: next, Decision: events.GateStop, Reason: why, By: events.GateByRules})
+		d.finish(r, why)
 	}
 	dl := s.Deadline()
 	switch {
 	case !dl.IsZero() && !d.env.Now.Before(dl):
-		stop(events.StopTimeout, "timeout: the workflow's wall clock passed", "")
+		stop(events.StopTimeout, fmt.Sprintf("timeout: the workflow's wall clock of %s passed", time.Duration(s.Limits.TimeoutMs)*time.Millisecond))
 	case last.StopReason == events.StopRejected:
 		// A task whose turn was rejected did not run: a turn submitted
 		// under its id before the workflow ran it, say. Whatever the
-		// policy, and last task or not, the workflow does not report it
-		// done, and says which turn it was.
-		why := fmt.Sprintf("task %d did not run: its turn %s was rejected", last.Task, last.TurnID)
+		// policy and the hooks, last task or not, the workflow does not
+		// report it done, and says which turn it was.
+		why := fmt.Sprintf("error: task %d did not run: its turn %s was rejected", last.Task, last.TurnID)
 		if s.TaskError != "" {
 			why += ": " + s.TaskError
 		}
-		stop(events.StopError, "error: "+why, why)
-	case next > len(s.Tasks):
-		stop(events.StopCompleted, "completed: every task ran", "")
-	case s.Metrics.Tasks >= s.Limits.MaxTasks:
-		stop(events.StopMaxTasks, fmt.Sprintf("max_tasks: %d tasks ran", s.Metrics.Tasks), "")
-	case s.Limits.Budget > 0 && s.Metrics.ToolCalls >= s.Limits.Budget:
-		stop(events.StopBudget, fmt.Sprintf("budget: %d tool calls of %d", s.Metrics.ToolCalls, s.Limits.Budget), "")
-	case s.Limits.Tokens > 0 && s.Metrics.InputTokens+s.Metrics.OutputTokens >= s.Limits.Tokens:
-		stop(events.StopTokens, fmt.Sprintf("tokens: %d of %d", s.Metrics.InputTokens+s.Metrics.OutputTokens, s.Limits.Tokens), "")
+		stop(events.StopError, why)
+	case s.PendingHook() != "":
+		// Rule 3: the hook's job is out (Jobs); its answer or its timeout
+		// goes on from here.
+	case last.StopReason == events.StopBudget && s.spent():
+		// The task's budget was what the workflow had left (Jobs tightens
+		// it): the workflow's budget stopped it, not a failure of its own.
+		stop(events.StopBudget, fmt.Sprintf("budget: %d tool calls of %d", s.Metrics.ToolCalls, s.Limits.Budget))
 	case !succeeded(last.StopReason) && s.Policy.OnTaskFailure != events.FailureContinue:
-		why := fmt.Sprintf("task %d stopped with %s", last.Task, last.StopReason)
+		why := fmt.Sprintf("task_failed: task %d stopped with %s", last.Task, last.StopReason)
 		if s.TaskError != "" {
 			why += ": " + s.TaskError
 		}
-		stop(events.StopTaskFailed, fmt.Sprintf("task_failed: task %d stopped with %s", last.Task, last.StopReason), why)
-	case s.Policy.ApproveBetween:
+		stop(events.StopTaskFailed, why)
+	case next > len(s.Tasks):
+		stop(events.StopCompleted, "completed: every task ran")
+	case s.Metrics.Tasks >= s.Limits.MaxTasks:
+		stop(events.StopMaxTasks, fmt.Sprintf("max_tasks: %d tasks ran, the limit is %d", s.Metrics.Tasks, s.Limits.MaxTasks))
+	case s.spent():
+		stop(events.StopBudget, fmt.Sprintf("budget: %d tool calls of %d", s.Metrics.ToolCalls, s.Limits.Budget))
+	case s.Limits.Tokens > 0 && s.Metrics.InputTokens+s.Metrics.OutputTokens >= s.Limits.Tokens:
+		stop(events.StopTokens, fmt.Sprintf("tokens: %d of %d", s.Metrics.InputTokens+s.Metrics.OutputTokens, s.Limits.Tokens))
+	case s.Policy.ApproveBetween && !s.Waited:
 		d.emit(events.WorkflowGated, events.WorkflowGatedData{Task: next, Decision: events.GateWait,
-			Reason: "approve_between: waiting for a person to approve the next task"})
+			Reason: "approve_between: waiting for a person to approve the next task", By: events.GateByApproval})
 	default:
-		d.emit(events.WorkflowGated, events.WorkflowGatedData{Task: next, Decision: events.GateContinue, Reason: "continue"})
+		d.emit(events.WorkflowGated, events.WorkflowGatedData{Task: next, Decision: events.GateContinue, Reason: "continue", By: events.GateByRules})
 		d.run(next)
 	}
 }
+
+// hookAnswer records the pending hook's decision and acts on it: continue
+// asks the next hook (or applies the rules), stop ends the workflow denied
+// with the hook's reason, wait pauses for a person (once per gate: a later
+// wait at the same gate goes on as continue).
+func (d *decider) hookAnswer(in HookAnswer) error {
+	s := d.s
+	if in.Task < s.Task || (in.Task == s.Task && s.answered(in.Hook)) {
+		return nil // a repeat: this hook's answer about this task is in
+	}
+	h := s.PendingHook()
+	if h == "" || in.Task != s.Task || in.Hook != h {
+		waits := "no hook"
+		if h != "" {
+			waits = fmt.Sprintf("hook %s about task %d", h, s.Task)
+		}
+		return &InputError{fmt.Sprintf("hook %s answered about task %d, but workflow %s waits for %s", in.Hook, in.Task, s.ID, waits)}
+	}
+	reason := in.Reason
+	if reason == "" {
+		reason = fmt.Sprintf("hook %s answered %s", h, in.Decision)
+	}
+	g := events.WorkflowGatedData{Task: s.Task + 1, Decision: in.Decision, Reason: reason, By: h}
+	if g.Decision == events.GateWait && s.Waited {
+		g.Decision, g.Reason = events.GateContinue, reason+" (a wait, but this gate waited for a person once already)"
+	}
+	switch g.Decision {
+	case events.GateContinue:
+		d.emit(events.WorkflowGated, g)
+		d.gate()
+	case events.GateStop:
+		d.emit(events.WorkflowGated, g)
+		d.finish(events.StopDenied, reason)
+	case events.GateWait:
+		d.emit(events.WorkflowGated, g)
+	default:
+		return &InputError{fmt.Sprintf("hook %s answered %q: a hook answers continue, stop or wait", h, in.Decision)}
+	}
+	return nil
+}
+
+// hookTimeout gives up on a hook that did not answer in time: the workflow
+// stops with error naming it, unless on_hook_timeout is continue.
+func (d *decider) hookTimeout(h string) {
+	s := d.s
+	ms := s.Policy.HookTimeoutMs
+	if ms <= 0 {
+		ms = events.DefaultHookTimeoutMs
+	}
+	why := fmt.Sprintf("hook %s did not answer about task %d within %s", h, s.Task, time.Duration(ms)*time.Millisecond)
+	if s.Policy.OnHookTimeout == events.HookTimeoutContinue {
+		d.emit(events.WorkflowGated, events.WorkflowGatedData{Task: s.Task + 1, Decision: events.GateContinue,
+			Reason: why + "; on_hook_timeout: continue", By: h})
+		d.gate()
+		return
+	}
+	d.emit(events.WorkflowGated, events.WorkflowGatedData{Task: s.Task + 1, Decision: events.GateStop, Reason: why, By: h})
+	d.finish(events.StopError, why)
+}
+
+// answered reports whether hook has decided at this gate already.
+func (s *State) answered(hook string) bool {
+	if s.Phase != PhaseGate && s.Phase != PhasePaused && s.Phase != PhaseCheckpoint {
+		return true // the gate has moved on: the next task runs
+	}
+	for _, h := range s.Policy.Hooks[:min(s.Hooked, len(s.Policy.Hooks))] {
+		if h == hook {
+			return true
+		}
+	}
+	return false
+}
+
+// spent reports whether the tool calls of every task reached the
+// workflow's budget.
+func (s *State) spent() bool { return s.Limits.Budget > 0 && s.Metrics.ToolCalls >= s.Limits.Budget }
 
 // succeeded: a task that completed or answered through a final tool.
 func succeeded(r events.StopReason) bool {
@@ -305,7 +408,11 @@ func (d *decider) command(in Command) error {
 		}
 		d.emit(events.WorkflowResumed, events.WorkflowResumedData{Approved: *in.Approved, Note: in.Note})
 		if *in.Approved {
-			d.run(s.Task + 1)
+			if s.Phase == PhaseGate {
+				d.gate() // a hook's wait: the next hook and the rules decide
+			} else {
+				d.run(s.Task + 1)
+			}
 			return nil
 		}
 		why := "a person denied the next task"
@@ -327,9 +434,9 @@ func (d *decider) finish(reason events.StopReason, errText string) {
 	if s.Running {
 		tasks = append(tasks, events.TaskOutcome{Task: s.Task, TurnID: TurnID(s.ID, s.Task), StopReason: events.StopAborted})
 	}
-	if reason == events.StopCompleted || reason == events.StopMaxTasks || reason == events.StopBudget || reason == events.StopTokens {
+	if reason == events.StopCompleted {
 		errText = ""
 	}
 	d.emit(events.WorkflowFinished, events.WorkflowFinishedData{StopReason: reason, Output: s.Output, Error: errText,
-		Metrics: s.Metrics, Tasks: tasks})
+		Metrics: d.metrics(), Tasks: tasks})
 }

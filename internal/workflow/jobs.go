@@ -15,6 +15,8 @@ type Job struct {
 	Submit *events.Submit
 	// Abort stops the turn of a task the workflow no longer waits for.
 	Abort *events.Control
+	// Hook asks the hook the gate waits for about the task just done.
+	Hook *events.HookJob
 }
 
 // Jobs derives what the state waits on: the running task's turn, or the
@@ -27,6 +29,15 @@ func Jobs(s *State) []Job {
 		// use: the server would drop this one as its duplicate, and the
 		// workflow would wait on a turn that is not its task's.
 		return []Job{{ID: "task-start:" + sub.TurnID, Subject: events.SubjectSubmit, Submit: sub}}
+	case s.PendingHook() != "":
+		h := s.PendingHook()
+		last := s.Outcomes[len(s.Outcomes)-1]
+		return []Job{{ID: events.HookJobID(s.ID, s.Task, h), Subject: events.HookSubject(h), Hook: &events.HookJob{
+			WorkflowID: s.ID, SessionID: s.SessionID, Task: s.Task, TurnID: TurnID(s.ID, s.Task),
+			Last:       s.Task >= len(s.Tasks),
+			Checkpoint: events.WorkflowCheckpointedData{Task: s.Checkpointed, Metrics: s.Metrics},
+			TaskResult: events.HookTaskResult{StopReason: last.StopReason, Output: s.Output, Error: s.TaskError},
+			Deadline:   s.HookDeadline().UTC()}}}
 	case s.Done() && s.Finished != nil && s.Task > 0 && len(s.Finished.Tasks) > len(s.Outcomes):
 		turn := TurnID(s.ID, s.Task)
 		return []Job{{ID: "control:" + turn + ":workflow", Subject: events.ControlSubject(turn),
@@ -76,11 +87,34 @@ type Timer struct {
 	Timer events.Timer
 }
 
-// Timers derives the workflow's deadline, while it runs.
+// Timers derives the workflow's deadline, while it runs, and the pending
+// hook's.
 func Timers(s *State) []Timer {
-	dl := s.Deadline()
-	if dl.IsZero() || s.Done() || !s.Exists() {
+	if s.Done() || !s.Exists() {
 		return nil
 	}
-	return []Timer{{At: dl, Timer: events.Timer{TurnID: s.ID, Kind: events.TimerTurn, At: dl}}}
+	var out []Timer
+	if dl := s.Deadline(); !dl.IsZero() {
+		out = append(out, Timer{At: dl, Timer: events.Timer{TurnID: s.ID, Kind: events.TimerTurn, At: dl}})
+	}
+	if h := s.PendingHook(); h != "" {
+		dl := s.HookDeadline()
+		out = append(out, Timer{At: dl, Timer: events.Timer{TurnID: s.ID, Kind: events.TimerHook, CallID: h, At: dl}})
+	}
+	return out
+}
+
+// TaskCompactionNote is the one user message that stands, under keep_tasks
+// N, where the tasks between the first and the last N-1 were left out of a
+// task's history, with their number (as internal/fsm's CompactionNote does
+// for steps): the model sees that the conversation has a gap.
+const TaskCompactionNote = "[%d earlier tasks of this workflow were compacted away]"
+
+// DroppedTasks is how many earlier tasks keep_tasks leaves out of task's
+// history: tasks 2 to task-keep, none when keep is 0.
+func DroppedTasks(task, keep int) int {
+	if keep <= 0 {
+		return 0
+	}
+	return max(task-1-keep, 0)
 }

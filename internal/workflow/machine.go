@@ -32,7 +32,9 @@ const (
 	tPass       = "pass"       // workflow.gated: continue
 	tHold       = "hold"       // workflow.gated: stop (the finish follows)
 	tWait       = "wait"       // workflow.gated: wait for a person
+	tHook       = "hook"       // workflow.gated: a hook answered continue
 	tResume     = "resume"     // workflow.resumed
+	tReturn     = "return"     // workflow.resumed after a hook's wait: the gate goes on
 	tFinish     = "finish"     // workflow.finished
 )
 
@@ -48,7 +50,9 @@ var table = lfsm.Events{
 	{Name: tPass, Src: []string{string(PhaseGate)}, Dst: string(PhaseNextTask)},
 	{Name: tHold, Src: []string{string(PhaseGate)}, Dst: string(PhaseGate)},
 	{Name: tWait, Src: []string{string(PhaseGate)}, Dst: string(PhasePaused)},
+	{Name: tHook, Src: []string{string(PhaseGate)}, Dst: string(PhaseGate)},
 	{Name: tResume, Src: []string{string(PhasePaused)}, Dst: string(PhaseNextTask)},
+	{Name: tReturn, Src: []string{string(PhasePaused)}, Dst: string(PhaseGate)},
 	{Name: tFinish, Src: live, Dst: string(PhaseDone)},
 }
 

@@ -38,6 +38,11 @@ type State struct {
 	Checkpointed int
 	// Gated is the gate's last decision, for the task after Task.
 	Gated *events.WorkflowGatedData
+	// Hooked is how many hooks of Policy.Hooks answered (or timed out) at
+	// this gate, and Waited whether it waited for a person already: one
+	// wait per gate.
+	Hooked int
+	Waited bool
 
 	Finished *events.WorkflowFinishedData
 }
@@ -64,12 +69,39 @@ func (s *State) Deadline() time.Time {
 	return s.Started.Add(time.Duration(s.Limits.TimeoutMs) * time.Millisecond)
 }
 
+// IsHook reports whether a gate decision's by names a hook rather than the
+// gate's rules or a person's approval.
+func IsHook(by string) bool {
+	return by != "" && by != events.GateByRules && by != events.GateByApproval
+}
+
+// PendingHook is the hook the gate waits for, "" when none: the next hook
+// of policy.hooks not yet answered, once the task's checkpoint is in.
+func (s *State) PendingHook() string {
+	if s.Phase != PhaseGate || s.Task == 0 || s.Checkpointed != s.Task || s.Hooked >= len(s.Policy.Hooks) {
+		return ""
+	}
+	return s.Policy.Hooks[s.Hooked]
+}
+
+// HookDeadline is when the gate stops waiting for the pending hook: its
+// timeout after the event before its question (the checkpoint, or the
+// answer or approval before it), so it is the same after any restart.
+func (s *State) HookDeadline() time.Time {
+	ms := s.Policy.HookTimeoutMs
+	if ms <= 0 {
+		ms = events.DefaultHookTimeoutMs
+	}
+	return s.LastTime.Add(time.Duration(ms) * time.Millisecond)
+}
+
 // TurnID is the turn id of task i: <workflow_id>-<i>.
 func TurnID(workflow string, task int) string { return fmt.Sprintf("%s-%d", workflow, task) }
 
 func (s *State) clone() *State {
 	c := *s
 	c.Outcomes = append([]events.TaskOutcome(nil), s.Outcomes...)
+	c.Policy.Hooks = append([]string(nil), s.Policy.Hooks...)
 	if s.Gated != nil {
 		g := *s.Gated
 		c.Gated = &g
@@ -110,6 +142,7 @@ func Evolve(s *State, e events.Envelope) error {
 	case *events.TaskStartedData:
 		if err = s.step(tRun, string(e.Type)); err == nil {
 			s.Task, s.TaskStarted, s.Running, s.Gated = d.Task, e.Time, true, nil
+			s.Hooked, s.Waited = 0, false
 		}
 	case *events.TaskFinishedData:
 		if err = s.step(tTaskDone, string(e.Type)); err == nil {
@@ -121,15 +154,31 @@ func Evolve(s *State, e events.Envelope) error {
 	case *events.WorkflowCheckpointedData:
 		if err = s.step(tCheckpoint, string(e.Type)); err == nil {
 			s.Checkpointed = d.Task
+			s.Metrics.DurationMs = d.Metrics.DurationMs
 		}
 	case *events.WorkflowGatedData:
 		name := map[events.GateDecision]string{events.GateContinue: tPass, events.GateStop: tHold, events.GateWait: tWait}[d.Decision]
+		hook := IsHook(d.By)
+		if hook && d.Decision == events.GateContinue {
+			name = tHook
+		}
 		if err = s.step(name, string(e.Type)); err == nil {
 			s.Gated = d
+			if hook {
+				s.Hooked++
+			}
 		}
 	case *events.WorkflowResumedData:
 		if d.Approved {
-			err = s.step(tResume, string(e.Type))
+			// After a hook's wait the gate goes on with the next hook and
+			// the rules; after approve_between the next task runs.
+			if s.Gated != nil && IsHook(s.Gated.By) {
+				if err = s.step(tReturn, string(e.Type)); err == nil {
+					s.Waited = true
+				}
+			} else {
+				err = s.step(tResume, string(e.Type))
+			}
 		} else if s.Phase != PhasePaused {
 			err = &TransitionError{From: s.Phase, Event: string(e.Type), Transition: tResume, Seq: e.Seq}
 		}
@@ -139,6 +188,7 @@ func Evolve(s *State, e events.Envelope) error {
 				s.ID, s.SessionID = e.TurnID, e.SessionID // a rejection
 			}
 			s.Running, s.Finished = false, d
+			s.Metrics.DurationMs = d.Metrics.DurationMs
 		}
 	}
 	if err != nil {

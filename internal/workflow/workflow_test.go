@@ -84,7 +84,14 @@ func TestThreeTasksComplete(t *testing.T) {
 		t.Fatalf("jobs after start: %+v", j)
 	}
 	for range 3 {
+		// Each task takes 10 ms of its own and the workflow's clock moves
+		// a second between tasks: duration_ms is the wall clock, busy_ms
+		// the tasks' sum.
+		r.now = r.now.Add(time.Second)
 		r.finish(events.StopCompleted, one(2, 100))
+		if cp := r.s.Metrics; cp.DurationMs != r.now.Sub(t0).Milliseconds() || cp.BusyMs != int64(10*cp.Tasks) {
+			t.Fatalf("checkpoint %d metrics %+v: want duration_ms %d (the wall clock), busy_ms %d", r.s.Task, cp, r.now.Sub(t0).Milliseconds(), 10*cp.Tasks)
+		}
 	}
 	want := "workflow.started task.started " + strings.Repeat("task.finished workflow.checkpointed workflow.gated task.started ", 2) +
 		"task.finished workflow.checkpointed workflow.gated workflow.finished"
@@ -95,7 +102,7 @@ func TestThreeTasksComplete(t *testing.T) {
 	if f.StopReason != events.StopCompleted || f.Output != "out 3" || len(f.Tasks) != 3 {
 		t.Fatalf("finished %+v", f)
 	}
-	if m := f.Metrics; m != (events.WorkflowMetrics{Tasks: 3, Steps: 3, ToolCalls: 6, ModelCalls: 3, InputTokens: 300, DurationMs: 30}) {
+	if m := f.Metrics; m != (events.WorkflowMetrics{Tasks: 3, Steps: 3, ToolCalls: 6, ModelCalls: 3, InputTokens: 300, DurationMs: 3000, BusyMs: 30}) {
 		t.Fatalf("metrics %+v", m)
 	}
 	if Jobs(r.s) != nil || Timers(r.s) != nil {
@@ -120,7 +127,12 @@ func TestGateRules(t *testing.T) {
 		{"completed over max_tasks", 2, events.WorkflowLimits{MaxTasks: 2}, events.Policy{}, events.StopCompleted, false, events.StopCompleted, 2},
 		{"max_tasks over budget", 5, events.WorkflowLimits{MaxTasks: 1, Budget: 1}, events.Policy{}, events.StopCompleted, false, events.StopMaxTasks, 1},
 		{"budget over tokens", 5, events.WorkflowLimits{Budget: 2, Tokens: 1}, events.Policy{}, events.StopCompleted, false, events.StopBudget, 1},
-		{"tokens over task_failed", 5, events.WorkflowLimits{Tokens: 100}, events.Policy{}, events.StopStepCap, false, events.StopTokens, 1},
+		{"tokens over approval", 5, events.WorkflowLimits{Tokens: 100}, events.Policy{ApproveBetween: true}, events.StopCompleted, false, events.StopTokens, 1},
+		{"task_failed over tokens", 5, events.WorkflowLimits{Tokens: 100}, events.Policy{}, events.StopStepCap, false, events.StopTaskFailed, 1},
+		{"task_failed over completed", 1, events.WorkflowLimits{}, events.Policy{}, events.StopError, false, events.StopTaskFailed, 1},
+		{"the workflow's budget spent by a task", 5, events.WorkflowLimits{Budget: 2}, events.Policy{}, events.StopBudget, false, events.StopBudget, 1},
+		{"a task's own budget is a failure", 5, events.WorkflowLimits{Budget: 3}, events.Policy{}, events.StopBudget, false, events.StopTaskFailed, 1},
+		{"task_failed over max_tasks", 5, events.WorkflowLimits{MaxTasks: 1}, events.Policy{}, events.StopDoomLoop, false, events.StopTaskFailed, 1},
 		{"task_failed over approval", 5, events.WorkflowLimits{}, events.Policy{ApproveBetween: true}, events.StopError, false, events.StopTaskFailed, 1},
 		{"synthesis_done is success", 2, events.WorkflowLimits{}, events.Policy{}, events.StopSynthesisDone, false, events.StopCompleted, 2},
 		{"on_task_failure continue", 2, events.WorkflowLimits{}, events.Policy{OnTaskFailure: events.FailureContinue}, events.StopDoomLoop, false, events.StopCompleted, 2},
@@ -134,8 +146,16 @@ func TestGateRules(t *testing.T) {
 			for !r.s.Done() {
 				r.finish(events.StopCompleted, one(2, 100))
 			}
-			if f := r.s.Finished; f.StopReason != tt.want || len(f.Tasks) != tt.after {
+			f := r.s.Finished
+			if f.StopReason != tt.want || len(f.Tasks) != tt.after {
 				t.Fatalf("finished %s after %d tasks, want %s after %d", f.StopReason, len(f.Tasks), tt.want, tt.after)
+			}
+			// The stop's detail is the gate's reason, for every stop but
+			// completed (the seed's StopCondition.Detail).
+			g := r.s.Gated
+			if (f.StopReason == events.StopCompleted) != (f.Error == "") || g == nil || (f.Error != "" && f.Error != g.Reason) ||
+				!strings.HasPrefix(g.Reason, string(tt.want)) || g.By != events.GateByRules {
+				t.Fatalf("finished %s with error %q after the gate's %+v", f.StopReason, f.Error, g)
 			}
 		})
 	}
@@ -276,14 +296,202 @@ func TestDiagram(t *testing.T) {
 		"`finish` (workflow.finished) leaves every live state for `done`: the gate's stop, an abort,\n" +
 		"the timeout, a denial or a rejection.\n\n" +
 		"```mermaid\n" + strings.TrimSpace(d) + "\n```\n"
+	// The diagram opens the page; what follows it is written by hand and
+	// kept as it is.
 	const path = "../../docs/workflow.md"
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := ""
+	if _, after, ok := strings.Cut(string(got), "\n```\n"); ok {
+		rest = after
+	}
 	if os.Getenv("UPDATE") != "" {
-		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(doc+rest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got = []byte(doc + rest)
+	}
+	if !strings.HasPrefix(string(got), doc) {
+		t.Fatalf("docs/workflow.md is out of date: UPDATE=1 go test ./internal/workflow -run Diagram")
+	}
+}
+
+func gatesOf(log []events.Envelope) string {
+	var out []string
+	for _, e := range log {
+		if e.Type == events.WorkflowGated {
+			var g events.WorkflowGatedData
+			_ = json.Unmarshal(e.Data, &g)
+			out = append(out, fmt.Sprintf("%d:%s:%s", g.Task, g.By, g.Decision))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func (r *run) answer(hook string, d events.GateDecision, reason string) []events.Envelope {
+	r.t.Helper()
+	return r.do(HookAnswer{WorkflowID: "wf", Task: r.s.Task, Hook: hook, Decision: d, Reason: reason})
+}
+
+// TestHooks: the hooks of policy.hooks are asked one at a time after every
+// task's checkpoint, the last included, before the gate's rules; their
+// answers are recorded with by, repeats change nothing, strangers are input
+// errors, and the log verifies.
+func TestHooks(t *testing.T) {
+	r := newRun(t, 2, events.WorkflowLimits{}, events.Policy{Hooks: []string{"audit", "guard"}, HookTimeoutMs: 1000})
+	r.finish(events.StopCompleted, one(1, 10))
+	// The gate waits for audit: its job is out, its deadline armed.
+	j := Jobs(r.s)
+	if len(j) != 1 || j[0].Hook == nil || j[0].ID != "hook:wf:1:audit" || j[0].Subject != "jetloop.jobs.hook.audit" ||
+		j[0].Hook.Last || j[0].Hook.Checkpoint.Metrics.ToolCalls != 1 || j[0].Hook.TaskResult.Output != "out 1" ||
+		!j[0].Hook.Deadline.Equal(r.now.Add(time.Second)) {
+		t.Fatalf("jobs at the gate: %+v", j)
+	}
+	if tm := Timers(r.s); len(tm) != 1 || tm[0].Timer.Kind != events.TimerHook || tm[0].Timer.CallID != "audit" {
+		t.Fatalf("timers at the gate: %+v", tm)
+	}
+	// guard cannot answer before audit; audit's answer asks guard.
+	if _, err := Decide(r.s, HookAnswer{WorkflowID: "wf", Task: 1, Hook: "guard", Decision: events.GateStop}, r.env()); !errors.As(err, new(*InputError)) {
+		t.Fatalf("an answer out of order: %v", err)
+	}
+	r.answer("audit", events.GateContinue, "stored")
+	if j := Jobs(r.s); len(j) != 1 || j[0].ID != "hook:wf:1:guard" {
+		t.Fatalf("jobs after audit: %+v", j)
+	}
+	if ev := r.answer("audit", events.GateStop, "again"); len(ev) != 0 {
+		t.Fatalf("a repeated answer wrote %s", types(ev))
+	}
+	r.answer("guard", events.GateContinue, "")
+	if r.s.Phase != PhaseTaskExecute || r.s.Task != 2 {
+		t.Fatalf("after both hooks: %s task %d", r.s.Phase, r.s.Task)
+	}
+	if ev := r.do(HookAnswer{WorkflowID: "wf", Task: 1, Hook: "guard", Decision: events.GateStop}); len(ev) != 0 {
+		t.Fatalf("an answer about a task gone by wrote %s", types(ev))
+	}
+	// After the last task too: a stop vetoes the result.
+	r.finish(events.StopCompleted, one(1, 10))
+	if j := Jobs(r.s); len(j) != 1 || !j[0].Hook.Last {
+		t.Fatalf("jobs after the last task: %+v", j)
+	}
+	r.answer("audit", events.GateContinue, "stored")
+	r.answer("guard", events.GateStop, "2 tool calls is too many")
+	f := r.s.Finished
+	if f == nil || f.StopReason != events.StopDenied || f.Error != "2 tool calls is too many" {
+		t.Fatalf("finished %+v", f)
+	}
+	if got := gatesOf(r.log); got != "2:audit:continue 2:guard:continue 2:rules:continue 3:audit:continue 3:guard:stop" {
+		t.Fatalf("gates %s", got)
+	}
+	if n, err := Verify(r.log); err != nil || n != 5 {
+		t.Fatalf("verify: %d gates, %v", n, err)
+	}
+	// A log whose hook answer was followed by something else does not verify.
+	bad := append([]events.Envelope(nil), r.log...)
+	fin := bad[len(bad)-1]
+	fin.Data = json.RawMessage(strings.Replace(string(fin.Data), `"denied"`, `"completed"`, 1))
+	bad[len(bad)-1] = fin
+	if _, err := Verify(bad); err == nil {
+		t.Fatal("a denial rewritten as completed verifies")
+	}
+}
+
+// TestHookWaitAndTimeout: a hook's wait pauses for a person, once per gate,
+// and the gate goes on after the approval; a hook that does not answer
+// stops the workflow with error, or is passed over under on_hook_timeout:
+// continue.
+func TestHookWaitAndTimeout(t *testing.T) {
+	yes := true
+	r := newRun(t, 2, events.WorkflowLimits{}, events.Policy{Hooks: []string{"ask", "again"}, ApproveBetween: true})
+	r.finish(events.StopCompleted, one(0, 0))
+	r.answer("ask", events.GateWait, "look first")
+	if r.s.Phase != PhasePaused || Jobs(r.s) != nil {
+		t.Fatalf("after a wait: %s, jobs %v", r.s.Phase, Jobs(r.s))
+	}
+	r.do(Command{Action: events.ActionApprove, Approved: &yes})
+	if r.s.PendingHook() != "again" {
+		t.Fatalf("after the approval the gate waits for %q", r.s.PendingHook())
+	}
+	// One wait per gate: a second is taken as continue, and
+	// approve_between does not wait again.
+	r.answer("again", events.GateWait, "me too")
+	if r.s.Phase != PhaseTaskExecute || r.s.Task != 2 {
+		t.Fatalf("after the second wait: %s task %d", r.s.Phase, r.s.Task)
+	}
+	if got := gatesOf(r.log); got != "2:ask:wait 2:again:continue 2:rules:continue" {
+		t.Fatalf("gates %s", got)
+	}
+	if _, err := Verify(r.log); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, on := range []string{"", events.HookTimeoutContinue} {
+		r := newRun(t, 1, events.WorkflowLimits{}, events.Policy{Hooks: []string{"slow"}, OnHookTimeout: on})
+		r.finish(events.StopCompleted, one(0, 0))
+		tm := Timers(r.s)
+		if len(tm) != 1 || !tm[0].At.Equal(r.now.Add(30*time.Second)) {
+			t.Fatalf("the default hook timeout: %+v", tm)
+		}
+		if ev := r.do(Tick(tm[0].Timer)); len(ev) != 0 {
+			t.Fatal("a hook timer before its time did something")
+		}
+		r.now = tm[0].At
+		r.do(Tick(tm[0].Timer))
+		f := r.s.Finished
+		want := events.StopError
+		if on == events.HookTimeoutContinue {
+			want = events.StopCompleted
+		}
+		if f == nil || f.StopReason != want || (want == events.StopError) != strings.Contains(f.Error, "hook slow did not answer") {
+			t.Fatalf("on_hook_timeout %q: finished %+v", on, f)
+		}
+		if _, err := Verify(r.log); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := os.ReadFile(path)
-	if err != nil || string(got) != doc {
-		t.Fatalf("docs/workflow.md is out of date: UPDATE=1 go test ./internal/workflow -run Diagram (%v)", err)
+}
+
+// TestSeedMap: docs/workflow.md's seed map names every exported name of the
+// seeds (testdata/seed_names.txt, written from them), in a table's first
+// column.
+func TestSeedMap(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/workflow.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Seed map\n")
+	if !ok {
+		t.Fatal("docs/workflow.md has no seed map")
+	}
+	mapped := map[string]bool{}
+	for line := range strings.Lines(section) {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first := strings.Split(line, "|")[1]
+		for _, part := range strings.Split(first, "`") {
+			for name := range strings.SplitSeq(part, ", ") {
+				mapped[strings.TrimSpace(name)] = true
+			}
+		}
+	}
+	names, err := os.ReadFile("testdata/seed_names.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(string(names)) {
+		name := strings.TrimSpace(line)
+		if name == "" || strings.HasPrefix(name, "#") {
+			continue
+		}
+		n++
+		if !mapped[name] {
+			t.Errorf("the seed map does not say where %s lives", name)
+		}
+	}
+	if n < 100 {
+		t.Fatalf("only %d seed names", n)
 	}
 }

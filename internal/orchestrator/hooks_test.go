@@ -1,0 +1,313 @@
+package orchestrator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/worker"
+	"github.com/nats-io/nats.go"
+)
+
+// audit is a Checkpoint: it keeps every checkpoint it is asked about and
+// answers continue.
+type audit struct {
+	mu   sync.Mutex
+	seen []string // "<workflow>:<task>:<last>:<tool calls>"
+}
+
+func (a *audit) Check(_ context.Context, cp worker.Checkpoint) (worker.Decision, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seen = append(a.seen, fmt.Sprintf("%s:%d:%t:%d", cp.WorkflowID, cp.Task, cp.Last, cp.Metrics.ToolCalls))
+	return worker.Continue("stored"), nil
+}
+
+func (a *audit) of(workflow string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, s := range a.seen {
+		if strings.HasPrefix(s, workflow+":") {
+			out = append(out, strings.TrimPrefix(s, workflow+":"))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// guard is a PolicyCheckpoint: it stops a workflow whose tool calls reach
+// 2, and asks a person about one named "ask-*".
+func guard(_ context.Context, cp worker.Checkpoint) (worker.Decision, error) {
+	switch {
+	case cp.Metrics.ToolCalls >= 2:
+		return worker.Stop(fmt.Sprintf("cost guard: %d tool calls reached the threshold of 2", cp.Metrics.ToolCalls)), nil
+	case strings.HasPrefix(cp.WorkflowID, "ask-"):
+		return worker.Wait("a person looks first"), nil
+	}
+	return worker.Continue("under the threshold"), nil
+}
+
+func (h *harness) hookWorker(a *audit) {
+	h.t.Helper()
+	h.worker(func(w *worker.Worker) {
+		if err := w.HandleHook("audit", a); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := w.HandleHook("guard", worker.HookFunc(guard)); err != nil {
+			h.t.Fatal(err)
+		}
+	})
+	h.waitFor("the hooks in the registry", func() bool {
+		kv, err := h.js.KeyValue(context.Background(), events.BucketTools)
+		if err != nil {
+			return false
+		}
+		e, err := kv.Get(context.Background(), events.HookKey("guard"))
+		var info events.ToolInfo
+		return err == nil && json.Unmarshal(e.Value(), &info) == nil && info.Name == "guard" && info.Workers == 1
+	})
+}
+
+func gates(log []events.Envelope) string {
+	var out []string
+	for _, e := range log {
+		if e.Type == events.WorkflowGated {
+			var g events.WorkflowGatedData
+			_ = json.Unmarshal(e.Data, &g)
+			out = append(out, fmt.Sprintf("%d:%s:%s", g.Task, g.By, g.Decision))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// TestWorkflowHooks: two hooks in order, a checkpoint that stores every
+// task's (the last included) and a policy that stops, decide after each
+// task's checkpoint, before the gate's rules; their decisions are in the
+// log with by, and every log verifies.
+func TestWorkflowHooks(t *testing.T) {
+	h := newHarness(t)
+	a := &audit{}
+	h.hookWorker(a)
+	h.orchestrator()
+	hooks := &events.Policy{Hooks: []string{"audit", "guard"}}
+
+	// Under the threshold: every task is asked about, the last one too.
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "hooked", Agent: "General", Policy: hooks,
+		Tasks: []events.Task{echoTask("one")}})
+	log, fin := h.workflowFinished("hooked")
+	if fin.StopReason != events.StopCompleted || a.of("hooked") != "1:true:1" {
+		t.Fatalf("finished %+v; the checkpoint hook saw %q", fin, a.of("hooked"))
+	}
+	if got := gates(log); got != "2:audit:continue 2:guard:continue 2:rules:stop" {
+		t.Fatalf("gates %s", got)
+	}
+	// A hook is advertised, but never offered to a model as a tool.
+	var started events.TurnStartedData
+	if err := json.Unmarshal(h.events("hooked-1")[0].Data, &started); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range started.Tools {
+		if strings.Contains(tool, "audit") || strings.Contains(tool, "guard") {
+			t.Fatalf("a hook offered as a tool: %v", started.Tools)
+		}
+	}
+	if len(started.Tools) == 0 {
+		t.Fatal("no tools offered at all")
+	}
+
+	// The policy stops the workflow at its threshold, denied with its reason.
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "guarded", Agent: "General", Policy: hooks,
+		Tasks: []events.Task{echoTask("one"), echoTask("two"), echoTask("three")}})
+	log, fin = h.workflowFinished("guarded")
+	if fin.StopReason != events.StopDenied || !strings.Contains(fin.Error, "2 tool calls reached") || len(fin.Tasks) != 2 {
+		t.Fatalf("finished %+v", fin)
+	}
+	if got := gates(log); got != "2:audit:continue 2:guard:continue 2:rules:continue 3:audit:continue 3:guard:stop" {
+		t.Fatalf("gates %s", got)
+	}
+	if got := a.of("guarded"); got != "1:false:1 2:false:2" {
+		t.Fatalf("the checkpoint hook saw %q", got)
+	}
+
+	// wait pauses for a person, then the gate goes on.
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "ask-1", Agent: "General", Policy: hooks,
+		Tasks: []events.Task{echoTask("one")}})
+	h.waitFor("the hook's wait", func() bool { return strings.HasSuffix(gates(h.events("ask-1")), "2:guard:wait") })
+	yes := true
+	h.control("ask-1", events.Control{Action: events.ActionApprove, Approved: &yes})
+	log, fin = h.workflowFinished("ask-1")
+	if fin.StopReason != events.StopCompleted {
+		t.Fatalf("finished %+v", fin)
+	}
+	if got := gates(log); got != "2:audit:continue 2:guard:wait 2:rules:stop" {
+		t.Fatalf("gates %s", got)
+	}
+}
+
+// TestWorkflowHookTimeout: a hook nobody serves stops the workflow with
+// error naming it, or is passed over under on_hook_timeout: continue.
+func TestWorkflowHookTimeout(t *testing.T) {
+	h := newHarness(t).start()
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "silent", Agent: "General",
+		Policy: &events.Policy{Hooks: []string{"nobody"}, HookTimeoutMs: 300},
+		Tasks:  []events.Task{echoTask("one"), echoTask("two")}})
+	log, fin := h.workflowFinished("silent")
+	if fin.StopReason != events.StopError || !strings.Contains(fin.Error, "hook nobody did not answer") || len(fin.Tasks) != 1 {
+		t.Fatalf("finished %+v", fin)
+	}
+	if got := gates(log); got != "2:nobody:stop" {
+		t.Fatalf("gates %s", got)
+	}
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "passed", Agent: "General",
+		Policy: &events.Policy{Hooks: []string{"nobody"}, HookTimeoutMs: 300, OnHookTimeout: events.HookTimeoutContinue},
+		Tasks:  []events.Task{echoTask("one"), echoTask("two")}})
+	log, fin = h.workflowFinished("passed")
+	if fin.StopReason != events.StopCompleted {
+		t.Fatalf("finished %+v", fin)
+	}
+	if got := gates(log); got != "2:nobody:continue 2:rules:continue 3:nobody:continue 3:rules:stop" {
+		t.Fatalf("gates %s", got)
+	}
+	// A hook's answer about a workflow that waits for none is a dead letter.
+	data, _ := json.Marshal(events.HookAnswer{WorkflowID: "passed", Task: 1, Hook: "nobody", Decision: events.GateStop, Reason: "late"})
+	h.publish(events.HookAnswerSubject("passed"), data, events.HookAnswerID("passed", 1, "nobody"))
+	data, _ = json.Marshal(events.HookAnswer{WorkflowID: "other", Task: 1, Hook: "x", Decision: events.GateStop, Reason: "x"})
+	h.publish(events.HookAnswerSubject("passed"), data, "hook-answer:stray")
+	h.waitFor("the stray answer's dead letter", func() bool {
+		return len(h.deadBySubject()["jetloop.dead.hook jetloop.inbox.hook.passed"]) >= 1
+	})
+}
+
+// TestWorkflowHooksSurviveCrashes stops the orchestrator abruptly after it
+// appended (or published for) its nth input, for every input of a workflow
+// with two hooks: a fresh orchestrator finishes it, and each hook was asked
+// once about each task (its job published once) and each answer is in the
+// log once.
+func TestWorkflowHooksSurviveCrashes(t *testing.T) {
+	run := func(t *testing.T, id string, crash func(h *harness) (crashed <-chan struct{}, kill func())) {
+		h := newHarness(t)
+		a := &audit{}
+		h.hookWorker(a)
+		crashed, kill := crash(h)
+		h.submitWorkflow(events.WorkflowSubmit{WorkflowID: id, Agent: "General",
+			Policy: &events.Policy{Hooks: []string{"audit", "guard"}},
+			Tasks:  []events.Task{countTask(1), countTask(2), countTask(3)}})
+		if crashed != nil {
+			select {
+			case <-crashed:
+				kill()
+				h.orchestrator()
+			case <-time.After(30 * time.Second):
+				t.Fatal("never reached the crash")
+			}
+		}
+		log, fin := h.workflowFinished(id)
+		if fin.StopReason != events.StopDenied || fin.Metrics.Tasks != 2 || fin.Metrics.ToolCalls != 2 {
+			t.Fatalf("finished %+v", fin)
+		}
+		if got := gates(log); got != "2:audit:continue 2:guard:continue 2:rules:continue 3:audit:continue 3:guard:stop" {
+			t.Fatalf("gates %s", got)
+		}
+		if got := a.of(id); got != "1:false:1 2:false:2" {
+			t.Fatalf("the checkpoint hook was asked %q", got)
+		}
+		if got := h.calls.max(); got != 1 {
+			t.Fatalf("a tool call ran %d times", got)
+		}
+	}
+	// A run without a crash counts the stages its inputs pass.
+	var stages sync.Map
+	run(t, "wf-hooks-count", func(h *harness) (<-chan struct{}, func()) {
+		h.orchestrator(orchestrator.WithCrashHook(func(s string) error {
+			n, _ := stages.LoadOrStore(s, new(atomic.Int32))
+			n.(*atomic.Int32).Add(1)
+			return nil
+		}))
+		return nil, nil
+	})
+	for _, stage := range []string{orchestrator.StageAppended, orchestrator.StagePublished} {
+		total, ok := stages.Load(stage)
+		if !ok {
+			t.Fatalf("no input passed %s", stage)
+		}
+		for n := 1; n <= int(total.(*atomic.Int32).Load()); n++ {
+			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
+				run(t, fmt.Sprintf("wf-hooks-%s-%d", stage, n), func(h *harness) (<-chan struct{}, func()) {
+					var seen atomic.Int32
+					crashed := make(chan struct{})
+					_, kill := h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
+						if s != stage || seen.Add(1) != int32(n) {
+							return nil
+						}
+						close(crashed)
+						return errors.New("crash")
+					}))
+					return crashed, kill
+				})
+			})
+		}
+	}
+}
+
+// TestHookKilledMidJobIsAskedAgain: a hook process that dies while it
+// decides leaves its job unacknowledged; after the ack wait another
+// process of the hook is asked, and the workflow goes on.
+func TestHookKilledMidJobIsAskedAgain(t *testing.T) {
+	h := newHarness(t).start()
+	serve := func(nc *nats.Conn, fn worker.HookFunc) (stop func()) {
+		w, err := worker.New(nc, worker.Options{AckWait: 500 * time.Millisecond, DrainGrace: 100 * time.Millisecond, Logger: h.log.With("process", "hook")})
+		if err == nil {
+			err = w.HandleHook("slowpoke", fn)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = w.Run(ctx) }()
+		<-w.Ready()
+		return func() { cancel(); <-done }
+	}
+	// The first process takes the job and dies with it.
+	nc1, _ := h.srv.Connect(t)
+	asked := make(chan struct{})
+	var once sync.Once
+	stop1 := serve(nc1, func(ctx context.Context, cp worker.Checkpoint) (worker.Decision, error) {
+		once.Do(func() { close(asked) })
+		<-ctx.Done()
+		return worker.Decision{}, ctx.Err()
+	})
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "killed-hook", Agent: "General",
+		Policy: &events.Policy{Hooks: []string{"slowpoke"}}, Tasks: []events.Task{echoTask("one"), echoTask("two")}})
+	select {
+	case <-asked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the hook was never asked")
+	}
+	nc1.Close() // kill -9: no answer, no ack, no goodbye
+	defer stop1()
+	var attempts sync.Map
+	nc2, _ := h.srv.Connect(t)
+	defer serve(nc2, func(_ context.Context, cp worker.Checkpoint) (worker.Decision, error) {
+		attempts.Store(cp.Task, cp.Attempt)
+		return worker.Continue("asked again"), nil
+	})()
+	log, fin := h.workflowFinished("killed-hook")
+	if fin.StopReason != events.StopCompleted {
+		t.Fatalf("finished %+v", fin)
+	}
+	if got := gates(log); got != "2:slowpoke:continue 2:rules:continue 3:slowpoke:continue 3:rules:stop" {
+		t.Fatalf("gates %s", got)
+	}
+	if a, _ := attempts.Load(1); a == nil || a.(int) < 2 {
+		t.Fatalf("task 1's job was delivered %v times to the second process, want a redelivery", a)
+	}
+}
