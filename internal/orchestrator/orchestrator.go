@@ -381,7 +381,9 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 	pulling := map[int]jetstream.MessagesContext{}
 	stop := func() {
 		for _, it := range pulling {
-			it.Stop()
+			if it != nil { // a pump that failed to start is stored as nil
+				it.Stop()
+			}
 		}
 		pumps.Wait()
 		stopping.Store(true)
