@@ -237,8 +237,10 @@ func TestTSWorkerJobs(t *testing.T) {
 		r.res.Attempt != 1 || r.res.Tool != tsTool || r.res.TurnID != "t-ok" {
 		t.Errorf("result of c-ok: %+v", r.res)
 	}
-	if id := r.header.Get(jetstream.MsgIDHeader); id != "result:c-ok" {
-		t.Errorf("result of c-ok has Nats-Msg-Id %q, want result:c-ok", id)
+	// The dedup id names the turn: call ids are a provider's, and some
+	// reuse them across turns (contract, Streams and subjects).
+	if id := r.header.Get(jetstream.MsgIDHeader); id != "result:t-ok:c-ok" {
+		t.Errorf("result of c-ok has Nats-Msg-Id %q, want result:t-ok:c-ok", id)
 	}
 	// Heartbeats, then the result, then the ack, all of the first delivery.
 	wire.wait(t, "the ack of c-ok", ackOf(ok, "+ACK"))
