@@ -162,7 +162,7 @@ func demo(ctx context.Context, c *command, args []string) int {
 	verbose := c.flags.Bool("v", false, "log what the processes do")
 	workflowFile := c.flags.String("workflow", "", "run this workflow file (see examples/workflow) instead of the sample turn")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	level := slog.LevelError
 	if *verbose {
@@ -215,7 +215,7 @@ func dev(ctx context.Context, c *command, args []string) int {
 	dir := c.flags.String("data", embedded.DefaultDataDir, "where the embedded server stores its streams")
 	metricsAddr := c.flags.String("metrics-addr", "", proc.MetricsAddrUsage)
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	url := c.url
 	if url == "" {
