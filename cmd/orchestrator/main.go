@@ -42,7 +42,12 @@ func run() int {
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", proc.MetricsAddrUsage)
 	pprofAddr := flag.String("pprof-addr", "", proc.PprofAddrUsage)
+	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println("orchestrator " + proc.Version())
+		return 0
+	}
 
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
