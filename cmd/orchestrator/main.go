@@ -20,7 +20,7 @@ import (
 	"github.com/jetloop/jetloop/internal/proc"
 
 	"github.com/jetloop/jetloop/internal/agents"
-	"github.com/jetloop/jetloop/internal/cli"
+	"github.com/jetloop/jetloop/internal/providers"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -116,16 +116,16 @@ func run() int {
 		log.Error("jetstream", "err", err)
 		return 1
 	}
-	providers, err := cli.ProviderOptions(os.Getenv, set, log)
+	provs, err := providers.Options(os.Getenv, set, log)
 	if err != nil {
 		log.Error("bad model provider configuration", "err", err)
 		return 2
 	}
 	if *name != "" {
-		providers = append(providers, orchestrator.WithName(*name))
+		provs = append(provs, orchestrator.WithName(*name))
 	}
 	o, err := orchestrator.New(nc, js, log.With("url", bus.RedactURL(*url)), set,
-		append(providers, orchestrator.WithShards(*shards), orchestrator.WithModelRunners(*runners), orchestrator.WithAckWait(*ackWait), orchestrator.WithAllowScripts(*allowScripts),
+		append(provs, orchestrator.WithShards(*shards), orchestrator.WithModelRunners(*runners), orchestrator.WithAckWait(*ackWait), orchestrator.WithAllowScripts(*allowScripts),
 			orchestrator.WithMetrics(m), orchestrator.WithTracer(tracer))...)
 	if err != nil {
 		log.Error("bad configuration", "err", err)

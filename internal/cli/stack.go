@@ -13,6 +13,7 @@ import (
 	"github.com/jetloop/jetloop/internal/embedded"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/internal/proc"
+	"github.com/jetloop/jetloop/internal/providers"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
@@ -68,13 +69,13 @@ func startStack(ctx context.Context, url, dir string, set *agents.Set, root stri
 	if err := bus.EnsureStreams(ctx, js); err != nil {
 		return fail(err)
 	}
-	providers, err := ProviderOptions(os.Getenv, set, log.With("process", "orchestrator"))
+	provs, err := providers.Options(os.Getenv, set, log.With("process", "orchestrator"))
 	if err != nil {
 		return fail(err)
 	}
 	// demo and dev are a developer's own machine: their submissions may
 	// run scripts, as the demo turn and the dev hint do.
-	orch, err := orchestrator.New(nc, js, log.With("process", "orchestrator"), set, append(providers, orchestrator.WithAllowScripts(true),
+	orch, err := orchestrator.New(nc, js, log.With("process", "orchestrator"), set, append(provs, orchestrator.WithAllowScripts(true),
 		orchestrator.WithMetrics(obs.metrics), orchestrator.WithTracer(obs.tracer))...)
 	if err != nil {
 		return fail(err)
