@@ -20,7 +20,7 @@ import (
 	"github.com/jetloop/jetloop/internal/proc"
 
 	"github.com/jetloop/jetloop/internal/agents"
-	"github.com/jetloop/jetloop/internal/cli"
+	"github.com/jetloop/jetloop/internal/providers"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -43,7 +43,12 @@ func run() int {
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", proc.MetricsAddrUsage)
 	pprofAddr := flag.String("pprof-addr", "", proc.PprofAddrUsage)
+	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println("orchestrator " + proc.Version())
+		return 0
+	}
 
 	if _, _, err := embedded.ParseSync(*sync); err != nil {
 		fmt.Fprintf(os.Stderr, "orchestrator: --sync-interval: %v\n", err)
@@ -116,16 +121,16 @@ func run() int {
 		log.Error("jetstream", "err", err)
 		return 1
 	}
-	providers, err := cli.ProviderOptions(os.Getenv, set, log)
+	provs, err := providers.Options(os.Getenv, set, log)
 	if err != nil {
 		log.Error("bad model provider configuration", "err", err)
 		return 2
 	}
 	if *name != "" {
-		providers = append(providers, orchestrator.WithName(*name))
+		provs = append(provs, orchestrator.WithName(*name))
 	}
 	o, err := orchestrator.New(nc, js, log.With("url", bus.RedactURL(*url)), set,
-		append(providers, orchestrator.WithShards(*shards), orchestrator.WithModelRunners(*runners), orchestrator.WithAckWait(*ackWait), orchestrator.WithAllowScripts(*allowScripts),
+		append(provs, orchestrator.WithShards(*shards), orchestrator.WithModelRunners(*runners), orchestrator.WithAckWait(*ackWait), orchestrator.WithAllowScripts(*allowScripts),
 			orchestrator.WithMetrics(m), orchestrator.WithTracer(tracer))...)
 	if err != nil {
 		log.Error("bad configuration", "err", err)

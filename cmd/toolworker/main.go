@@ -53,7 +53,12 @@ func run() int {
 	pprofAddr := flag.String("pprof-addr", "", proc.PprofAddrUsage)
 	var mcp mcpFlags
 	flag.Var(&mcp, "mcp", "NAME=COMMAND: serve the tools of the MCP server COMMAND starts, as NAME__tool (repeatable)")
+	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println("toolworker " + proc.Version())
+		return 0
+	}
 
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
@@ -142,16 +147,25 @@ func run() int {
 		served = kept
 	}
 
+	// Only the default address may be waited for: an orchestrator started
+	// without --nats brings an embedded server up there. A URL the user
+	// named that does not answer is a mistake to report at once.
+	wait := time.Duration(0)
 	if *url == "" {
 		*url = bus.DefaultURL
+		wait = 30 * time.Second
 	}
 	opts, err := auth.Options()
 	if err != nil {
 		log.Error("bad credentials", "err", err)
 		return 2
 	}
-	nc, err := connect(ctx, log, *url, opts)
+	nc, err := connect(ctx, log, *url, wait, opts)
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped while waiting for a NATS server", "url", bus.RedactURL(*url))
+			return 0
+		}
 		log.Error("cannot connect", "url", bus.RedactURL(*url), "err", err)
 		return 1
 	}
@@ -179,14 +193,18 @@ func run() int {
 	return 0
 }
 
-// connect waits up to 30 s for a server, so that a worker started next to
-// an orchestrator that brings the embedded server up finds it.
-func connect(ctx context.Context, log *slog.Logger, url string, opts []nats.Option) (*nats.Conn, error) {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+// connect connects to url, waiting up to wait for a server to answer
+// there, and says at once that it waits.
+func connect(ctx context.Context, log *slog.Logger, url string, wait time.Duration, opts []nats.Option) (*nats.Conn, error) {
+	deadline := time.Now().Add(wait)
+	for said := false; ; said = true {
 		nc, err := bus.Connect(url, "jetloop toolworker", func(err error) { log.Warn("nats", "err", err) }, opts...)
 		if err == nil || !errors.Is(err, nats.ErrNoServers) || time.Now().After(deadline) {
 			return nc, err
+		}
+		if !said {
+			log.Info("no NATS server answers yet; waiting for one (an orchestrator started without --nats starts it)",
+				"url", bus.RedactURL(url), "for", wait)
 		}
 		select {
 		case <-ctx.Done():

@@ -55,3 +55,60 @@ func TestAgentsCheck(t *testing.T) {
 		t.Errorf("the shipped agents: exit %d\n%s", code, out)
 	}
 }
+
+// TestTryHint: dev's try: line names what dev serves: the agent only among
+// several, a scripted model only when the agent's own cannot be called.
+func TestTryHint(t *testing.T) {
+	var stderr bytes.Buffer
+	c := &command{name: "dev", stderr: &stderr}
+	noKey := func(string) string { return "" }
+	withKey := func(k string) string {
+		if k == "OPENAI_API_KEY" {
+			return "sk-test"
+		}
+		return ""
+	}
+	repo, dir, cleanup, err := c.loadAgents(filepath.Join("..", "..", "data", "AGENTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanup()
+	for _, tc := range []struct {
+		env  func(string) string
+		want string
+	}{
+		{noKey, "submit --watch --agent General --model script:scripts/demo.yaml 'hello'"},
+		{withKey, "submit --watch --agent General 'hello'"},
+	} {
+		if got := tryHint(repo, dir, tc.env); got != tc.want {
+			t.Errorf("tryHint(data/AGENTS.md) = %q, want %q", got, tc.want)
+		}
+	}
+	// Without --agents in a directory with no data/AGENTS.md: the built-in
+	// General agent, alone and scripted.
+	t.Chdir(t.TempDir())
+	set, dir, cleanup, err := c.loadAgents("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if got, want := tryHint(set, dir, noKey), "submit --watch 'hello'"; got != want {
+		t.Errorf("tryHint(built-in) = %q, want %q", got, want)
+	}
+	if !strings.Contains(stderr.String(), "built-in General agent") {
+		t.Errorf("loadAgents did not say it serves the built-in agents: %q", stderr.String())
+	}
+	// demo and dev print the file's warnings whatever their log level.
+	bad := filepath.Join(t.TempDir(), "AGENTS.md")
+	if err := os.WriteFile(bad, []byte("---\nname: A\nmodel: script\ntols: [echo]\n---\nhi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if _, _, _, err := c.loadAgents(bad); err != nil || !strings.Contains(stderr.String(), `AGENTS.md:4: warning: unknown key "tols"`) {
+		t.Errorf("loadAgents(a file with a typo): %v, printed %q", err, stderr.String())
+	}
+	// A named file that is missing is an error, not the built-in agents.
+	if _, _, _, err := c.loadAgents("nosuch.md"); err == nil {
+		t.Error("loadAgents(nosuch.md) loaded something")
+	}
+}

@@ -29,7 +29,7 @@ func benchCmd(ctx context.Context, c *command, args []string) int {
 	allocProfile := c.flags.String("allocprofile", "", "internal: the orchestrator process's allocation profile file")
 	withMetrics := c.flags.Bool("metrics", false, "record metrics in every orchestrator and tool worker, as --metrics-addr does: the cost of metrics")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	level := slog.LevelError
 	if *verbose {

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
@@ -30,75 +29,42 @@ const (
 	ExitFailed  = 3 // the command could not do its work
 )
 
-const usage = `jetloop: durable agent loops on NATS JetStream
-
-usage: jetloop COMMAND [flags] [args]
-
-  demo                     run a sample turn on an embedded server and print its live trace
-  dev                      run server, orchestrator and tool worker here and stay up
-  submit [--watch] ...     publish a turn request and print its turn id
-  watch TURN               print a turn's live trace until it finishes
-  replay [--json] [--at STEP] [--file FILE] TURN
-                           print a recorded turn through today's machine
-  replay --verify TURN     re-derive every decision of the log with today's machine
-  replay --html PAGE TURN  write the turn's timeline as one self-contained HTML page
-  export TURN              print a turn's events as JSON lines
-  fork --from-step N [--agent A] [--model M] TURN [TEXT]
-                           run a new turn on TURN's conversation up to step N
-  turns [--session S] [--status S] [--agent A]
-                           list turns: running, paused on what, finished how
-  show TURN                one turn on one screen
-  abort TURN               stop a turn
-  reply TURN CALL_ID TEXT  answer a turn's ask_user question
-  approve|deny TURN CALL_ID  decide a call that waits for approval
-  dead [show SEQ | retry [--file FIXED.json] SEQ]
-                           list, show and re-send dead letters
-  agents check PATH        validate an AGENTS.md file or directory
-  bench [--quick] [--deployed] [--json] measure the cost of a durable step (see BENCHMARKS.md)
-  streams apply|check      provision the streams, buckets and consumers (as admin),
-                           or report how the server differs from the table
-  ui [--addr HOST:PORT]    serve a live web view of turns and dead letters
-                           (default 127.0.0.1:8080)
-  top [--once]             one screen of running turns, rates, tool latency, dead letters
-  workflow run [--watch] FILE.yaml
-                           run a list of tasks as a workflow (the outer loop)
-  workflow watch|show|abort|approve|deny ID
-                           follow, inspect and steer a workflow
-  workflows                list workflows, newest first
-
-Every command takes --nats URL (default $NATS_URL, else nats://127.0.0.1:4222),
---creds FILE / --user (NATS_USER) / --password-file FILE (NATS_PASSWORD) / --tls-ca
-FILE (NATS_CA), and --no-color (as does NO_COLOR).
-Run jetloop COMMAND -h for its flags.
-`
-
 // Main runs the jetloop command with args (without the program name) and
 // returns its exit status.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return ExitUsage
-		}
-		return ExitOK
-	}
-	c := &command{name: args[0], stdout: stdout, stderr: stderr}
-	c.flags = flag.NewFlagSet("jetloop "+c.name, flag.ContinueOnError)
-	c.flags.SetOutput(stderr)
-	c.flags.StringVar(&c.url, "nats", os.Getenv("NATS_URL"), "NATS server URL")
-	c.auth.Inbox = bus.InboxCLI
-	c.auth.Flags(c.flags)
-	c.flags.BoolVar(&c.noColor, "no-color", false, "plain text even on a terminal (as does NO_COLOR)")
-	run, ok := commands[c.name]
-	if !ok {
-		fmt.Fprintf(stderr, "jetloop: unknown command %q\n\n%s", c.name, usage)
+	if len(args) == 0 {
+		writeUsage(stderr)
 		return ExitUsage
 	}
-	return run(ctx, c, args[1:])
+	switch args[0] {
+	case "-h", "-help", "--help":
+		args[0] = "help"
+	case "-version", "--version":
+		args[0] = "version"
+	}
+	s, ok := lookup(args[0])
+	if !ok {
+		fmt.Fprintf(stderr, "jetloop: unknown command %q (jetloop help lists them)\n", args[0])
+		return ExitUsage
+	}
+	c := &command{name: s.name, spec: s, stdout: stdout, stderr: stderr}
+	c.flags = flag.NewFlagSet("jetloop "+c.name, flag.ContinueOnError)
+	c.flags.SetOutput(stderr)
+	c.auth.Inbox = bus.InboxCLI
+	c.globalFlags(c.flags)
+	c.global = map[string]bool{}
+	c.flags.VisitAll(func(f *flag.Flag) { c.global[f.Name] = true })
+	// parse prints what follows a flag error (the command's forms, not a
+	// dump of every flag) and the help that -h asks for.
+	c.flags.Usage = func() {}
+	return s.run(ctx, c, args[1:])
 }
 
 type command struct {
 	name           string
+	spec           spec
+	global         map[string]bool // the names of the flags every command takes
+	exit           int             // the exit status when parse returns false
 	flags          *flag.FlagSet
 	url            string
 	auth           bus.Auth
@@ -113,39 +79,6 @@ type command struct {
 // unless --no-color or NO_COLOR says otherwise.
 func (c *command) color() bool { return !c.noColor && proc.IsTerminal(c.stdout) }
 
-var commands map[string]func(context.Context, *command, []string) int
-
-func init() {
-	commands = map[string]func(context.Context, *command, []string) int{
-		"demo":    demo,
-		"dev":     dev,
-		"submit":  submit,
-		"watch":   watch,
-		"replay":  replay,
-		"export":  export,
-		"abort":   abort,
-		"reply":   reply,
-		"approve": approve,
-		"deny":    approve,
-		"agents":  agentsCmd,
-		"fork":    fork,
-		"dead":    dead,
-		"turns":   turns,
-		"show":    show,
-		"bench":   benchCmd,
-		"streams": streams,
-		"ui":      ui,
-		"top":     topCmd,
-
-		"workflow":  workflowCmd,
-		"workflows": workflowsCmd,
-	}
-}
-
-func (c *command) parse(args []string) bool {
-	return c.flags.Parse(args) == nil
-}
-
 func (c *command) fail(format string, a ...any) int {
 	fmt.Fprintf(c.stderr, "jetloop %s: %s\n", c.name, fmt.Sprintf(format, a...))
 	return ExitFailed
@@ -153,7 +86,7 @@ func (c *command) fail(format string, a ...any) int {
 
 func (c *command) usageErr(format string, a ...any) int {
 	fmt.Fprintf(c.stderr, "jetloop %s: %s\n", c.name, fmt.Sprintf(format, a...))
-	c.flags.Usage()
+	c.shortUsage()
 	return ExitUsage
 }
 
@@ -190,12 +123,13 @@ func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
 func agentsCmd(_ context.Context, c *command, args []string) int {
+	strict := c.flags.Bool("strict", false, "exit 1 on any warning too (an unknown key such as tols:, a value such as steps: ten), as a deployment's check should")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	rest := c.flags.Args()
 	if len(rest) != 2 || rest[0] != "check" {
-		return c.usageErr("usage: jetloop agents check PATH")
+		return c.usageErr("usage: jetloop agents check [--strict] PATH")
 	}
 	set, diags, err := agents.Load(rest[1])
 	for _, d := range diags {
@@ -205,6 +139,10 @@ func agentsCmd(_ context.Context, c *command, args []string) int {
 		if len(diags) == 0 {
 			fmt.Fprintln(c.stdout, err)
 		}
+		return 1
+	}
+	if *strict && len(diags) > 0 {
+		fmt.Fprintf(c.stderr, "jetloop agents: %d warning(s), and --strict fails on any\n", len(diags))
 		return 1
 	}
 	for _, n := range set.Names() {
@@ -256,7 +194,7 @@ func control(ctx context.Context, c *command, turn string, ctl events.Control) i
 func abort(ctx context.Context, c *command, args []string) int {
 	reason := c.flags.String("reason", "aborted from the command line", "why the turn stops")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	if c.flags.NArg() != 1 {
 		return c.usageErr("usage: jetloop abort [--reason TEXT] TURN")
@@ -266,7 +204,7 @@ func abort(ctx context.Context, c *command, args []string) int {
 
 func reply(ctx context.Context, c *command, args []string) int {
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	if c.flags.NArg() != 3 {
 		return c.usageErr("usage: jetloop reply TURN CALL_ID TEXT")
@@ -277,7 +215,7 @@ func reply(ctx context.Context, c *command, args []string) int {
 func approve(ctx context.Context, c *command, args []string) int {
 	note := c.flags.String("note", "", "a note the model sees")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	if c.flags.NArg() != 2 {
 		return c.usageErr("usage: jetloop %s [--note TEXT] TURN CALL_ID", c.name)

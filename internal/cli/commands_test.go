@@ -286,15 +286,15 @@ func (w *signalWriter) Write(p []byte) (int, error) {
 	return w.buf.Write(p)
 }
 
-// watch of a turn with no events says what it waits for, then follows the
-// turn once it is submitted.
+// watch --wait of a turn with no events says what it waits for, then
+// follows the turn once it is submitted.
 func TestWatchWaitsForATurnToStart(t *testing.T) {
 	e := newEnv(t)
 	stderr := &signalWriter{wrote: make(chan struct{})}
 	var stdout bytes.Buffer
 	code := make(chan int, 1)
 	go func() {
-		code <- Main(t.Context(), []string{"watch", "--nats", e.srv.ClientURL(), "later"}, &stdout, stderr)
+		code <- Main(t.Context(), []string{"watch", "--wait", "--nats", e.srv.ClientURL(), "later"}, &stdout, stderr)
 	}()
 	select {
 	case <-stderr.wrote:

@@ -54,17 +54,10 @@ func dead(ctx context.Context, c *command, args []string) int {
 	file := c.flags.String("file", "", "retry: send this payload (the fixed message) instead of the original")
 	// Flags may come before the subcommand, after it, or after its
 	// argument: `dead retry SEQ --file FIXED.json` reads naturally.
-	var rest []string
-	for {
-		if !c.parse(args) {
-			return ExitUsage
-		}
-		if c.flags.NArg() == 0 {
-			break
-		}
-		rest = append(rest, c.flags.Arg(0))
-		args = c.flags.Args()[1:]
+	if !c.parse(args) {
+		return c.exit
 	}
+	rest := c.flags.Args()
 	sub := "list"
 	if len(rest) > 0 {
 		sub, rest = rest[0], rest[1:]

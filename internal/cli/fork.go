@@ -23,10 +23,10 @@ func fork(ctx context.Context, c *command, args []string) int {
 	tf := defineTurnFlags(f, "the new turn's session (default: the original's)", "agent (default: the original's)",
 		"model (default: the original's when the agent stays, else the agent's)")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	if f.NArg() < 1 || *from < 0 {
-		return c.usageErr("usage: jetloop fork --from-step N [--agent A] [--model M] [--watch] TURN [TEXT]")
+		return c.usageErr("usage: jetloop fork --from-step N [flags] TURN [TEXT...]")
 	}
 	orig := f.Arg(0)
 	if !events.ValidID(orig) {
@@ -53,7 +53,7 @@ func fork(ctx context.Context, c *command, args []string) int {
 	if err := checkFork(pctx, js, orig, *from); err != nil {
 		return c.fail("%v", err)
 	}
-	return c.start(ctx, nc, js, sub, *tf.watch)
+	return c.start(ctx, nc, js, sub, tf)
 }
 
 // checkFork fails when the orchestrator would refuse to fork turn from step.

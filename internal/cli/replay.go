@@ -127,7 +127,7 @@ func replay(ctx context.Context, c *command, args []string) int {
 	verify := c.flags.Bool("verify", false, "re-derive every decision with today's machine; exit 1 at the first difference")
 	html := c.flags.String("html", "", "write the turn (or the workflow, its tasks as bands) as a self-contained HTML timeline to this file")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	turn, ok := c.turnOrFile(*file)
 	if !ok {
@@ -215,7 +215,7 @@ func printRows(w io.Writer, log []events.Envelope) error {
 // to attach to a bug report and replay anywhere with replay --file.
 func export(ctx context.Context, c *command, args []string) int {
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	if c.flags.NArg() != 1 || !events.ValidID(c.flags.Arg(0)) {
 		return c.usageErr("usage: jetloop export TURN")

@@ -12,7 +12,7 @@ import (
 	"github.com/jetloop/jetloop/internal/fsm"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden traces in testdata")
+var update = flag.Bool("update", false, "rewrite the golden files: the traces in testdata, docs/cli.md")
 
 // TestGoldenReplays replays real logs, recorded from turns of a jetloop dev
 // stack (one per way a turn can end, and a paused one), through today's

@@ -19,7 +19,7 @@ func show(ctx context.Context, c *command, args []string) int {
 	asJSON := c.flags.Bool("json", false, "print the summary as one JSON object")
 	file := c.flags.String("file", "", "read the log from a JSON-lines file (as export writes it)")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	turn, ok := c.turnOrFile(*file)
 	if !ok {

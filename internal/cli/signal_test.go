@@ -14,11 +14,13 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestInterruptedWatchIsQuiet: watch and submit --watch, stopped while they
 // follow a turn, exit 130 after SIGINT and 0 after SIGTERM or a plain
-// cancel, and say nothing of a canceled context. No orchestrator runs, so
+// cancel, and say nothing of a canceled context; submit says how to follow
+// or abort the turn it leaves running. No orchestrator runs, so
 // the turn never finishes and only the stop ends the command.
 func TestInterruptedWatchIsQuiet(t *testing.T) {
 	srv := natstest.Start(t)
@@ -28,20 +30,7 @@ func TestInterruptedWatchIsQuiet(t *testing.T) {
 	if err := bus.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	// following reports whether a watch of turn has its ordered consumer.
-	following := func(turn string) bool {
-		stream, err := js.Stream(context.Background(), events.StreamEvents)
-		if err != nil {
-			return false
-		}
-		for info := range stream.ListConsumers(context.Background()).Info() {
-			if slices.Contains(info.Config.FilterSubjects, events.TurnEventsFilter(turn)) ||
-				info.Config.FilterSubject == events.TurnEventsFilter(turn) {
-				return true
-			}
-		}
-		return false
-	}
+	following := func(turn string) bool { return followed(js, turn) }
 	for i, tc := range []struct {
 		args  []string
 		turn  string
@@ -53,6 +42,9 @@ func TestInterruptedWatchIsQuiet(t *testing.T) {
 		{[]string{"watch", "watch-plain"}, "watch-plain", nil, ExitOK},
 		{[]string{"submit", "--watch", "--turn", "sub-int", "hi"}, "sub-int", &Interrupt{Signal: os.Interrupt}, ExitInterrupted},
 		{[]string{"submit", "--watch", "--turn", "sub-term", "hi"}, "sub-term", &Interrupt{Signal: syscall.SIGTERM}, ExitOK},
+		// --no-wait: stopped while it follows the turn, not while it
+		// waits for the start.
+		{[]string{"submit", "--watch", "--no-wait", "--turn", "sub-follow", "hi"}, "sub-follow", &Interrupt{Signal: os.Interrupt}, ExitInterrupted},
 	} {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		var stdout, stderr bytes.Buffer
@@ -72,8 +64,31 @@ func TestInterruptedWatchIsQuiet(t *testing.T) {
 		if code != tc.want {
 			t.Errorf("case %d: %v exited %d, want %d\nstderr:\n%s", i, tc.args, code, tc.want, stderr.String())
 		}
+		// A submitted turn goes on: the command says how to get back to it.
+		if tc.args[0] == "submit" && !strings.Contains(stderr.String(), "jetloop watch "+tc.turn) ||
+			tc.args[0] == "submit" && !strings.Contains(stderr.String(), "jetloop abort "+tc.turn) {
+			t.Errorf("case %d: %v did not say how to follow or abort the turn:\n%s", i, tc.args, stderr.String())
+		}
+		if tc.args[0] == "watch" && stderr.Len() > 0 {
+			t.Errorf("case %d: %v was not quiet:\n%s", i, tc.args, stderr.String())
+		}
 		if s := stderr.String(); strings.Contains(s, "cancel") || strings.Contains(s, "signal") || strings.Contains(s, "jetloop "+tc.args[0]+": watch") {
 			t.Errorf("case %d: %v was not quiet:\n%s", i, tc.args, s)
 		}
 	}
+}
+
+// followed reports whether a watch of turn has its ordered consumer.
+func followed(js jetstream.JetStream, turn string) bool {
+	stream, err := js.Stream(context.Background(), events.StreamEvents)
+	if err != nil {
+		return false
+	}
+	for info := range stream.ListConsumers(context.Background()).Info() {
+		if slices.Contains(info.Config.FilterSubjects, events.TurnEventsFilter(turn)) ||
+			info.Config.FilterSubject == events.TurnEventsFilter(turn) {
+			return true
+		}
+	}
+	return false
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jetloop/jetloop/internal/embedded"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/internal/proc"
+	"github.com/jetloop/jetloop/internal/providers"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
@@ -46,16 +47,9 @@ type observers struct {
 }
 
 // startStack starts the stack with its server at url (empty: a free port)
-// storing in dir, the agents of agentsPath, and the built-in tools on root.
+// storing in dir, the agents of set, and the built-in tools on root.
 // The orchestrator and the worker share obs: one endpoint, one registry.
-func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slog.Logger, obs observers) (*stack, error) {
-	set, diags, err := agents.Load(agentsPath)
-	for _, d := range diags {
-		log.Warn(d.String())
-	}
-	if err != nil {
-		return nil, err
-	}
+func startStack(ctx context.Context, url, dir string, set *agents.Set, root string, log *slog.Logger, obs observers) (*stack, error) {
 	srv, err := embedded.Start(url, dir, embedded.Sync(obs.sync))
 	if err != nil {
 		return nil, err
@@ -77,13 +71,13 @@ func startStack(ctx context.Context, url, dir, agentsPath, root string, log *slo
 	if err := bus.EnsureStreams(ctx, js); err != nil {
 		return fail(err)
 	}
-	providers, err := ProviderOptions(os.Getenv, set, log.With("process", "orchestrator"))
+	provs, err := providers.Options(os.Getenv, set, log.With("process", "orchestrator"))
 	if err != nil {
 		return fail(err)
 	}
 	// demo and dev are a developer's own machine: their submissions may
 	// run scripts, as the demo turn and the dev hint do.
-	orch, err := orchestrator.New(nc, js, log.With("process", "orchestrator"), set, append(providers, orchestrator.WithAllowScripts(true),
+	orch, err := orchestrator.New(nc, js, log.With("process", "orchestrator"), set, append(provs, orchestrator.WithAllowScripts(true),
 		orchestrator.WithMetrics(obs.metrics), orchestrator.WithTracer(obs.tracer))...)
 	if err != nil {
 		return fail(err)
@@ -149,8 +143,9 @@ func (s *stack) stop() error {
 	return err
 }
 
-// demoTurn is the sample turn: the General agent reads this repository with
-// the shipped demo script.
+// demoTurn is the sample turn: the General agent looks around with the demo
+// script beside its agents file (data/scripts/demo.yaml reads this
+// repository; the built-in one works in any directory).
 func demoTurn() events.Submit {
 	id := NewID()
 	return events.Submit{TurnID: id, Agent: "General", Model: "script:scripts/demo.yaml",
@@ -159,12 +154,12 @@ func demoTurn() events.Submit {
 }
 
 func demo(ctx context.Context, c *command, args []string) int {
-	agentsPath := c.flags.String("agents", "data/AGENTS.md", "AGENTS.md file or directory")
+	agentsPath := c.flags.String("agents", "", agentsUsage)
 	root := c.flags.String("root", ".", "directory the file tools may read")
 	verbose := c.flags.Bool("v", false, "log what the processes do")
 	workflowFile := c.flags.String("workflow", "", "run this workflow file (see examples/workflow) instead of the sample turn")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	level := slog.LevelError
 	if *verbose {
@@ -176,9 +171,14 @@ func demo(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	defer os.RemoveAll(dir)
+	set, _, cleanup, err := c.loadAgents(*agentsPath)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer cleanup()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	s, err := startStack(runCtx, "", dir, *agentsPath, *root, log, observers{})
+	s, err := startStack(runCtx, "", dir, set, *root, log, observers{})
 	if err != nil {
 		return c.fail("%v", err)
 	}
@@ -212,13 +212,13 @@ func demo(ctx context.Context, c *command, args []string) int {
 }
 
 func dev(ctx context.Context, c *command, args []string) int {
-	agentsPath := c.flags.String("agents", "data/AGENTS.md", "AGENTS.md file or directory")
+	agentsPath := c.flags.String("agents", "", agentsUsage)
 	root := c.flags.String("root", ".", "directory the file tools may read and write")
 	dir := c.flags.String("data", embedded.DefaultDataDir, "where the embedded server stores its streams")
 	metricsAddr := c.flags.String("metrics-addr", "", proc.MetricsAddrUsage)
 	sync := c.flags.String("sync-interval", embedded.SyncAlways, embedded.SyncUsage)
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	if _, _, err := embedded.ParseSync(*sync); err != nil {
 		return c.usageErr("--sync-interval: %v", err)
@@ -242,12 +242,17 @@ func dev(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	defer stopTracing()
-	s, err := startStack(ctx, url, *dir, *agentsPath, *root, log, observers{m, tracer, *sync})
+	set, agentsDir, cleanup, err := c.loadAgents(*agentsPath)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer cleanup()
+	s, err := startStack(ctx, url, *dir, set, *root, log, observers{m, tracer, *sync})
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	fmt.Fprintf(c.stdout, "jetloop dev: NATS_URL=%s (data in %s)\n", s.srv.ClientURL(), abs)
-	fmt.Fprintf(c.stdout, "try: NATS_URL=%s jetloop submit --watch --agent General --model script:scripts/demo.yaml 'hello'\n", s.srv.ClientURL())
+	fmt.Fprintf(c.stdout, "try: NATS_URL=%s jetloop %s\n", s.srv.ClientURL(), tryHint(set, agentsDir, os.Getenv))
 	<-ctx.Done()
 	if err := s.stop(); err != nil && !errors.Is(err, context.Canceled) {
 		return c.fail("%v", err)

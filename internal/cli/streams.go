@@ -21,7 +21,7 @@ func streams(ctx context.Context, c *command, args []string) int {
 	maxBytes := c.flags.String("max-bytes", "1GiB", "bound of JETLOOP_INBOX, JETLOOP_JOBS and JETLOOP_DEAD each")
 	deadMaxAge := c.flags.Duration("dead-max-age", 14*24*time.Hour, "how long a dead letter is kept")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	if c.flags.NArg() != 1 || (c.flags.Arg(0) != "apply" && c.flags.Arg(0) != "check") {
 		return c.usageErr("usage: jetloop streams [flags] apply|check")

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/turnlog"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/model"
@@ -56,9 +58,9 @@ func (m metadata) Set(s string) error {
 // turnFlags are the flags submit and fork share: how the new turn runs.
 type turnFlags struct {
 	turn, session, agent, model, script *string
-	watch                               *bool
+	watch, noWait                       *bool
 	steps, budget                       optionalInt
-	timeout                             *time.Duration
+	timeout, startTimeout               *time.Duration
 }
 
 // defineTurnFlags defines the shared flags on f; the help of --session,
@@ -72,6 +74,9 @@ func defineTurnFlags(f *flag.FlagSet, sessionHelp, agentHelp, modelHelp string) 
 		script:  f.String("script", "", "file with an inline scripted model (YAML or JSON); implies --model script"),
 		watch:   f.Bool("watch", false, "print the live trace and return when the turn finishes"),
 		timeout: f.Duration("timeout", 0, "tighten the turn's timeout (e.g. 90s)"),
+		noWait:  f.Bool("no-wait", false, "return once the inbox has the submission, without waiting to see it start or be rejected"),
+		startTimeout: f.Duration("start-timeout", 10*time.Second,
+			"how long to wait for the turn to start or be rejected; a turn not started by then is left in the inbox (exit 0)"),
 	}
 	f.Var(&tf.steps, "steps", "tighten the step cap")
 	f.Var(&tf.budget, "budget", "tighten the tool budget")
@@ -114,7 +119,7 @@ func submit(ctx context.Context, c *command, args []string) int {
 	meta := metadata{}
 	f.Var(meta, "metadata", "key=value copied to turn.started (repeatable)")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	var sub events.Submit
 	if *file != "" {
@@ -149,30 +154,182 @@ func submit(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
-	return c.start(ctx, nc, js, sub, *tf.watch)
+	return c.start(ctx, nc, js, sub, tf)
 }
 
-// start publishes a submission, prints its turn id and, with watch, follows
-// the turn until it finishes.
-func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, sub events.Submit, watch bool) int {
+// start publishes a submission and prints its turn id; unless --no-wait it
+// waits for the turn to start or be rejected, and with --watch follows it
+// until it finishes.
+func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, sub events.Submit, tf *turnFlags) int {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := Submit(pctx, nc, sub); err != nil {
+	var before prior
+	if !*tf.noWait {
+		var err error
+		if before, err = priorOf(pctx, js, sub); err != nil {
+			var r *reusedError
+			if errors.As(err, &r) {
+				fmt.Fprintf(c.stderr, "jetloop %s: %v\n", c.name, err)
+				return ExitStopped
+			}
+			return c.fail("%v", err)
+		}
+	}
+	dup, err := publishSubmit(pctx, js, sub)
+	if err != nil {
 		return c.fail("%v", err)
 	}
 	fmt.Fprintln(c.stdout, sub.TurnID)
-	if !watch {
-		return ExitOK
+	code := ExitOK
+	if dup && !before.started && !*tf.noWait {
+		// A rejected turn's id is free again for a valid submission, but
+		// not within the inbox's duplicate window: nothing would happen.
+		fmt.Fprintf(c.stderr, "jetloop %s: turn %s rejected: the inbox dropped this submission as a duplicate of an earlier one with the same turn id (within its duplicate window); choose another --turn\n",
+			c.name, sub.TurnID)
+		return ExitStopped
 	}
-	return c.follow(ctx, nc, js, sub.TurnID)
+	if !*tf.noWait {
+		code = c.awaitStart(ctx, js, sub.TurnID, before, *tf.startTimeout)
+	}
+	if code == ExitOK && *tf.watch && ctx.Err() == nil {
+		code = c.follow(ctx, nc, js, sub.TurnID)
+	}
+	if ctx.Err() != nil {
+		// The command stopped, not the turn: say how to get back to it.
+		fmt.Fprintf(c.stderr, "\njetloop %s: turn %s goes on: `jetloop watch %s` follows it, `jetloop abort %s` stops it\n",
+			c.name, sub.TurnID, sub.TurnID, sub.TurnID)
+		return interrupted(ctx)
+	}
+	return code
 }
 
+// publishSubmit publishes a submission as client.Submit does, and says
+// whether the inbox dropped it as a duplicate of an earlier message with
+// its id.
+func publishSubmit(ctx context.Context, js jetstream.JetStream, sub events.Submit) (dup bool, err error) {
+	data, err := json.Marshal(sub)
+	if err != nil {
+		return false, err
+	}
+	if err := schemas.Validate("submit", data); err != nil {
+		return false, fmt.Errorf("submit: %w", err)
+	}
+	ack, err := js.Publish(ctx, events.SubjectSubmit, data, jetstream.WithMsgID(sub.TurnID))
+	if err != nil {
+		return false, fmt.Errorf("submit %s: %w", sub.TurnID, err)
+	}
+	return ack.Duplicate, nil
+}
+
+// prior is what a turn's log held before a submission: what to wait for
+// depends on it.
+type prior struct {
+	// skip is the id of a rejection-only log's event, which a valid
+	// submission replaces: it says nothing about the new submission.
+	skip string
+	// started says the submission is the one that started the turn
+	// already (a re-send changes nothing).
+	started bool
+}
+
+// priorOf reads what the log of sub's turn holds. A turn that another
+// submission started is refused here: the inbox would drop this one as a
+// duplicate of its id, or the orchestrator make it a dead letter, and the
+// turn's log would never say.
+func priorOf(ctx context.Context, js jetstream.JetStream, sub events.Submit) (prior, error) {
+	store, err := bus.NewStore(ctx, js)
+	if err != nil {
+		return prior{}, err
+	}
+	last, _, ok, err := store.Last(ctx, sub.TurnID)
+	if err != nil || !ok {
+		return prior{}, err
+	}
+	if last.Seq == 1 && last.Type == events.TurnFinished {
+		return prior{skip: last.ID}, nil
+	}
+	first, ok, err := firstEvent(ctx, js, sub.TurnID, "")
+	if err != nil || !ok {
+		return prior{}, fmt.Errorf("read turn %s: %v", sub.TurnID, err)
+	}
+	var d events.TurnStartedData
+	data, err := json.Marshal(sub)
+	if err != nil {
+		return prior{}, err
+	}
+	if first.Type == events.TurnStarted && json.Unmarshal(first.Data, &d) == nil && d.SubmitDigest == events.SubmitDigest(data) {
+		return prior{started: true}, nil
+	}
+	return prior{}, &reusedError{sub.TurnID}
+}
+
+// reusedError is a submission under the id of a turn another submission
+// started.
+type reusedError struct{ turn string }
+
+func (e *reusedError) Error() string {
+	return fmt.Sprintf("turn %s rejected: a turn %s exists already, started by another submission (choose another --turn)", e.turn, e.turn)
+}
+
+// awaitStart waits up to d for the submitted turn to start. A rejection
+// (an unknown agent, several agents and none named) is printed with the
+// orchestrator's reason and exits 1; a turn that has not started by then
+// is still in the inbox, which is said, and exits 0.
+func (c *command) awaitStart(ctx context.Context, js jetstream.JetStream, turn string, before prior, d time.Duration) int {
+	if before.started {
+		fmt.Fprintf(c.stderr, "jetloop %s: turn %s was started by this same submission already; nothing changed\n", c.name, turn)
+		return ExitOK
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	first, ok, err := firstEvent(wctx, js, turn, before.skip)
+	switch {
+	case ok && first.Type == events.TurnFinished:
+		var fin events.TurnFinishedData
+		_ = json.Unmarshal(first.Data, &fin)
+		if fin.StopReason == events.StopRejected {
+			fmt.Fprintf(c.stderr, "jetloop %s: turn %s rejected: %s\n", c.name, turn, fin.Error)
+			return ExitStopped
+		}
+		return ExitOK // it ran to its end already; --watch prints how
+	case ok:
+		return ExitOK
+	case ctx.Err() != nil:
+		return interrupted(ctx)
+	case err != nil && wctx.Err() == nil:
+		return c.fail("%v", err)
+	}
+	fmt.Fprintf(c.stderr, "jetloop %s: turn %s has not started after %s: is an orchestrator running? It starts when one takes it (jetloop watch %s)\n",
+		c.name, turn, d, turn)
+	return ExitOK
+}
+
+// firstEvent returns the first event of turn's log other than the one
+// whose id is skip, waiting until ctx ends; ok is false when none came.
+func firstEvent(ctx context.Context, js jetstream.JetStream, turn, skip string) (events.Envelope, bool, error) {
+	for e, err := range turnlog.Follow(ctx, js, turn, turnlog.FromFirst) {
+		if err != nil {
+			return e, false, err
+		}
+		if e.ID != skip {
+			return e, true, nil
+		}
+	}
+	return events.Envelope{}, false, ctx.Err()
+}
+
+// watchUnknownAfter is how long watch waits for the first event of a turn
+// before it calls the turn unknown: long enough for a turn just submitted
+// elsewhere to start.
+const watchUnknownAfter = 5 * time.Second
+
 func watch(ctx context.Context, c *command, args []string) int {
+	wait := c.flags.Bool("wait", false, "wait for a turn that has not started yet, however long (default: a turn with no events after 5s is unknown, exit 1)")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	if c.flags.NArg() != 1 || !events.ValidID(c.flags.Arg(0)) {
-		return c.usageErr("usage: jetloop watch TURN")
+		return c.usageErr("usage: jetloop watch [--wait] TURN")
 	}
 	nc, js, err := c.connect()
 	if err != nil {
@@ -180,11 +337,26 @@ func watch(ctx context.Context, c *command, args []string) int {
 	}
 	defer nc.Close()
 	turn := c.flags.Arg(0)
-	// A mistyped turn id would otherwise wait in silence: say what it waits
-	// for (the turn may well be submitted later).
-	if store, err := bus.NewStore(ctx, js); err == nil {
-		if _, _, ok, err := store.Last(ctx, turn); err == nil && !ok {
-			fmt.Fprintf(c.stderr, "jetloop watch: turn %q has no events yet; waiting for it to start\n", turn)
+	if *wait {
+		// Say what it waits for: a mistyped id would otherwise wait in
+		// silence.
+		if store, err := bus.NewStore(ctx, js); err == nil {
+			if _, _, ok, err := store.Last(ctx, turn); err == nil && !ok {
+				fmt.Fprintf(c.stderr, "jetloop watch: turn %q has no events yet; waiting for it to start\n", turn)
+			}
+		}
+	} else {
+		wctx, cancel := context.WithTimeout(ctx, watchUnknownAfter)
+		_, ok, err := firstEvent(wctx, js, turn, "")
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return interrupted(ctx)
+		case err != nil && wctx.Err() == nil:
+			return c.fail("%v", err)
+		case !ok:
+			fmt.Fprintf(c.stderr, "jetloop watch: no turn %q (its log is empty after %s; --wait waits for it to start)\n", turn, watchUnknownAfter)
+			return ExitStopped
 		}
 	}
 	return c.follow(ctx, nc, js, turn)

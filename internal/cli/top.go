@@ -47,7 +47,7 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 	rows := c.flags.Int("rows", 20, "running and paused turns shown at most")
 	once := c.flags.Bool("once", false, "print one screen and exit")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	if c.flags.NArg() != 0 || *interval <= 0 || *window <= 0 || *rows < 1 {
 		return c.usageErr("usage: jetloop top [--interval D] [--window D] [--rows N] [--once]")

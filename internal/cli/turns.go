@@ -68,7 +68,7 @@ func turns(ctx context.Context, c *command, args []string) int {
 	agent := c.flags.String("agent", "", "only the turns of this agent")
 	asJSON := c.flags.Bool("json", false, "print one JSON object per turn")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	if c.flags.NArg() != 0 {
 		return c.usageErr("usage: jetloop turns [--session S] [--status S] [--agent A] [--json]")

@@ -897,7 +897,7 @@ func (u *uiServer) deadRetry(w http.ResponseWriter, r *http.Request) {
 func ui(ctx context.Context, c *command, args []string) int {
 	addr := c.flags.String("addr", "127.0.0.1:8080", "address to serve on; anything but loopback lets others read every turn")
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	if c.flags.NArg() != 0 {
 		return c.usageErr("usage: jetloop ui [--addr HOST:PORT]")

@@ -30,24 +30,18 @@ const workflowUsage = `usage: jetloop workflow run [--watch] [--id ID] FILE.yaml
        jetloop workflow abort [--reason TEXT] ID
        jetloop workflow approve|deny [--note TEXT] ID`
 
-// workflowCmd runs, follows and steers workflows. Flags may come before
-// the subcommand, after it, or after its argument, as with dead.
+// workflowCmd runs, follows and steers workflows.
 func workflowCmd(ctx context.Context, c *command, args []string) int {
 	follow := c.flags.Bool("watch", false, "run: print the workflow's trace, each task's turn nested, until it finishes")
 	id := c.flags.String("id", "", "run: the workflow id (default: the file's workflow_id, else a new UUIDv7)")
 	reason := c.flags.String("reason", "aborted from the command line", "abort: why the workflow stops")
 	note := c.flags.String("note", "", "approve, deny: why; recorded in workflow.resumed")
-	var rest []string
-	for {
-		if !c.parse(args) {
-			return ExitUsage
-		}
-		if c.flags.NArg() == 0 {
-			break
-		}
-		rest = append(rest, c.flags.Arg(0))
-		args = c.flags.Args()[1:]
+	// Flags may come before the subcommand, after it, or after its
+	// argument: `workflow run FILE.yaml --watch` reads naturally.
+	if !c.parse(args) {
+		return c.exit
 	}
+	rest := c.flags.Args()
 	if len(rest) != 2 {
 		return c.usageErr("%s", workflowUsage)
 	}
@@ -315,7 +309,7 @@ func (c *command) workflowControl(ctx context.Context, id string, ctl events.Con
 // workflowsCmd lists workflows, newest first.
 func workflowsCmd(ctx context.Context, c *command, args []string) int {
 	if !c.parse(args) {
-		return ExitUsage
+		return c.exit
 	}
 	nc, js, err := c.connect()
 	if err != nil {

@@ -1,6 +1,8 @@
 package events
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"time"
 )
@@ -175,4 +177,19 @@ type Timer struct {
 	Kind   TimerKind `json:"kind"`
 	CallID string    `json:"call_id,omitempty"`
 	At     time.Time `json:"at"`
+}
+
+// SubmitDigest identifies a submission (or a workflow's) by its content,
+// whatever its key order: turn.started's submit_digest. A client that
+// finds a turn under its id compares it to tell a re-send of the
+// submission that started the turn (harmless) from a reuse of the id.
+func SubmitDigest(data []byte) string {
+	var v any
+	if err := json.Unmarshal(data, &v); err == nil {
+		if canon, err := json.Marshal(v); err == nil {
+			data = canon
+		}
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
 }

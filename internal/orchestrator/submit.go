@@ -2,8 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,16 +177,7 @@ func (s *shard) reject(ctx context.Context, log *slog.Logger, turn, session, rea
 }
 
 // digest identifies a submission by its content, whatever its key order.
-func digest(data []byte) string {
-	var v any
-	if err := json.Unmarshal(data, &v); err == nil {
-		if canon, err := json.Marshal(v); err == nil {
-			data = canon
-		}
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16])
-}
+func digest(data []byte) string { return events.SubmitDigest(data) }
 
 // resolve turns a submission into the machine's Start: the agent, its model
 // and script, the effective limits, the tools offered now, the history.

@@ -243,6 +243,12 @@ func TestAgentsCheck(t *testing.T) {
 	if out, code := run(t, dir, "agents", "check", warn); code != 0 || !strings.Contains(out, "warn.md:3") {
 		t.Fatalf("warnings only: exit %d\n%s", code, out)
 	}
+	// --strict fails on a warning, standing before or after the path.
+	for _, args := range [][]string{{"agents", "check", "--strict", warn}, {"agents", "check", warn, "--strict"}} {
+		if out, code := run(t, dir, args...); code != 1 || !strings.Contains(out, "warn.md:3") {
+			t.Fatalf("%v: exit %d\n%s", args, code, out)
+		}
+	}
 	bad := filepath.Join(dir, "bad.md")
 	os.WriteFile(bad, []byte("---\nname: A\n---\none\n---\nname: A\n---\ntwo\n"), 0o644)
 	if out, code := run(t, dir, "agents", "check", bad); code != 1 || !strings.Contains(out, "bad.md:6") {

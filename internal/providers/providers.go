@@ -1,4 +1,7 @@
-package cli
+// Package providers turns the environment's model provider settings into
+// orchestrator options: what the orchestrator binary and jetloop's demo and
+// dev stacks share, without the orchestrator linking the CLI.
+package providers
 
 import (
 	"log/slog"
@@ -11,12 +14,12 @@ import (
 	"github.com/jetloop/jetloop/internal/model"
 )
 
-// ProviderOptions registers the model providers the environment configures
+// Options registers the model providers the environment configures
 // (model.Providers: OPENAI_BASE_URL, OPENAI_API_KEY, ANTHROPIC_BASE_URL,
 // ANTHROPIC_API_KEY, …) with an orchestrator. It says which are configured,
 // never with their keys, and warns about agents whose model names a provider
 // that is not: their turns would fail at the first model call.
-func ProviderOptions(getenv func(string) string, set *agents.Set, log *slog.Logger) ([]orchestrator.Option, error) {
+func Options(getenv func(string) string, set *agents.Set, log *slog.Logger) ([]orchestrator.Option, error) {
 	ps, err := model.Providers(getenv)
 	if err != nil {
 		return nil, err

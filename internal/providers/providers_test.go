@@ -1,4 +1,4 @@
-package cli
+package providers
 
 import (
 	"bytes"
@@ -11,9 +11,9 @@ import (
 	"github.com/jetloop/jetloop/internal/agents"
 )
 
-// TestProviderOptions: the configured providers are announced without their
+// TestOptions: the configured providers are announced without their
 // keys, and agents that name an unconfigured one are warned about.
-func TestProviderOptions(t *testing.T) {
+func TestOptions(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "AGENTS.md")
 	doc := "---\nname: A\nmodel: openai/gpt-4.1-mini\n---\nA.\n---\nname: B\nmodel: anthropic/claude-sonnet-4-5\n---\nB.\n" +
 		"---\nname: C\nmodel: mistral/large\n---\nC.\n"
@@ -27,7 +27,7 @@ func TestProviderOptions(t *testing.T) {
 	var out bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&out, nil))
 	env := map[string]string{"OPENAI_API_KEY": "sk-very-secret"}
-	opts, err := ProviderOptions(func(k string) string { return env[k] }, set, log)
+	opts, err := Options(func(k string) string { return env[k] }, set, log)
 	if err != nil {
 		t.Fatal(err)
 	}
