@@ -1,0 +1,198 @@
+package orchestrator_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/agents"
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/natstest"
+)
+
+// subagentAgents are the agents of the subagent tests. Children run their
+// agent's own script file: a child's submission carries no script.
+const subagentAgents = `---
+name: Lead
+model: script
+tools: [agent:Researcher, agent:Slow]
+---
+Delegate.
+---
+name: Researcher
+description: Finds facts
+model: script:researcher.yaml
+tools: []
+---
+Research.
+---
+name: Slow
+model: script:slow.yaml
+tools: [echo]
+approval: [echo]
+---
+Echo, once approved.
+---
+name: Selfish
+model: script
+tools: [agent:Selfish]
+---
+Calls itself.
+---
+name: Ping
+model: script
+tools: [agent:Pong]
+---
+Calls Pong.
+---
+name: Pong
+model: script:pong.yaml
+tools: [agent:Ping]
+---
+Calls Ping back.
+---
+name: D1
+model: script:deep.yaml
+tools: [agent:D2]
+---
+Level one.
+---
+name: D2
+model: script:deep2.yaml
+tools: [agent:D3]
+---
+Level two.
+---
+name: D3
+model: script:deep3.yaml
+tools: [agent:D4]
+---
+Level three.
+---
+name: D4
+model: script:deep4.yaml
+tools: [agent:D1]
+---
+Level four.
+`
+
+var subagentScripts = map[string]string{
+	"researcher.yaml": "responses:\n  - text: \"found: 42\"\n    delay_ms: 300\nrepeat_last: true\n",
+	"slow.yaml":       "responses:\n  - tool_calls: [{name: echo, arguments: {text: hi}}]\n  - text: echoed\n",
+	"pong.yaml":       "responses:\n  - tool_calls: [{name: Ping, arguments: {task: again}}]\n  - text: pong done\n",
+	"deep.yaml":       "responses:\n  - tool_calls: [{name: D2, arguments: {task: down}}]\n  - text: d1 done\n",
+	"deep2.yaml":      "responses:\n  - tool_calls: [{name: D3, arguments: {task: down}}]\n  - text: d2 done\n",
+	"deep3.yaml":      "responses:\n  - tool_calls: [{name: D4, arguments: {task: down}}]\n  - text: d3 done\n",
+	"deep4.yaml":      "responses:\n  - tool_calls: [{name: D1, arguments: {task: down}}]\n  - text: d4 done\n",
+}
+
+// newSubagentHarness is newHarness with the subagent tests' agents.
+func newSubagentHarness(t *testing.T) *harness {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	dir := t.TempDir()
+	for name, text := range subagentScripts {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "AGENTS.md")
+	if err := os.WriteFile(path, []byte(subagentAgents), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, _, err := agents.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := bus.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	store, err := bus.NewStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, srv: srv, nc: nc, js: js, store: store, set: set,
+		log:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		calls: &counter{runs: map[string]int{}}}
+	t.Cleanup(h.checkAllLogs)
+	return h
+}
+
+// scriptCallID is the scripted model's id of a turn's call (model.callID).
+func scriptCallID(turn string, step, index, position int) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d/%d/%d", turn, step, index, position))
+	return "call_" + hex.EncodeToString(sum[:10])
+}
+
+// subagentCalls returns the completions of a log's subagent calls.
+func subagentCalls(t *testing.T, log []events.Envelope) []events.ToolCompletedData {
+	var out []events.ToolCompletedData
+	for _, c := range of[events.ToolCompletedData](t, log, events.ToolCompleted) {
+		if c.ChildTurnID != "" || strings.HasPrefix(c.Worker, "agent:") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TestSubagentParallelChildren: a parent whose step calls one agent twice
+// runs two children at once, each a turn of its own with its parent named,
+// and gets both answers as its calls' results.
+func TestSubagentParallelChildren(t *testing.T) {
+	h := newSubagentHarness(t).start()
+	h.submit(script("lead-1", "Lead", `{"responses":[
+		{"tool_calls":[{"name":"Researcher","arguments":{"task":"find a"}},{"name":"Researcher","arguments":{"task":"find b"}}]},
+		{"text":"both found"}]}`))
+	log, fin := h.finished("lead-1")
+	if fin.StopReason != events.StopCompleted || fin.Output != "both found" {
+		t.Fatalf("parent: %+v\n%s", fin, dump(log))
+	}
+	reqs := of[events.ToolRequestedData](t, log, events.ToolRequested)
+	done := subagentCalls(t, log)
+	if len(reqs) != 2 || len(done) != 2 {
+		t.Fatalf("want 2 subagent calls, got %d requested, %d completed\n%s", len(reqs), len(done), dump(log))
+	}
+	var started, ended []time.Time
+	for i, r := range reqs {
+		child := fsm.ChildTurnID("lead-1", r.CallID)
+		if r.ChildTurnID != child || !strings.HasPrefix(child, "sub-") || len(child) != 30 {
+			t.Fatalf("call %s names child %q, want %q", r.CallID, r.ChildTurnID, child)
+		}
+		c := done[i]
+		if c.ChildTurnID != child || c.Worker != "agent:Researcher" || c.IsError || c.Output != "found: 42" {
+			t.Fatalf("result of call %s: %+v", r.CallID, c)
+		}
+		clog, cfin := h.finished(child)
+		if cfin.StopReason != events.StopCompleted {
+			t.Fatalf("child %s: %+v", child, cfin)
+		}
+		st := of[events.TurnStartedData](t, clog, events.TurnStarted)[0]
+		if p := st.Parent; p == nil || p.TurnID != "lead-1" || p.CallID != r.CallID || p.Depth != 1 {
+			t.Fatalf("child %s parent %+v", child, st.Parent)
+		}
+		if clog[0].SessionID != child || st.Agent != "Researcher" || st.Input[0].Content != []string{"find a", "find b"}[i] {
+			t.Fatalf("child %s: session %s agent %s input %+v", child, clog[0].SessionID, st.Agent, st.Input)
+		}
+		started, ended = append(started, clog[0].Time), append(ended, clog[len(clog)-1].Time)
+	}
+	// Each child's model answers after 300 ms: run one after the other,
+	// the second would start after the first ended.
+	if !started[1].Before(ended[0]) || !started[0].Before(ended[1]) {
+		t.Fatalf("children ran one after the other: started %v, ended %v", started, ended)
+	}
+	if n, err := fsm.Verify(log); err != nil {
+		t.Fatalf("verify the parent (%d decisions): %v", n, err)
+	}
+}
