@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -49,7 +50,7 @@ tools: [agent:Selfish]
 Calls itself.
 ---
 name: Ping
-model: script
+model: script:ping.yaml
 tools: [agent:Pong]
 ---
 Calls Pong.
@@ -88,6 +89,7 @@ Level four.
 var subagentScripts = map[string]string{
 	"researcher.yaml": "responses:\n  - text: \"found: 42\"\n    delay_ms: 300\nrepeat_last: true\n",
 	"slow.yaml":       "responses:\n  - tool_calls: [{name: echo, arguments: {text: hi}}]\n  - text: echoed\n",
+	"ping.yaml":       "responses:\n  - tool_calls: [{name: Pong, arguments: {task: go}}]\n  - text: ping done\n",
 	"pong.yaml":       "responses:\n  - tool_calls: [{name: Ping, arguments: {task: again}}]\n  - text: pong done\n",
 	"deep.yaml":       "responses:\n  - tool_calls: [{name: D2, arguments: {task: down}}]\n  - text: d1 done\n",
 	"deep2.yaml":      "responses:\n  - tool_calls: [{name: D3, arguments: {task: down}}]\n  - text: d2 done\n",
@@ -194,5 +196,107 @@ func TestSubagentParallelChildren(t *testing.T) {
 	}
 	if n, err := fsm.Verify(log); err != nil {
 		t.Fatalf("verify the parent (%d decisions): %v", n, err)
+	}
+}
+
+// TestSubagentSquatter: a client that submits a turn under the id a call's
+// child will have, before the call, gets that turn rejected, and the call
+// fails with an error result that says so; a forged child of a call that
+// runs is rejected too, and never becomes the child.
+func TestSubagentSquatter(t *testing.T) {
+	h := newSubagentHarness(t).start()
+	call := scriptCallID("lead-sq", 1, 0, 0)
+	child := fsm.ChildTurnID("lead-sq", call)
+	squat := events.Submit{TurnID: child, Agent: "Researcher", Input: []events.Message{{Role: events.RoleUser, Content: "mine"}},
+		Parent: &events.ParentRef{TurnID: "lead-sq", CallID: call, Depth: 1}}
+	h.submit(squat)
+	_, sfin := h.finished(child)
+	if sfin.StopReason != events.StopRejected || !strings.Contains(sfin.Error, "not a subagent's turn the orchestrator submitted") {
+		t.Fatalf("squatter: %+v", sfin)
+	}
+	h.submit(script("lead-sq", "Lead", `{"responses":[
+		{"tool_calls":[{"name":"Researcher","arguments":{"task":"find"}}]},
+		{"text":"gave up"}]}`))
+	log, fin := h.finished("lead-sq")
+	if fin.StopReason != events.StopCompleted {
+		t.Fatalf("parent: %+v\n%s", fin, dump(log))
+	}
+	done := subagentCalls(t, log)
+	if len(done) != 1 || !done[0].IsError || done[0].ChildTurnID != child ||
+		!strings.Contains(done[0].Output, "was rejected") || !strings.Contains(done[0].Output, "not a subagent's turn the orchestrator submitted") {
+		t.Fatalf("the call's result must say its child's id was taken: %+v", done)
+	}
+	if clog := h.events(child); len(clog) != 1 {
+		t.Fatalf("the squatted id must stay a rejection, not start:\n%s", dump(clog))
+	}
+}
+
+// TestSubagentRefusals: an agent that calls itself, an agent that calls its
+// ancestor, and a call past depth 3 each get an error result saying why,
+// and their turns go on.
+func TestSubagentRefusals(t *testing.T) {
+	h := newSubagentHarness(t).start()
+	h.submit(script("selfish", "Selfish", `{"responses":[
+		{"tool_calls":[{"name":"Selfish","arguments":{"task":"again"}}]},{"text":"ok"}]}`))
+	h.submit(events.Submit{TurnID: "ping", Agent: "Ping", Input: []events.Message{{Role: events.RoleUser, Content: "go"}}})
+	h.submit(events.Submit{TurnID: "deep", Agent: "D1", Input: []events.Message{{Role: events.RoleUser, Content: "go"}}})
+
+	log, fin := h.finished("selfish")
+	done := subagentCalls(t, log)
+	res := of[events.ToolCompletedData](t, log, events.ToolCompleted)
+	if fin.StopReason != events.StopCompleted || len(done) != 0 || len(res) != 1 || !res[0].IsError ||
+		!strings.Contains(res[0].Output, "cannot start itself") {
+		t.Fatalf("self call: %+v %+v", fin, res)
+	}
+
+	log, fin = h.finished("ping")
+	pong := subagentCalls(t, log)
+	if fin.StopReason != events.StopCompleted || len(pong) != 1 || pong[0].IsError || pong[0].Output != "pong done" {
+		t.Fatalf("ping: %+v %+v", fin, pong)
+	}
+	plog, _ := h.finished(pong[0].ChildTurnID)
+	back := subagentCalls(t, plog)
+	if len(back) != 1 || !back[0].IsError || !strings.Contains(back[0].Output, "cannot start itself or an ancestor (this call's chain: Ping > Pong)") {
+		t.Fatalf("Pong calling its parent's agent: %+v", back)
+	}
+
+	// D1 > D2 > D3 > D4: D4 is at depth 3 and starts no child.
+	turn, depth := "deep", 0
+	for depth < 3 {
+		log, fin := h.finished(turn)
+		calls := subagentCalls(t, log)
+		if fin.StopReason != events.StopCompleted || len(calls) != 1 || calls[0].IsError {
+			t.Fatalf("depth %d: %+v %+v", depth, fin, calls)
+		}
+		turn, depth = calls[0].ChildTurnID, depth+1
+		st := of[events.TurnStartedData](t, h.events(turn), events.TurnStarted)[0]
+		if st.Parent == nil || st.Parent.Depth != depth {
+			t.Fatalf("depth %d: parent %+v", depth, st.Parent)
+		}
+	}
+	log, fin = h.finished(turn)
+	res = of[events.ToolCompletedData](t, log, events.ToolCompleted)
+	if fin.StopReason != events.StopCompleted || len(res) != 1 || !res[0].IsError || !strings.Contains(res[0].Output, "depth 3") {
+		t.Fatalf("depth 3 call: %+v %+v", fin, res)
+	}
+}
+
+// TestSubagentAbort: aborting a parent whose child waits for an approval
+// ends both aborted.
+func TestSubagentAbort(t *testing.T) {
+	h := newSubagentHarness(t).start()
+	h.submit(script("lead-ab", "Lead", `{"responses":[
+		{"tool_calls":[{"name":"Slow","arguments":{"task":"echo"}}]},{"text":"never"}]}`))
+	req := h.waitType("lead-ab", events.ToolRequested)
+	var r events.ToolRequestedData
+	if err := json.Unmarshal(req.Data, &r); err != nil || r.ChildTurnID == "" {
+		t.Fatalf("tool.requested: %s %v", req.Data, err)
+	}
+	h.waitType(r.ChildTurnID, events.TurnPaused)
+	h.control("lead-ab", events.Control{Action: events.ActionAbort, Reason: "enough"})
+	_, fin := h.finished("lead-ab")
+	_, cfin := h.finished(r.ChildTurnID)
+	if fin.StopReason != events.StopAborted || cfin.StopReason != events.StopAborted || !strings.Contains(cfin.Error, "lead-ab") {
+		t.Fatalf("parent %+v, child %+v", fin, cfin)
 	}
 }
