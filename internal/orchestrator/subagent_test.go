@@ -5,11 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/orchestrator"
 )
 
 // subagentAgents are the agents of the subagent tests. Children run their
@@ -298,5 +301,49 @@ func TestSubagentAbort(t *testing.T) {
 	_, cfin := h.finished(r.ChildTurnID)
 	if fin.StopReason != events.StopAborted || cfin.StopReason != events.StopAborted || !strings.Contains(cfin.Error, "lead-ab") {
 		t.Fatalf("parent %+v, child %+v", fin, cfin)
+	}
+}
+
+// TestCrashAtEveryStageSubagent is TestCrashAtEveryStage with a parent
+// whose step runs a subagent: whichever input of the parent's or the
+// child's the orchestrator dies on, at whichever stage, a fresh one
+// finishes both, the child started once and its result applied once (the
+// logs' invariants, checked when the test ends, hold each call to one
+// result and each turn to one start).
+func TestCrashAtEveryStageSubagent(t *testing.T) {
+	for _, stage := range []string{orchestrator.StagePartial, orchestrator.StageAppended, orchestrator.StagePublished} {
+		for n := 1; n <= 6; n++ {
+			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
+				h := newSubagentHarness(t)
+				h.worker()
+				var seen atomic.Int32
+				var crashed atomic.Bool
+				_, kill := h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
+					if s != stage || seen.Add(1) != int32(n) {
+						return nil
+					}
+					crashed.Store(true)
+					return errors.New("crash")
+				}))
+				turn := fmt.Sprintf("lead-crash-%s-%d", stage, n)
+				h.submit(script(turn, "Lead", `{"responses":[
+					{"tool_calls":[{"name":"Researcher","arguments":{"task":"find"}}]},{"text":"done"}]}`))
+				h.waitFor("the crash or the end", func() bool { return crashed.Load() || h.last(turn) == events.TurnFinished })
+				if !crashed.Load() {
+					t.Skipf("the turn has fewer than %d inputs that reach stage %s", n, stage)
+				}
+				kill()
+				h.orchestrator()
+				log, fin := h.finished(turn)
+				done := subagentCalls(t, log)
+				if fin.StopReason != events.StopCompleted || len(done) != 1 || done[0].Output != "found: 42" {
+					t.Fatalf("finished %+v, calls %+v\n%s", fin, done, dump(log))
+				}
+				clog, _ := h.finished(done[0].ChildTurnID)
+				if got := len(of[events.TurnStartedData](t, clog, events.TurnStarted)); got != 1 {
+					t.Fatalf("the child started %d times", got)
+				}
+			})
+		}
 	}
 }
