@@ -169,13 +169,17 @@ func TestSubagentParallelChildren(t *testing.T) {
 	if len(reqs) != 2 || len(done) != 2 {
 		t.Fatalf("want 2 subagent calls, got %d requested, %d completed\n%s", len(reqs), len(done), dump(log))
 	}
+	byCall := map[string]events.ToolCompletedData{}
+	for _, c := range done {
+		byCall[c.CallID] = c
+	}
 	var started, ended []time.Time
 	for i, r := range reqs {
 		child := fsm.ChildTurnID("lead-1", r.CallID)
 		if r.ChildTurnID != child || !strings.HasPrefix(child, "sub-") || len(child) != 30 {
 			t.Fatalf("call %s names child %q, want %q", r.CallID, r.ChildTurnID, child)
 		}
-		c := done[i]
+		c := byCall[r.CallID]
 		if c.ChildTurnID != child || c.Worker != "agent:Researcher" || c.IsError || c.Output != "found: 42" {
 			t.Fatalf("result of call %s: %+v", r.CallID, c)
 		}
@@ -199,6 +203,18 @@ func TestSubagentParallelChildren(t *testing.T) {
 	}
 	if n, err := fsm.Verify(log); err != nil {
 		t.Fatalf("verify the parent (%d decisions): %v", n, err)
+	}
+
+	// A fork after the step that ran the children has their results in
+	// its history, as recorded: it starts no child.
+	h.submit(events.Submit{TurnID: "lead-1-fork", ForkedFrom: &events.ForkedFrom{TurnID: "lead-1", Step: 1}})
+	flog, ffin := h.finished("lead-1-fork")
+	if ffin.StopReason != events.StopCompleted || ffin.Output != "both found" || len(of[events.ToolRequestedData](t, flog, events.ToolRequested)) != 0 {
+		t.Fatalf("fork: %+v\n%s", ffin, dump(flog))
+	}
+	st := of[events.TurnStartedData](t, flog, events.TurnStarted)[0]
+	if st.History != 4 { // the input, the answer with two calls, two results
+		t.Fatalf("fork history %d", st.History)
 	}
 }
 
