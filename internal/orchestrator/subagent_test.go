@@ -19,6 +19,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 )
@@ -156,7 +157,11 @@ func subagentCalls(t *testing.T, log []events.Envelope) []events.ToolCompletedDa
 // runs two children at once, each a turn of its own with its parent named,
 // and gets both answers as its calls' results.
 func TestSubagentParallelChildren(t *testing.T) {
-	h := newSubagentHarness(t).start()
+	m := metrics.New()
+	base := serveMetrics(t, m)
+	h := newSubagentHarness(t)
+	h.worker()
+	h.orchestrator(orchestrator.WithMetrics(m))
 	h.submit(script("lead-1", "Lead", `{"responses":[
 		{"tool_calls":[{"name":"Researcher","arguments":{"task":"find a"}},{"name":"Researcher","arguments":{"task":"find b"}}]},
 		{"text":"both found"}]}`))
@@ -203,6 +208,9 @@ func TestSubagentParallelChildren(t *testing.T) {
 	}
 	if n, err := fsm.Verify(log); err != nil {
 		t.Fatalf("verify the parent (%d decisions): %v", n, err)
+	}
+	if got := scrape(t, base)[`jetloop_tool_calls_total{outcome="ok",tool="agent:Researcher"}`]; got != 2 {
+		t.Fatalf("subagent calls counted %v times, want 2", got)
 	}
 
 	// A fork after the step that ran the children has their results in
