@@ -496,8 +496,10 @@ func (p *parser) agent(open int, m *yaml.Node) *Agent {
 		}
 	}
 	if a.Tools != nil {
-		p.offered("approval", a.Approval, approvalLines, a.Tools)
-		p.offered("final_tools", a.FinalTools, finalLines, a.Tools)
+		// A subagent is offered as a tool named after its agent.
+		offered := append(slices.Clone(a.Tools), a.Subagents...)
+		p.offered("approval", a.Approval, approvalLines, offered)
+		p.offered("final_tools", a.FinalTools, finalLines, offered)
 	}
 	if len(p.diags) == before {
 		// The checks above are the precise ones; the schema is the contract.
