@@ -33,6 +33,13 @@ tools: [agent:Researcher, agent:Slow]
 ---
 Delegate.
 ---
+name: Careful
+model: script
+tools: [agent:Researcher]
+approval: [Researcher]
+---
+Delegates once approved.
+---
 name: Researcher
 description: Finds facts
 model: script:researcher.yaml
@@ -369,5 +376,29 @@ func TestCrashAtEveryStageSubagent(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSubagentApproval: a subagent call in approval waits for the approve
+// before its child is submitted.
+func TestSubagentApproval(t *testing.T) {
+	h := newSubagentHarness(t).start()
+	h.submit(script("careful", "Careful", `{"responses":[
+		{"tool_calls":[{"name":"Researcher","arguments":{"task":"find"}}]},{"text":"done"}]}`))
+	paused := h.waitType("careful", events.TurnPaused)
+	var p events.TurnPausedData
+	if err := json.Unmarshal(paused.Data, &p); err != nil || p.Kind != events.PauseApproval {
+		t.Fatalf("paused %s", paused.Data)
+	}
+	child := fsm.ChildTurnID("careful", p.CallID)
+	if h.last(child) != "" {
+		t.Fatal("the child started before its call was approved")
+	}
+	yes := true
+	h.control("careful", events.Control{Action: events.ActionApprove, CallID: p.CallID, Approved: &yes})
+	log, fin := h.finished("careful")
+	done := subagentCalls(t, log)
+	if fin.StopReason != events.StopCompleted || len(done) != 1 || done[0].Output != "found: 42" || done[0].ChildTurnID != child {
+		t.Fatalf("finished %+v, calls %+v", fin, done)
 	}
 }
