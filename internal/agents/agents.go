@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -41,8 +42,15 @@ type Agent struct {
 	// Budget caps the tool calls of a turn; 0 means the default (50).
 	Budget int
 	// Tools lists the tools offered to the model, ask_user included; nil
-	// means every tool, an empty list none.
+	// means every tool, an empty list none. Subagents named agent:<Name>
+	// are not in it: see Subagents.
 	Tools []string
+	// Subagents are the agents named agent:<Name> in tools: each is offered
+	// to the model as a tool <Name> whose call runs a child turn of it.
+	Subagents []string
+	// SharedSession puts the children in the parent's session
+	// (subagent_session: shared) instead of each in its own.
+	SharedSession bool
 	// Approval lists the tools whose calls wait for an approve control message.
 	Approval []string
 	// FinalTools lists the tools whose call ends the turn with its result.
@@ -65,6 +73,9 @@ type Agent struct {
 
 	// nameLine is where the name key is, so a duplicate can point at both.
 	nameLine int
+	// subagentLines are the lines of Subagents, so Load can point at an
+	// unknown one.
+	subagentLines []int
 }
 
 // StepCap is the most model steps a turn of this agent may take:
@@ -201,6 +212,17 @@ func Load(path string) (*Set, []Diagnostic, error) {
 			}
 			set.agents[a.Name] = a
 			set.names = append(set.names, a.Name)
+		}
+	}
+	// An agent tool is resolved once every file is read: it may name an
+	// agent defined after it, or in another file of the directory.
+	for _, n := range set.names {
+		a := set.agents[n]
+		for i, sub := range a.Subagents {
+			if _, ok := set.agents[sub]; !ok {
+				diags = append(diags, Diagnostic{File: a.File, Line: a.subagentLines[i], Severity: Error,
+					Message: fmt.Sprintf("tools: agent:%s names no agent (known: %s)", sub, strings.Join(slices.Sorted(maps.Keys(set.agents)), ", "))})
+			}
 		}
 	}
 	if len(set.agents) == 0 && !hasError(diags) {
@@ -451,9 +473,19 @@ func (p *parser) agent(open int, m *yaml.Node) *Agent {
 			a.KeepSteps = p.compaction(open, line, v)
 		case "tools":
 			// A tools list nobody can read offers nothing rather than everything.
-			a.Tools, _ = p.list(open, line, key, v)
+			var lines []int
+			a.Tools, lines = p.list(open, line, key, v)
 			if a.Tools == nil {
 				a.Tools = []string{}
+			}
+			a.Tools, a.Subagents, a.subagentLines = p.subagents(a.Tools, lines)
+		case "subagent_session":
+			switch s := p.text(line, key, v); s {
+			case "shared":
+				a.SharedSession = true
+			case "own", "":
+			default:
+				p.warnf(line, "subagent_session: %q is neither shared nor own; children get sessions of their own", s)
 			}
 		case "approval":
 			a.Approval, approvalLines = p.list(open, line, key, v)
@@ -464,8 +496,10 @@ func (p *parser) agent(open int, m *yaml.Node) *Agent {
 		}
 	}
 	if a.Tools != nil {
-		p.offered("approval", a.Approval, approvalLines, a.Tools)
-		p.offered("final_tools", a.FinalTools, finalLines, a.Tools)
+		// A subagent is offered as a tool named after its agent.
+		offered := append(slices.Clone(a.Tools), a.Subagents...)
+		p.offered("approval", a.Approval, approvalLines, offered)
+		p.offered("final_tools", a.FinalTools, finalLines, offered)
 	}
 	if len(p.diags) == before {
 		// The checks above are the precise ones; the schema is the contract.
@@ -613,6 +647,32 @@ func (p *parser) list(open, line int, key string, v *yaml.Node) ([]string, []int
 		return nil, nil
 	}
 }
+
+// subagents splits the agent:<Name> entries of a tools list from the tools
+// workers serve. A name that is not a valid agent name is an error: a tool
+// the model is offered must name exactly one agent.
+func (p *parser) subagents(names []string, lines []int) (tools, subs []string, subLines []int) {
+	tools = make([]string, 0, len(names))
+	for i, n := range names {
+		name, ok := strings.CutPrefix(n, SubagentPrefix)
+		if !ok {
+			tools = append(tools, n)
+			continue
+		}
+		switch {
+		case !validName.MatchString(name):
+			p.errorf(lines[i], "tools: %q: an agent's name is 1 to 64 letters, digits, '_' or '-'", n)
+		case slices.Contains(subs, name):
+			p.warnf(lines[i], "tools: %q is listed twice", n)
+		default:
+			subs, subLines = append(subs, name), append(subLines, lines[i])
+		}
+	}
+	return tools, subs, subLines
+}
+
+// SubagentPrefix marks an agent in tools: agent:<Name>.
+const SubagentPrefix = "agent:"
 
 // offered warns about tools named in approval or final_tools that the agent
 // is never offered: the setting can have no effect, so it is likely a typo.

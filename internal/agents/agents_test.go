@@ -783,3 +783,32 @@ func TestSchema(t *testing.T) {
 		})
 	}
 }
+
+func TestSubagentTools(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "AGENTS.md")
+	good := "---\nname: Lead\ntools: [read_file, agent:Researcher]\nsubagent_session: shared\n---\nLead.\n" +
+		"---\nname: Researcher\ndescription: Finds things out\n---\nResearch.\n"
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, diags, err := Load(path)
+	if err != nil || len(diags) > 0 {
+		t.Fatalf("load: %v %v", err, diags)
+	}
+	lead, _ := set.Get("Lead")
+	if !slices.Equal(lead.Tools, []string{"read_file"}) || !slices.Equal(lead.Subagents, []string{"Researcher"}) || !lead.SharedSession {
+		t.Fatalf("lead: tools %v subagents %v shared %v", lead.Tools, lead.Subagents, lead.SharedSession)
+	}
+	if lead.AllowsTool("agent:Researcher") {
+		t.Fatal("agent:Researcher is no worker's tool")
+	}
+	bad := "---\nname: Lead\ntools:\n  - agent:Nobody\n---\nLead.\n"
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, diags, err = Load(path)
+	if err == nil || !strings.Contains(err.Error(), "AGENTS.md:4: tools: agent:Nobody names no agent") {
+		t.Fatalf("an unknown agent must fail the load at its line: %v %v", err, diags)
+	}
+}

@@ -23,6 +23,9 @@ type Trace struct {
 	// held keeps text of a step whose step.started has not been printed:
 	// deltas come on their own subject and may overtake the log.
 	held []events.Delta
+	// Children reads a subagent's finished turn, so that its trace is
+	// printed indented under the call it answers; nil prints none.
+	Children func(turn string) ([]events.Envelope, error)
 }
 
 // NewTrace prints to w, in colour when color is set.
@@ -81,6 +84,9 @@ func (t *Trace) Event(e events.Envelope) error {
 		t.start = e.Time
 		fmt.Fprintf(t.w, "%s %s  session %s\n", t.style("turn", bold), e.TurnID, e.SessionID)
 	}
+	if e.Type == events.ToolCompleted {
+		t.child(e)
+	}
 	after := t.state.Phase
 	move := fmt.Sprintf("%s → %s", before, after)
 	typ := fmt.Sprintf("%-15s", e.Type)
@@ -105,6 +111,32 @@ func (t *Trace) Event(e events.Envelope) error {
 	return nil
 }
 
+// child prints the trace of the subagent turn whose end a tool.completed
+// is, indented, just above the result: a child ends before its call does,
+// so its whole log is there to read.
+func (t *Trace) child(e events.Envelope) {
+	var d struct {
+		ChildTurnID string `json:"child_turn_id"`
+	}
+	if t.Children == nil || json.Unmarshal(e.Data, &d) != nil || d.ChildTurnID == "" {
+		return
+	}
+	w := &nested{w: t.w}
+	log, err := t.Children(d.ChildTurnID)
+	if err != nil {
+		fmt.Fprintf(w, "subagent turn %s: %v\n", d.ChildTurnID, err)
+		return
+	}
+	ct := NewTrace(w, t.color)
+	ct.Children = t.Children
+	for _, ce := range log {
+		if err := ct.Event(ce); err != nil {
+			fmt.Fprintf(w, "subagent turn %s: %v\n", d.ChildTurnID, err)
+			return
+		}
+	}
+}
+
 // State is the turn's state after the events printed so far.
 func (t *Trace) State() *fsm.State { return t.state }
 
@@ -125,6 +157,9 @@ func (t *Trace) detail(e events.Envelope) string {
 		if f := d.ForkedFrom; f != nil {
 			s += fmt.Sprintf(", forked from %s step %d", f.TurnID, f.Step)
 		}
+		if p := d.Parent; p != nil {
+			s += fmt.Sprintf(", subagent of %s call %s (depth %d)", p.TurnID, p.CallID, p.Depth)
+		}
 		return s
 	case events.ModelCompleted:
 		var d events.ModelCompletedData
@@ -137,7 +172,11 @@ func (t *Trace) detail(e events.Envelope) string {
 	case events.ToolRequested:
 		var d events.ToolRequestedData
 		_ = json.Unmarshal(e.Data, &d)
-		return fmt.Sprintf("%s %s", d.Name, clip(string(d.Arguments), 60))
+		s := fmt.Sprintf("%s %s", d.Name, clip(string(d.Arguments), 60))
+		if d.ChildTurnID != "" {
+			s += " → subagent turn " + d.ChildTurnID
+		}
+		return s
 	case events.ToolCompleted:
 		var d events.ToolCompletedData
 		_ = json.Unmarshal(e.Data, &d)

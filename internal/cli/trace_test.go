@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,58 @@ func TestTraceHoldsTextOfAStepNotYetStarted(t *testing.T) {
 	tr.Delta(events.Delta{TurnID: "t1", Step: 1, Delta: "words"})
 	got := out.String()
 	if i, j := strings.Index(got, "step.started"), strings.Index(got, "▸ early words"); i < 0 || j < i {
+		t.Fatalf("trace:\n%s", got)
+	}
+}
+
+// A subagent call's child turn is printed indented under the call, just
+// above the result it gave.
+func TestTracePrintsChildUnderItsCall(t *testing.T) {
+	env := fsm.Env{Now: time.Now(), NewID: func() string { return "id" }}
+	run := func(st *fsm.State, ins ...fsm.Input) (*fsm.State, []events.Envelope) {
+		var log []events.Envelope
+		for _, in := range ins {
+			d, err := fsm.Decide(st, in, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, log = d.State, append(log, d.Events...)
+		}
+		return st, log
+	}
+	spec := events.ToolSpec{Name: "Researcher", Parameters: fsm.SubagentParameters, Agent: "Researcher"}
+	call := events.ToolCall{CallID: "c1", Name: "Researcher", Arguments: []byte(`{"task":"find"}`)}
+	child := fsm.ChildTurnID("p", "c1")
+	_, clog := run(fsm.New(child),
+		fsm.Start{TurnID: child, SessionID: child, Agent: "Researcher", Model: "script", Input: []events.Message{{Role: events.RoleUser, Content: "find"}},
+			Limits: fsm.Limits{Steps: 3, Budget: 5, DoomLoop: 3}, Parent: &events.ParentRef{TurnID: "p", CallID: "c1", Depth: 1}},
+		fsm.ModelAnswer{TurnID: child, Step: 1, Text: "found it"})
+	var fin events.TurnFinishedData
+	_ = json.Unmarshal(clog[len(clog)-1].Data, &fin)
+	_, plog := run(fsm.New("p"),
+		fsm.Start{TurnID: "p", SessionID: "p", Agent: "Lead", Model: "script", Input: []events.Message{{Role: events.RoleUser, Content: "go"}},
+			Limits: fsm.Limits{Steps: 3, Budget: 5, DoomLoop: 3}, Tools: []events.ToolSpec{spec}},
+		fsm.ModelAnswer{TurnID: "p", Step: 1, ToolCalls: []events.ToolCall{call}},
+		fsm.ChildAnswer{TurnID: "p", CallID: "c1", ChildTurnID: child, Finished: &fin},
+		fsm.ModelAnswer{TurnID: "p", Step: 2, Text: "done"})
+	var out bytes.Buffer
+	tr := NewTrace(&out, false)
+	tr.Children = func(turn string) ([]events.Envelope, error) {
+		if turn != child {
+			t.Fatalf("asked for turn %s", turn)
+		}
+		return clog, nil
+	}
+	for _, e := range plog {
+		if err := tr.Event(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := out.String()
+	nestedStart := strings.Index(got, "    │ turn "+child)
+	nestedEnd := strings.Index(got, "    │ finished: completed")
+	completed := strings.Index(got, "tool.completed")
+	if nestedStart < 0 || nestedEnd < nestedStart || completed < nestedEnd || !strings.Contains(got, "→ subagent turn "+child) {
 		t.Fatalf("trace:\n%s", got)
 	}
 }

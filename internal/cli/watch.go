@@ -26,6 +26,9 @@ func Watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn stri
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if t.Children == nil {
+		t.Children = func(child string) ([]events.Envelope, error) { return readFinished(ctx, js, child) }
+	}
 	type item struct {
 		e   events.Envelope
 		err error
@@ -67,6 +70,22 @@ func Watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn stri
 			}
 		}
 	}
+}
+
+// readFinished reads the log of a turn that has finished, up to its
+// turn.finished.
+func readFinished(ctx context.Context, js jetstream.JetStream, turn string) ([]events.Envelope, error) {
+	var log []events.Envelope
+	for e, err := range turnlog.Follow(ctx, js, turn, turnlog.FromFirst) {
+		if err != nil {
+			return log, err
+		}
+		log = append(log, e)
+		if e.Type == events.TurnFinished {
+			break
+		}
+	}
+	return log, nil
 }
 
 // Submit publishes a turn request and returns once the inbox has it.

@@ -20,7 +20,8 @@ func CheckLog(log []Envelope) error {
 	turn, session := log[0].TurnID, log[0].SessionID
 	requested := map[string]bool{}
 	completed := map[string]bool{}
-	open := 0 // the started step not yet checked, 0 when none
+	children := map[string]string{} // call → the child turn its request named
+	open := 0                       // the started step not yet checked, 0 when none
 	for i, e := range log {
 		at := fmt.Sprintf("event %d (%s)", i+1, e.Type)
 		if e.Seq != i+1 {
@@ -57,7 +58,8 @@ func CheckLog(log []Envelope) error {
 			open = 0
 		case ToolRequested, ToolCompleted:
 			var c struct {
-				CallID string `json:"call_id"`
+				CallID      string `json:"call_id"`
+				ChildTurnID string `json:"child_turn_id"`
 			}
 			if err := json.Unmarshal(e.Data, &c); err != nil || c.CallID == "" {
 				return fmt.Errorf("%s: no call_id", at)
@@ -67,7 +69,12 @@ func CheckLog(log []Envelope) error {
 					return fmt.Errorf("%s: call %s requested twice", at, c.CallID)
 				}
 				requested[c.CallID] = true
+				children[c.CallID] = c.ChildTurnID
 				continue
+			}
+			// A subagent call's result is its child's end, and only its.
+			if c.ChildTurnID != children[c.CallID] {
+				return fmt.Errorf("%s: call %s requested with child turn %q, completed with %q", at, c.CallID, children[c.CallID], c.ChildTurnID)
 			}
 			if !requested[c.CallID] {
 				return fmt.Errorf("%s: call %s completed but never requested", at, c.CallID)

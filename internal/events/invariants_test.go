@@ -52,6 +52,11 @@ func TestCheckLogCatchesEveryBrokenInvariant(t *testing.T) {
 		want string
 	}{
 		{"a gap in seq", func(l []events.Envelope) []events.Envelope { return append(l[:3:3], l[4:]...) }, "seq"},
+		{"a subagent's result from another child", func(l []events.Envelope) []events.Envelope {
+			l[3].Data = json.RawMessage(`{"call_id":"a","child_turn_id":"sub-a"}`)
+			l[4].Data = json.RawMessage(`{"call_id":"a","child_turn_id":"sub-b"}`)
+			return l
+		}, "child turn"},
 		{"seq not from 1", func(l []events.Envelope) []events.Envelope {
 			for i := range l {
 				l[i].Seq++

@@ -22,6 +22,18 @@ type Submit struct {
 	ForkedFrom *ForkedFrom `json:"forked_from,omitempty"`
 	// Workflow is set by a workflow on the turn of one of its tasks.
 	Workflow *WorkflowRef `json:"workflow,omitempty"`
+	// Parent is set on a subagent's turn: the call of the parent turn that
+	// runs it. Only the orchestrator submits such a turn (CONTRACT.md,
+	// Subagents).
+	Parent *ParentRef `json:"parent,omitempty"`
+}
+
+// ParentRef ties a subagent's turn to the parent turn's call that runs it.
+type ParentRef struct {
+	TurnID string `json:"turn_id"`
+	CallID string `json:"call_id"`
+	// Depth is the child's: 1 for a child of a turn that is no subagent's.
+	Depth int `json:"depth"`
 }
 
 // Action is a control message's verb.

@@ -156,6 +156,8 @@ type TurnStartedData struct {
 	ForkedFrom *ForkedFrom `json:"forked_from,omitempty"`
 	// Workflow is set on the turn of a workflow's task.
 	Workflow *WorkflowRef `json:"workflow,omitempty"`
+	// Parent is set on a subagent's turn: the parent's call that runs it.
+	Parent *ParentRef `json:"parent,omitempty"`
 	// HistoryTurns lists, oldest first, the finished turns of the session
 	// whose conversation is this turn's history, so a fold of this log can
 	// rebuild exactly the conversation the turn saw (an extension of the
@@ -196,6 +198,12 @@ type ToolSpec struct {
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	TimeoutMs   int64           `json:"timeout_ms,omitempty"`
+	// Agent is set on a subagent tool: a call of it runs a child turn of
+	// that agent instead of a worker's job.
+	Agent string `json:"agent,omitempty"`
+	// SharedSession runs a subagent tool's children in the parent's
+	// session (the parent agent's subagent_session: shared).
+	SharedSession bool `json:"shared_session,omitempty"`
 }
 
 // ModelCompletedData is the data of model.completed.
@@ -221,6 +229,8 @@ type ToolRequestedData struct {
 	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
+	// ChildTurnID is the turn a subagent call runs.
+	ChildTurnID string `json:"child_turn_id,omitempty"`
 }
 
 // ToolCompletedData is the data of tool.completed.
@@ -233,6 +243,8 @@ type ToolCompletedData struct {
 	DurationMs int64  `json:"duration_ms"`
 	Worker     string `json:"worker"`
 	Attempts   int    `json:"attempts"`
+	// ChildTurnID is the turn whose end is a subagent call's result.
+	ChildTurnID string `json:"child_turn_id,omitempty"`
 }
 
 // PauseKind says what a paused turn waits for.

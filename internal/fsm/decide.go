@@ -64,6 +64,8 @@ type Start struct {
 	// ScriptIndex is where the scripted model starts answering: a fork that
 	// keeps the original's script goes on from the fork's step.
 	ScriptIndex int
+	// Parent is set on a subagent's turn.
+	Parent *events.ParentRef
 }
 
 // Reject records a submission that cannot start a turn.
@@ -218,6 +220,7 @@ func (d *decider) apply(in Input) error {
 			Metadata: in.Metadata, ForkedFrom: in.ForkedFrom, Workflow: in.Workflow, HistoryTurns: in.HistoryTurns,
 			Script: in.Script, System: in.System, Approval: in.Approval, FinalTools: in.FinalTools,
 			ToolSpecs: tools, SubmitDigest: in.Digest, Compaction: compaction, ScriptIndex: in.ScriptIndex,
+			Parent: in.Parent,
 		})
 		d.s.History = in.History
 
@@ -255,12 +258,33 @@ func (d *decider) apply(in Input) error {
 			return &InputError{Reason: fmt.Sprintf("a result of tool %q for call %q, a call of %q", in.Tool, in.CallID, c.Name)}
 		}
 		if c == nil || !c.Runnable() {
-			return nil // late, duplicate, or from an earlier step
+			// Late, duplicate, or from an earlier step; a subagent call's
+			// result is a ChildAnswer, never a worker's.
+			return nil
 		}
 		d.emit(events.ToolCompleted, events.ToolCompletedData{
 			CallID: c.CallID, Name: c.Name, Output: in.Output, IsError: in.IsError,
 			Final: in.Final || slices.Contains(s.FinalTools, c.Name), DurationMs: in.DurationMs,
 			Worker: in.Worker, Attempts: max(in.Attempt, 1),
+		})
+
+	case ChildAnswer:
+		if err := d.live(); err != nil {
+			return err
+		}
+		c := s.call(in.CallID)
+		if c == nil || !c.Delegated() || c.Child != in.ChildTurnID {
+			return nil // late, duplicate, or from an earlier step
+		}
+		out, isErr, took := in.Output, in.IsError, in.DurationMs
+		if f := in.Finished; f != nil {
+			out, isErr = ChildResult(c.Agent, c.Child, *f)
+			took = f.Metrics.DurationMs
+		}
+		d.emit(events.ToolCompleted, events.ToolCompletedData{
+			CallID: c.CallID, Name: c.Name, Output: out, IsError: isErr,
+			Final: slices.Contains(s.FinalTools, c.Name), DurationMs: took,
+			Worker: SubagentWorker + c.Agent, Attempts: 1, ChildTurnID: c.Child,
 		})
 
 	case Command:
@@ -334,9 +358,19 @@ func (d *decider) answered(in ModelAnswer) {
 	}
 	d.emit(events.ModelCompleted, data)
 	for _, c := range p.run {
-		d.emit(events.ToolRequested, events.ToolRequestedData{CallID: c.CallID, Name: c.Name, Arguments: c.Arguments})
+		d.requested(c)
 	}
 	d.refusals()
+}
+
+// requested writes a planned call's tool.requested; a subagent call that
+// can run names the child turn it runs.
+func (d *decider) requested(c events.ToolCall) {
+	r := events.ToolRequestedData{CallID: c.CallID, Name: c.Name, Arguments: c.Arguments}
+	if spec, ok := d.s.spec(c.Name); ok && spec.Agent != "" && d.s.refuse(c) == "" {
+		r.ChildTurnID = ChildTurnID(d.s.TurnID, c.CallID)
+	}
+	d.emit(events.ToolRequested, r)
 }
 
 // refusals answers at once the planned calls that cannot run, so the model
@@ -365,7 +399,7 @@ func (d *decider) repair() bool {
 		return false
 	}
 	for _, c := range s.planned[len(s.Calls):] {
-		d.emit(events.ToolRequested, events.ToolRequestedData{CallID: c.CallID, Name: c.Name, Arguments: c.Arguments})
+		d.requested(c)
 	}
 	d.refusals()
 	return true

@@ -15,6 +15,9 @@ type Job struct {
 	Subject string
 	Model   *events.ModelJob
 	Tool    *events.ToolJob
+	// Submit starts a subagent call's child turn, published by the
+	// orchestrator itself with Nats-Msg-Id subagent:<child_id>.
+	Submit *events.Submit
 }
 
 // SummaryInstruction asks for the sentinel's summary. Models ignore a missing
@@ -41,6 +44,12 @@ func Jobs(s *State) []Job {
 		var jobs []Job
 		for i := range s.Calls {
 			c := &s.Calls[i]
+			if c.Delegated() {
+				spec, _ := s.spec(c.Name)
+				sub := s.ChildSubmit(c, c.Agent, spec.SharedSession)
+				jobs = append(jobs, Job{ID: "subagent:" + c.Child, Subject: events.SubjectSubmit, Submit: &sub})
+				continue
+			}
 			if !c.Runnable() {
 				continue
 			}

@@ -19,5 +19,12 @@ func (s *State) refuse(c events.ToolCall) string {
 	if err := schemas.ValidateArgs(spec.Parameters, c.Arguments); err != nil {
 		return fmt.Sprintf("error: invalid arguments for %s: %v", c.Name, err)
 	}
+	switch {
+	case spec.Agent == "":
+	case spec.Agent == s.Agent:
+		return fmt.Sprintf("error: agent %s cannot start itself as a subagent", spec.Agent)
+	case s.Depth() >= MaxDepth:
+		return fmt.Sprintf("error: subagent %s cannot run: this turn is a subagent at depth %d, the deepest allowed", spec.Agent, s.Depth())
+	}
 	return ""
 }

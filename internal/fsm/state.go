@@ -61,11 +61,16 @@ type Call struct {
 	Requested time.Time
 	Deadline  time.Time
 	Result    *events.ToolCompletedData
+	// Child is the turn a subagent call runs (tool.requested's
+	// child_turn_id), and Agent that turn's agent; both empty for a
+	// worker's tool.
+	Child string
+	Agent string
 }
 
 // Runnable reports whether a worker should be running the call now.
 func (c *Call) Runnable() bool {
-	if c.Status != CallRequested || c.Name == AskUser {
+	if c.Status != CallRequested || c.Name == AskUser || c.Child != "" {
 		return false
 	}
 	return c.Gate == GateNone || (c.Gate == GateApproval && c.Resumed && c.Approved)
@@ -103,6 +108,9 @@ type State struct {
 	// Workflow is the workflow task the turn runs, if any: its end is
 	// reported to the workflow.
 	Workflow *events.WorkflowRef
+	// Parent is the call of another turn that runs this one (a subagent's
+	// turn): its end is that call's result.
+	Parent *events.ParentRef
 
 	// KeepSteps is the turn's compaction (see Compact); 0 means none.
 	KeepSteps int
@@ -273,6 +281,7 @@ func evolveStarted(s *State, e events.Envelope, d events.TurnStartedData) error 
 	s.Tools = toolSpecs(d)
 	s.Approval, s.FinalTools = d.Approval, d.FinalTools
 	s.Script, s.Digest, s.Metadata, s.ForkedFrom, s.Workflow = d.Script, d.SubmitDigest, d.Metadata, d.ForkedFrom, d.Workflow
+	s.Parent = d.Parent
 	s.HistoryTurns, s.HistoryLen = d.HistoryTurns, d.History
 	if d.Compaction != nil {
 		s.KeepSteps = d.Compaction.KeepSteps
@@ -335,6 +344,10 @@ func evolveToolRequested(s *State, e events.Envelope, d events.ToolRequestedData
 		timeout = time.Duration(spec.TimeoutMs) * time.Millisecond
 	}
 	c.Deadline = e.Time.Add(timeout)
+	if d.ChildTurnID != "" {
+		spec, _ := s.spec(d.Name)
+		c.Child, c.Agent = d.ChildTurnID, spec.Agent
+	}
 	s.Calls = append(s.Calls, c)
 	return nil
 }

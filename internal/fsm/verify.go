@@ -210,7 +210,8 @@ func inputOf(s *State, e events.Envelope) (Input, bool) {
 			// Only the history's length is in the log; it is all the
 			// machine's events depend on.
 			History: make([]events.Message, d.History), HistoryTurns: d.HistoryTurns, Script: d.Script,
-			Metadata: d.Metadata, ForkedFrom: d.ForkedFrom, Workflow: d.Workflow, Digest: d.SubmitDigest, KeepSteps: keepSteps(d.Compaction), ScriptIndex: d.ScriptIndex}, true
+			Metadata: d.Metadata, ForkedFrom: d.ForkedFrom, Workflow: d.Workflow, Digest: d.SubmitDigest, KeepSteps: keepSteps(d.Compaction), ScriptIndex: d.ScriptIndex,
+			Parent: d.Parent}, true
 	case events.ModelCompleted:
 		var d events.ModelCompletedData
 		if json.Unmarshal(e.Data, &d) != nil {
@@ -237,6 +238,11 @@ func inputOf(s *State, e events.Envelope) (Input, bool) {
 		var d events.ToolCompletedData
 		if json.Unmarshal(e.Data, &d) != nil {
 			return nil, false
+		}
+		if d.ChildTurnID != "" {
+			// A child's end, recorded: replay never runs the child again.
+			return ChildAnswer{TurnID: e.TurnID, CallID: d.CallID, ChildTurnID: d.ChildTurnID,
+				Output: d.Output, IsError: d.IsError, DurationMs: d.DurationMs}, true
 		}
 		if d.Worker == Orchestrator {
 			// The results the orchestrator writes at the start of a

@@ -12,6 +12,9 @@ import (
 // job as a reference to the call, which the model runner derives from the
 // turn (see calls).
 func encodeJob(j fsm.Job) ([]byte, error) {
+	if j.Submit != nil {
+		return events.Marshal(j.Submit)
+	}
 	if j.Model == nil {
 		return events.Marshal(j.Tool)
 	}

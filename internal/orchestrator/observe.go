@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
@@ -168,8 +169,13 @@ func (o *Orchestrator) observeAnswer(before, st *fsm.State, e events.Envelope, r
 	label := offered(st, c.Name)
 	o.tracer.Tool(tracing.Tool{TurnID: st.TurnID, CallID: c.CallID, Name: c.Name, Label: label,
 		Start: start, End: e.Time, IsError: c.IsError, Worker: c.Worker, Attempts: c.Attempts})
-	if c.Worker == fsm.Orchestrator {
+	switch {
+	case c.Worker == fsm.Orchestrator:
 		o.metrics.ToolCall(label, outcome, e.Time.Sub(start))
+	case strings.HasPrefix(c.Worker, fsm.SubagentWorker) && label != metrics.Other:
+		// A subagent call, counted by its agent: agent:<Name>, a name
+		// the turn was offered, so the label stays bounded.
+		o.metrics.ToolCall(c.Worker, outcome, e.Time.Sub(start))
 	}
 }
 

@@ -676,6 +676,9 @@ func (o *Orchestrator) notifyFinished(ctx context.Context, turn string) error {
 	if err != nil {
 		return err
 	}
+	if err := o.ended(ctx, o.log.With("turn", turn), st); err != nil {
+		return err
+	}
 	if st.Workflow == nil || st.Finished == nil {
 		return nil
 	}

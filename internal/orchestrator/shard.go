@@ -355,6 +355,12 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 			return &deadLetter{fmt.Sprintf("result for turn %q sent to turn %q", r.TurnID, turn)}
 		}
 		in = fsm.ToolAnswer(r)
+		if strings.HasPrefix(r.Worker, fsm.SubagentWorker) {
+			// A subagent's notice: the result is the child's log's.
+			if in, err = s.o.childAnswer(ctx, turn, r.CallID); err != nil {
+				return err
+			}
+		}
 	case "model":
 		r, err := decodeModelResult(msg.Data())
 		if err != nil {
@@ -437,6 +443,9 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 				if err := s.o.notifyTask(ctx, st.Workflow, turn, *st.Finished); err != nil {
 					return &retry{err}
 				}
+			}
+			if err := s.o.ended(ctx, log, e.state); err != nil {
+				return &retry{err}
 			}
 			return nil
 		case cached && (errors.Is(err, fsm.ErrUnknownTurn) || errors.As(err, &ie)):
@@ -574,6 +583,14 @@ func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.D
 	o.timers.set(d.State)
 	if st := d.State; st.Done() && st.Workflow != nil && (len(d.Events) > 0 || redelivered) {
 		if err := o.notifyTask(ctx, st.Workflow, turn, *st.Finished); err != nil {
+			s.cache.Delete(turn)
+			return &retry{err}
+		}
+	}
+	if st := d.State; st.Done() && (len(d.Events) > 0 || redelivered) {
+		// Before the input is acknowledged: a crash here has the input
+		// come again, and the turn, finished, does this again.
+		if err := o.ended(ctx, log, st); err != nil {
 			s.cache.Delete(turn)
 			return &retry{err}
 		}

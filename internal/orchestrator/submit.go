@@ -40,6 +40,9 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 		return s.reject(ctx, log, id.TurnID, id.SessionID, verr.Error(), redelivered)
 	}
 	log = log.With("turn", sub.TurnID)
+	if sub.Parent != nil || strings.HasPrefix(sub.TurnID, fsm.ChildPrefix) {
+		return s.startChild(ctx, log, &sub, data, redelivered)
+	}
 	// What a start reads (the agent's history, the turn's log) does not
 	// depend on whether a task's workflow started it: they are read
 	// together, a round trip each, at once.
@@ -65,6 +68,40 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 		return err
 	}
 	return s.start(ctx, log, &sub, data, r, redelivered)
+}
+
+// startChild starts a subagent's turn, or rejects a submission that is not
+// the one its parent's call made. Whatever becomes of the parent's own
+// submission — started, refused, or found squatted by a client's earlier
+// one — the parent's call hears of the child's end once there is one.
+func (s *shard) startChild(ctx context.Context, log *slog.Logger, sub *events.Submit, data []byte, redelivered bool) error {
+	genuine, err := s.o.checkChild(ctx, sub)
+	if err == nil {
+		r := s.o.readStart(ctx, sub, !s.cache.Contains(sub.TurnID))
+		err = s.start(ctx, log, sub, data, r, redelivered)
+		r.wait()
+	} else if d := (*deadLetter)(nil); errors.As(err, &d) {
+		err = s.reject(ctx, log, sub.TurnID, sub.SessionID, d.reason, redelivered)
+	}
+	if !genuine {
+		return err
+	}
+	var r *retry
+	if errors.As(err, &r) || errors.Is(err, errCrashed) {
+		return err
+	}
+	if nerr := s.o.notifyParent(ctx, sub.Parent, sub.TurnID, sub.Agent); nerr != nil {
+		return &retry{nerr}
+	}
+	var d *deadLetter
+	if errors.As(err, &d) && strings.HasSuffix(d.reason, "already exists") {
+		// A turn of the child's id that is not the child (a client's
+		// submission before the call): the call fails with an error
+		// result saying so, read from that turn's rejection.
+		log.Warn("a subagent's turn id was taken before its call", "parent", sub.Parent.TurnID, "call", sub.Parent.CallID)
+		return nil
+	}
+	return err
 }
 
 // startReads is what starting a turn reads from the server, read in
@@ -112,7 +149,10 @@ func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit,
 		defer func() { s.preloaded = nil }()
 	}
 	err = s.apply(ctx, log, sub.TurnID, start, redelivered)
-	if errors.Is(err, fsm.ErrTurnExists) {
+	if errors.Is(err, fsm.ErrTurnExists) && sub.Parent == nil {
+		// (A subagent's id taken by a rejected submission stays taken:
+		// its parent's call fails, saying so, rather than have a child
+		// whose id a client chose the moment of.)
 		cleared, cerr := s.clearRejected(ctx, log, sub.TurnID)
 		if cerr != nil {
 			return &retry{cerr}
@@ -220,7 +260,7 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
 		Input: input, Limits: limits, Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
 		History: history, HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
-		KeepSteps: a.KeepSteps, Workflow: sub.Workflow,
+		KeepSteps: a.KeepSteps, Workflow: sub.Workflow, Parent: sub.Parent,
 	}, nil
 }
 
@@ -376,9 +416,11 @@ func (o *Orchestrator) script(ctx context.Context, modelName string, inline json
 // offered lists the tools an agent may call that some worker serves now,
 // with ask_user where the agent allows it.
 func (o *Orchestrator) offered(a *agents.Agent) []events.ToolSpec {
-	var out []events.ToolSpec
+	// An agent tool is served by the orchestrator: no worker's tool of the
+	// same name is offered beside it.
+	out := o.subagentSpecs(a)
 	for _, t := range o.tools.live() {
-		if t.Name != fsm.AskUser && a.AllowsTool(t.Name) {
+		if t.Name != fsm.AskUser && a.AllowsTool(t.Name) && !slices.Contains(a.Subagents, t.Name) {
 			out = append(out, t)
 		}
 	}
