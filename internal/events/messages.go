@@ -23,7 +23,7 @@ type Submit struct {
 	// Workflow is set by a workflow on the turn of one of its tasks.
 	Workflow *WorkflowRef `json:"workflow,omitempty"`
 	// Parent is set on a subagent's turn: the call of the parent turn that
-	// runs it. Only the orchestrator submits such a turn (CONTRACT.md,
+	// runs it. Only the orchestrator submits such a turn (docs/protocol.md,
 	// Subagents).
 	Parent *ParentRef `json:"parent,omitempty"`
 }

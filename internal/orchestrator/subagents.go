@@ -16,7 +16,7 @@ import (
 	"github.com/jetloop/jetloop/internal/fsm"
 )
 
-// Subagents (CONTRACT.md, Subagents): a call of an agent tool is no job for
+// Subagents (docs/protocol.md, Subagents): a call of an agent tool is no job for
 // a worker. The parent's log names the child turn (tool.requested's
 // child_turn_id), and the child's submission is a job the parent's state
 // derives like any other (fsm.Jobs), published by this process with
