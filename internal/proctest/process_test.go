@@ -283,10 +283,23 @@ func checkReplay(t *testing.T, root, url string, js jetstream.JetStream, turn st
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(exported), "\n")
+	// A stored message holds one event or a decision's events (a JSON
+	// array): the export is one line per event, each the stored bytes.
+	var stored [][]byte
+	for seq := uint64(1); len(stored) < len(lines); seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("stored message %d: %v (%d events read, %d exported)", seq, err, len(stored), len(lines))
+		}
+		parts, err := events.Split(m.Data)
+		if err != nil {
+			t.Fatalf("stored message %d: %v", seq, err)
+		}
+		stored = append(stored, parts...)
+	}
 	for i, line := range lines {
-		m, err := stream.GetMsg(ctx, uint64(i+1))
-		if err != nil || string(m.Data) != line {
-			t.Fatalf("exported line %d differs from the stored event:\n%s\n%s (%v)", i+1, line, m.Data, err)
+		if string(stored[i]) != line {
+			t.Fatalf("exported line %d differs from the stored event:\n%s\n%s", i+1, line, stored[i])
 		}
 	}
 	file := filepath.Join(t.TempDir(), "turn.jsonl")
