@@ -117,3 +117,66 @@ func TestPushConsumerCannotForgeCancels(t *testing.T) {
 		t.Errorf("the turn finished %+v with tool results %+v", fin, done)
 	}
 }
+
+// TestLiteralWildcardInboxSubjectsAreDeadLettered: a publish on an inbox
+// subject whose id token is a literal * or > is not mapped into a
+// partition (the server maps literal subjects only) and used to sit in the
+// inbox for ever, unconsumed: a client filled the 1 GiB inbox so in
+// seconds. Published as the client and as the orchestrator, each is either
+// refused at publish or a dead letter with a reason, and the inbox ends
+// empty.
+func TestLiteralWildcardInboxSubjectsAreDeadLettered(t *testing.T) {
+	s := newConfStack(t)
+	root := repoRoot(t)
+	subjects := []string{"jetloop.inbox.control.*", "jetloop.inbox.control.>", "jetloop.inbox.result.*", "jetloop.inbox.*.*", "jetloop.inbox.>"}
+	stored := map[string]bool{}
+	for _, role := range []string{"client", "orchestrator"} {
+		c := dialRole(t, root, s.url, role)
+		for _, subj := range subjects {
+			m, err := c.nc.Request(subj, []byte(`{"action":"abort"}`), 5*time.Second)
+			var ack jetstream.PubAck
+			if err != nil || json.Unmarshal(m.Data, &ack) != nil || ack.Stream == "" {
+				continue // refused at publish (or not for the inbox at all)
+			}
+			t.Logf("%s: %s stored as seq %d", role, subj, ack.Sequence)
+			stored[subj] = true
+		}
+	}
+	if len(stored) == 0 {
+		t.Fatal("nothing was stored: the test proves nothing")
+	}
+	natstest.WaitForOr(t, "the inbox to be empty", func() bool {
+		i, err := s.js.Stream(context.Background(), events.StreamInbox)
+		if err != nil {
+			return false
+		}
+		info, err := i.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	}, func() {
+		i, _ := s.js.Stream(context.Background(), events.StreamInbox)
+		info, _ := i.Info(context.Background(), jetstream.WithSubjectFilter(">"))
+		t.Logf("left in the inbox: %v", info.State.Subjects)
+	})
+	dead := map[string]string{}
+	ds, err := s.js.Stream(context.Background(), events.StreamDead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := ds.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := ds.GetMsg(context.Background(), seq)
+		if err == nil {
+			dead[m.Header.Get("Jetloop-Subject")] = m.Subject + ": " + m.Header.Get(events.HeaderError)
+		}
+	}
+	for subj := range stored {
+		if reason, ok := dead[subj]; !ok || !strings.Contains(reason, ": ") || strings.HasSuffix(reason, ": ") {
+			t.Errorf("%s: dead letter %q, want one with a reason", subj, reason)
+		} else {
+			t.Logf("%s -> %s", subj, reason)
+		}
+	}
+}
