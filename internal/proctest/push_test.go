@@ -180,3 +180,47 @@ func TestLiteralWildcardInboxSubjectsAreDeadLettered(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignToolResultIsDeadLettered: a worker deployment answers, from
+// its own account, a call of a tool it does not serve (the default
+// deployment's sleep): the result is a dead letter naming the call's tool,
+// and the call is still answered by its own worker.
+func TestForeignToolResultIsDeadLettered(t *testing.T) {
+	s := newConfStack(t)
+	root := repoRoot(t)
+	w := start(t, s.dir, "toolworker", append(roleFlags(root, s.url, "toolworker"), "--root", s.dir, "--tools", "sleep")...)
+	s.waitServing(w)
+	const turn = "foreign-result"
+	s.submit(turn, "Any", `{"responses": [{"tool_calls": [{"name": "sleep", "arguments": {"ms": 3000}}]}, {"text": "slept"}]}`)
+	s.running("sleep")
+	var call string
+	for _, c := range of[events.ToolRequestedData](t, s.log(turn), events.ToolRequested) {
+		call = c.CallID
+	}
+	other := dialRole(t, root, s.url, "exampleworker")
+	forged, err := json.Marshal(events.ToolResult{TurnID: turn, CallID: call, Tool: "word_count", Output: "forged", Final: true, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := other.nc.Request(events.ResultSubject(turn), forged, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ack jetstream.PubAck
+	if json.Unmarshal(m.Data, &ack) != nil || ack.Stream != events.StreamInbox {
+		t.Fatalf("the result was not stored: %s", m.Data)
+	}
+	natstest.WaitFor(t, "the forged result to be a dead letter", func() bool {
+		ds, err := s.js.Stream(context.Background(), events.StreamDead)
+		if err != nil {
+			return false
+		}
+		msg, err := ds.GetLastMsgForSubject(context.Background(), events.DeadSubject("result"))
+		return err == nil && strings.Contains(msg.Header.Get(events.HeaderError), `a call of "sleep"`)
+	})
+	log, fin := s.finished(turn)
+	done := of[events.ToolCompletedData](t, log, events.ToolCompleted)
+	if fin.StopReason != events.StopCompleted || len(done) != 1 || done[0].Output == "forged" {
+		t.Errorf("the turn finished %+v with tool results %+v", fin, done)
+	}
+}
