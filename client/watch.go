@@ -2,10 +2,10 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"iter"
 
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go"
@@ -151,9 +151,9 @@ func (c *Client) StreamDeltas(ctx context.Context, turnID string) (iter.Seq[Delt
 	return func(yield func(Delta) bool) {
 		defer cancel()
 		send := func(m *nats.Msg) bool {
-			var d Delta
-			if json.Unmarshal(m.Data, &d) != nil {
-				return true
+			d, ok := bus.DeltaOf(m, turnID)
+			if !ok {
+				return true // not this turn's delta (bus.DeltaOf)
 			}
 			return yield(d)
 		}

@@ -351,6 +351,11 @@ func (w *Worker) run(ctx context.Context) error {
 		hooks[name] = c
 	}
 	cancelSub, err := w.nc.Subscribe(events.CancelSubject("*"), func(m *nats.Msg) {
+		// Only the orchestrators' broadcast cancels; a delivery some
+		// reader's push consumer aims here does not (bus.IsCancel).
+		if !bus.IsCancel(m) {
+			return
+		}
 		w.cancels.Cancel(bus.TurnOf(m.Subject))
 	})
 	if err != nil {

@@ -4,7 +4,21 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
+
+// IsCancel reports whether a message on jetloop.cancel.<turn_id> is the
+// orchestrators' broadcast: a plain publish with no reply, no header and no
+// body. Anything else is ignored. A reader may create a push consumer in
+// the streams' account, and the server does not check its deliver subject:
+// aimed at a turn's cancel subject, it would stop the turn's running
+// calls. Every delivery of a push consumer carries a reply ($JS.ACK.…, or
+// $JS.FC.… for flow control) and its idle heartbeats a Status header, so
+// none of them passes for a cancel.
+func IsCancel(m *nats.Msg) bool {
+	return m.Reply == "" && len(m.Header) == 0 && len(m.Data) == 0
+}
 
 // Cancels tracks the running calls of each turn, so an abort's broadcast
 // on jetloop.cancel.<turn_id> stops them. It also remembers the turns

@@ -241,9 +241,16 @@ func InboxConsumerConfig(ackWait time.Duration) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:     InboxConsumer,
 		Description: "jetloop: submissions of turns and workflows",
-		// Four-token subjects are all mapped into partitions, whose
-		// consumers take the five-token ones.
-		FilterSubjects: []string{"jetloop.inbox.*", "jetloop.inbox.*.*.*.>"},
+		// Four-token subjects are mapped into partitions, whose consumers
+		// take the five-token ones, all but those whose id is a literal *
+		// or >: the server maps literal subjects only and stores those as
+		// published, so they are taken here, to be dead-lettered.
+		// Six tokens or more are written as two filters, not as the
+		// stream's jetloop.inbox.*.*.*.>: a consumer whose filters are the
+		// stream's subjects counts as unfiltered for the server, which
+		// then keeps every input the partitions' consumers acknowledge
+		// (it does not see that the transform moved them out of its reach).
+		FilterSubjects: []string{"jetloop.inbox.*", "jetloop.inbox.*.*", "jetloop.inbox.*.*.*.*", "jetloop.inbox.*.*.*.*.>"},
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        ackWait,
 		// An input that fails this often is dead-lettered, by its handler

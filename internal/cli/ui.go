@@ -585,8 +585,7 @@ func (u *uiServer) turnLive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case m := <-deltas:
-			var d events.Delta
-			if json.Unmarshal(m.Data, &d) == nil && s.send("delta", d) != nil {
+			if d, ok := bus.DeltaOf(m, turn); ok && s.send("delta", d) != nil { // only this turn's deltas
 				return
 			}
 		case m := <-msgs:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jetloop/jetloop/client"
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go"
@@ -53,8 +54,7 @@ func Watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn stri
 		case <-ctx.Done():
 			return fin, ctx.Err()
 		case m := <-deltas:
-			var d events.Delta
-			if json.Unmarshal(m.Data, &d) == nil {
+			if d, ok := bus.DeltaOf(m, turn); ok { // only this turn's deltas
 				t.Delta(d)
 			}
 		case it := <-evs:

@@ -279,6 +279,11 @@ func (o *Orchestrator) run(ctx context.Context) error {
 		}
 	}
 	cancelSub, err := o.nc.Subscribe(events.CancelSubject("*"), func(m *nats.Msg) {
+		// Only the orchestrators' broadcast cancels; a delivery some
+		// reader's push consumer aims here does not (bus.IsCancel).
+		if !bus.IsCancel(m) {
+			return
+		}
 		o.cancels.Cancel(bus.TurnOf(m.Subject))
 	})
 	if err != nil {

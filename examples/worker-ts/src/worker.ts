@@ -165,7 +165,12 @@ export class Worker {
     const subs: Subscription[] = [
       this.nc.subscribe(subjects.cancel("*"), {
         callback: (err, m) => {
-          if (!err) {
+          // Only the orchestrators' broadcast cancels: a plain publish
+          // with no reply, header or body. A reader's push consumer can be
+          // aimed at this subject (the server does not check a deliver
+          // subject), and its deliveries always carry a reply ($JS.ACK…,
+          // $JS.FC…) or, for heartbeats, a Status header.
+          if (!err && !m.reply && !m.headers && m.data.length === 0) {
             this.cancel(lastToken(m.subject));
           }
         },
