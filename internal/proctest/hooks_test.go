@@ -138,9 +138,42 @@ policy: {hooks: [audit, cost-guard]}
 		t.Fatalf("workflow run --watch hooks-over as the client exited %d:\n%s", code, out)
 	}
 
-	// Every task's checkpoint is in the file, in order, the last task's
-	// included; each gate heard audit, then cost-guard.
-	want := map[string][]int{"hooks-under": {1, 2, 3}, "hooks-over": {1, 2}}
+	// kill -9 of the orchestrator between the two hooks of a gate: its
+	// successor asks cost-guard (once: the job's id), applies its answer
+	// once, and the workflow goes on. Task 2's one-second call keeps the
+	// workflow running past the kill.
+	killed := filepath.Join(t.TempDir(), "killed.yaml")
+	if err := os.WriteFile(killed, []byte(`workflow_id: hooks-kill
+agent: General
+tasks:
+  - {input: one, model: script, script: {responses: [{text: first}]}}
+  - input: two
+    model: script
+    script: {responses: [{tool_calls: [{name: sleep, arguments: {ms: 1000}}]}, {text: second}]}
+  - {input: three, model: script, script: {responses: [{text: third}]}}
+policy: {hooks: [audit, cost-guard]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli("client", "workflow", "run", killed); code != 0 {
+		t.Fatalf("workflow run hooks-kill as the client exited %d:\n%s", code, out)
+	}
+	natstest.WaitFor(t, "audit's answer about hooks-kill's task 1", func() bool {
+		return slices.ContainsFunc(turnLog(t, ajs, "hooks-kill"), func(e events.Envelope) bool {
+			var g events.WorkflowGatedData
+			return e.Type == events.WorkflowGated && json.Unmarshal(e.Data, &g) == nil && g.By == "audit"
+		})
+	})
+	orch.kill9(t)
+	orch = start(t, root, "orchestrator", append(as("orchestrator"), "--agents", "data/AGENTS.md", "--allow-scripts")...)
+	out, code = cli("client", "workflow", "watch", "hooks-kill")
+	if code != 0 || !strings.Contains(out, "completed after 3 tasks") {
+		t.Fatalf("workflow watch hooks-kill exited %d:\n%s", code, out)
+	}
+
+	// Every task's checkpoint is in the file once, in order, the last
+	// task's included; each gate heard audit, then cost-guard, once each.
+	want := map[string][]int{"hooks-under": {1, 2, 3}, "hooks-over": {1, 2}, "hooks-kill": {1, 2, 3}}
 	got := map[string][]int{}
 	f, err := os.Open(audit)
 	if err != nil {
