@@ -21,7 +21,7 @@ import (
 type WorkflowMetrics = events.WorkflowMetrics
 
 // Checkpoint is what a hook is asked about: a workflow right after one of
-// its tasks, its checkpoint written (CONTRACT.md, "Hooks"). It carries
+// its tasks, its checkpoint written (docs/protocol.md, "Hooks"). It carries
 // OpenBotStack's Checkpoint.Save arguments (the task's index, its result
 // and the metrics) and PolicyCheckpoint.Check's.
 type Checkpoint struct {

@@ -1,4 +1,4 @@
-// Workflow hooks (CONTRACT.md, "Hooks"): programs a workflow consults after
+// Workflow hooks (docs/protocol.md, "Hooks"): programs a workflow consults after
 // each task's checkpoint, as the Go SDK's worker.Hook. A hook that stores
 // the checkpoint and answers continue is OpenBotStack's Checkpoint; one
 // that may answer stop is its PolicyCheckpoint.
