@@ -97,7 +97,14 @@ func main() {
 		}
 		maxCalls = n
 	}
-	nc, err := nats.Connect(os.Getenv("NATS_URL")) // "" is nats://127.0.0.1:4222
+	// As a deployment of its own (deploy/accounts.conf: the examples'
+	// deployment serves these hooks), NATS_USER and NATS_PASSWORD name its
+	// user, as they do for the jetloop CLI; the worker finds the API prefix.
+	var opts []nats.Option
+	if user := os.Getenv("NATS_USER"); user != "" {
+		opts = append(opts, nats.UserInfo(user, os.Getenv("NATS_PASSWORD")))
+	}
+	nc, err := nats.Connect(os.Getenv("NATS_URL"), opts...) // "" is nats://127.0.0.1:4222
 	if err == nil {
 		err = run(ctx, nc, file, maxCalls)
 	}

@@ -255,7 +255,44 @@ func deniedTo(role string) []denied {
 	for _, s := range foreign {
 		add("publish on "+s, s, map[string]any{"turn_id": "x", "call_id": "c1", "tool": "echo", "output": "forged", "final": true})
 	}
+	deniedHooks(role, add)
 	return ds
+}
+
+// deniedHooks adds, through add, the hooks role may not serve: a
+// deployment reaches only its own hooks' consumers and registry keys (the
+// examples' deployment serves examples/go-hook's audit and cost-guard), and
+// only a deployment serving hooks may answer one.
+func deniedHooks(role string, add func(what, subject string, body any)) {
+	var hooks []string
+	switch role {
+	case "exampleworker":
+		hooks = []string{"review"}
+	case "orchestrator":
+		// It publishes hook jobs and reads the registry; it neither
+		// serves nor advertises a hook, nor answers for one.
+		add("advertise hook audit", "$KV.JETLOOP_TOOLS.hook.audit", map[string]any{"name": "audit", "workers": 1})
+		add("answer for a hook", events.HookAnswerSubject("wf1"),
+			map[string]any{"workflow_id": "wf1", "task": 1, "hook": "audit", "decision": "continue"})
+		return
+	default:
+		hooks = []string{"audit", "cost-guard"}
+	}
+	api := func(s string, a ...any) string { return "$JS.API." + fmt.Sprintf(s, a...) }
+	for _, h := range hooks {
+		c := events.HookConsumer(h)
+		add("create the consumer of hook "+h, api("CONSUMER.CREATE.%s.%s.%s", events.StreamJobs, c, events.HookSubject(h)),
+			map[string]any{"stream_name": events.StreamJobs, "config": map[string]any{"durable_name": c, "filter_subject": events.HookSubject(h)}})
+		add("read the consumer of hook "+h, api("CONSUMER.INFO.%s.%s", events.StreamJobs, c), nil)
+		add("pull hook "+h, api("CONSUMER.MSG.NEXT.%s.%s", events.StreamJobs, c), map[string]any{"batch": 1})
+		add("ack a job of hook "+h, "$JS.ACK.JETLOOP_JOBS."+c+".1.1.1.1.0", nil)
+		add("advertise hook "+h, "$KV.JETLOOP_TOOLS."+events.HookKey(h), map[string]any{"name": h, "workers": 1})
+		add("announce a worker of hook "+h, "$KV.JETLOOP_WORKERS."+events.HookKey(h)+".w9", "x")
+	}
+	if role != "exampleworker" {
+		add("answer for a hook", events.HookAnswerSubject("wf1"),
+			map[string]any{"workflow_id": "wf1", "task": 1, "hook": "audit", "decision": "continue"})
+	}
 }
 
 // mustBeDenied does d and requires the server's refusal of its subject.

@@ -610,3 +610,118 @@ func TestTSWorkerAsItsDeployment(t *testing.T) {
 		}
 	}
 }
+
+// TestTSWorkerServesAHook runs a workflow whose policy names the hook audit,
+// served by the TypeScript worker (--audit) as exampleworker on the
+// repository's nats.conf: the hook is advertised under hook.audit, stores
+// every task's checkpoint (the last included), answers continue under the
+// contract's message id, and is withdrawn when its worker stops.
+func TestTSWorkerServesAHook(t *testing.T) {
+	tsWorkerDir(t)
+	root := repoRoot(t)
+	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	url := srv.ClientURL()
+	as := func(role string) []string {
+		return []string{"--nats", url, "--user", role, "--password-file", filepath.Join(root, "deploy", "dev", role+".password")}
+	}
+	if out, code := run(t, root, append([]string{"streams"}, append(as("admin"), "apply")...)...); code != 0 {
+		t.Fatalf("streams apply as admin exited %d:\n%s", code, out)
+	}
+	secret, err := os.ReadFile(filepath.Join(root, "deploy", "dev", "exampleworker.password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := filepath.Join(t.TempDir(), "checkpoints.jsonl")
+	worker := startTS(t, url, "ts-hook", "--user", "exampleworker", "--password", strings.TrimSpace(string(secret)), "--audit", audit)
+	admin := dialRole(t, root, url, "admin")
+	ajs, err := jetstream.New(admin.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natstest.CheckLogs(t, ajs) })
+	key := events.HookKey("audit")
+	waitForTool(t, ajs, key)
+	v, err := kvGet(t, ajs, events.BucketTools, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info events.ToolInfo
+	if err := json.Unmarshal(v, &info); err != nil || info.Name != "audit" || info.Workers != 1 {
+		t.Fatalf("%s advertised as %s (%v), want the hook audit with 1 worker", key, v, err)
+	}
+	orch := start(t, root, "orchestrator", append(as("orchestrator"), "--agents", "data/AGENTS.md", "--allow-scripts")...)
+	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	wf := filepath.Join(t.TempDir(), "wf.yaml")
+	if err := os.WriteFile(wf, []byte(`workflow_id: ts-hooks
+agent: General
+tasks:
+  - {input: one, model: script, script: {responses: [{text: first}]}}
+  - {input: two, model: script, script: {responses: [{text: second}]}}
+policy: {hooks: [audit]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, root, append(append([]string{"workflow"}, as("client")...), "run", "--watch", wf)...)
+	if code != 0 || !strings.Contains(out, "completed after 2 tasks") {
+		t.Fatalf("workflow run --watch as the client exited %d:\n%s", code, out)
+	}
+
+	data, err := os.ReadFile(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var l auditLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		stored = append(stored, fmt.Sprintf("%s:%d:%t", l.WorkflowID, l.Task, l.Last))
+	}
+	if want := []string{"ts-hooks:1:false", "ts-hooks:2:true"}; !slices.Equal(stored, want) {
+		t.Errorf("audit stored %v, want %v", stored, want)
+	}
+	var by []string
+	for _, e := range turnLog(t, ajs, "ts-hooks") {
+		if e.Type == events.WorkflowGated {
+			var g events.WorkflowGatedData
+			if err := json.Unmarshal(e.Data, &g); err != nil {
+				t.Fatal(err)
+			}
+			if g.By == "audit" {
+				by = append(by, fmt.Sprintf("%d:%s", g.Task, g.Decision))
+			}
+		}
+	}
+	if want := []string{"2:continue", "3:continue"}; !slices.Equal(by, want) {
+		t.Errorf("gated by audit: %v, want %v", by, want)
+	}
+	// The answer went under its contract id: the same id again is a
+	// duplicate the stream drops.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := ajs.Publish(ctx, events.HookAnswerSubject("ts-hooks"),
+		[]byte(`{"workflow_id":"ts-hooks","task":2,"hook":"audit","decision":"stop","reason":"again"}`),
+		jetstream.WithMsgID(events.HookAnswerID("ts-hooks", 2, "audit")))
+	if err != nil || !ack.Duplicate {
+		t.Errorf("an answer under %s was not a duplicate: %+v, %v", events.HookAnswerID("ts-hooks", 2, "audit"), ack, err)
+	}
+	if out, code := run(t, root, append(append([]string{"replay"}, as("client")...), "--verify", "ts-hooks")...); code != 0 {
+		t.Errorf("replay --verify ts-hooks exited %d:\n%s", code, out)
+	}
+
+	if code := worker.stop(t); code != 0 {
+		t.Fatalf("worker-ts exited %d after SIGTERM", code)
+	}
+	if _, err := kvGet(t, ajs, events.BucketTools, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("%s still advertised after its only worker stopped: %v", key, err)
+	}
+	if code := orch.stop(t); code != 0 {
+		t.Fatalf("orchestrator exited %d after SIGTERM", code)
+	}
+	for _, o := range []string{worker.out.String(), orch.out.String(), out} {
+		if strings.Contains(strings.ToLower(o), "permissions violation") {
+			t.Errorf("denied something:\n%s", o)
+		}
+	}
+}

@@ -1,7 +1,9 @@
-// jetloop-worker-ts: a jetloop tool worker serving word_count.
+// jetloop-worker-ts: a jetloop tool worker serving word_count, and with
+// --audit the workflow hook audit.
 //
 //   node dist/main.js [--nats URL] [--name NAME] [--concurrency N] [--ack-wait 30s]
 //                     [--max-deliver 5] [--delay 0s] [--user U --password P | --creds FILE]
+//                     [--audit FILE]
 //
 // It stops gracefully on SIGTERM or SIGINT: no new calls start, running
 // calls finish and are acknowledged, its tools are withdrawn; then it exits 0.
@@ -9,6 +11,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { connect, credsAuthenticator, type NodeConnectionOptions } from "@nats-io/transport-node";
+import { Audit, type Hook } from "./hook.js";
 import { Logger, isLevel } from "./log.js";
 import { WordCount } from "./word_count.js";
 import { Worker, defaults } from "./worker.js";
@@ -29,6 +32,8 @@ Serves the word_count tool to jetloop orchestrators over NATS JetStream.
   --js-prefix P       JetStream API prefix (default $NATS_JS_PREFIX, else JETLOOP.API
                       where the account imports it, else $JS.API)
   --log-level L       debug, info, warn or error (default info)
+  --audit FILE        also serve the workflow hook audit (policy.hooks): append each
+                      task's checkpoint to FILE, one JSON line each, and answer continue
 `;
 
 /** main returns the process's exit status: 0 after a graceful stop, 1 on a failure, 2 on a usage error. */
@@ -51,6 +56,7 @@ async function main(): Promise<number> {
         creds: { type: "string" },
         "js-prefix": { type: "string", default: process.env.NATS_JS_PREFIX ?? "" },
         "log-level": { type: "string", default: "info" },
+        audit: { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
       strict: true,
@@ -64,13 +70,20 @@ async function main(): Promise<number> {
       throw new Error(`--log-level: unknown level ${flags["log-level"]}`);
     }
     log = new Logger(flags["log-level"]);
+    const hooks: Hook[] = [];
+    if (flags.audit !== undefined) {
+      if (flags.audit === "") {
+        throw new Error("--audit: a file is needed");
+      }
+      hooks.push(new Audit(flags.audit));
+    }
     worker = new Worker([new WordCount(duration(flags.delay, "--delay"))], log, {
       name: flags.name,
       concurrency: integer(flags.concurrency, "--concurrency"),
       ackWaitMs: duration(flags["ack-wait"], "--ack-wait"),
       maxDeliver: integer(flags["max-deliver"], "--max-deliver"),
       apiPrefix: flags["js-prefix"],
-    });
+    }, hooks);
     conn.servers = flags.nats;
     if (flags.creds) {
       conn.authenticator = credsAuthenticator(readFileSync(flags.creds));

@@ -10,8 +10,12 @@ import type { Logger } from "./log.js";
 import { TOOLS_TTL_MS } from "./streams.js";
 import type { ToolInfo } from "./wire.js";
 
-/** Spec is what the registry advertises of a tool. */
-export type Spec = Omit<ToolInfo, "workers">;
+/**
+ * Spec is what the registry advertises of a tool, or of a hook: a hook's
+ * key is hook.<name> (its presence keys hook.<name>.<worker>), its entry
+ * names the hook.
+ */
+export type Spec = Omit<ToolInfo, "workers"> & { key?: string };
 
 /** Registry keeps one worker's tools advertised. */
 export class Registry {
@@ -31,7 +35,7 @@ export class Registry {
   /** advertise refreshes this worker's presence, then each tool's entry with its worker count. */
   async advertise(): Promise<void> {
     for (const s of this.specs) {
-      await this.workers.put(`${s.name}.${this.worker}`, new Date().toISOString());
+      await this.workers.put(`${keyOf(s)}.${this.worker}`, new Date().toISOString());
       await this.put(s);
     }
   }
@@ -57,7 +61,7 @@ export class Registry {
     const errs: Error[] = [];
     for (const s of this.specs) {
       try {
-        await this.workers.delete(`${s.name}.${this.worker}`);
+        await this.workers.delete(`${keyOf(s)}.${this.worker}`);
         await this.put(s);
       } catch (err) {
         errs.push(err as Error);
@@ -69,13 +73,15 @@ export class Registry {
   }
 
   private async put(s: Spec): Promise<void> {
-    const n = await this.count(s.name);
+    const key = keyOf(s);
+    const n = await this.count(key);
     if (n === 0) {
-      await this.tools.delete(s.name);
+      await this.tools.delete(key);
       return;
     }
-    const info: ToolInfo = { ...s, workers: n };
-    await this.tools.put(s.name, JSON.stringify(info));
+    const { key: _, ...spec } = s;
+    const info: ToolInfo = { ...spec, workers: n };
+    await this.tools.put(key, JSON.stringify(info));
   }
 
   // count reads the live workers of a tool from their presence keys. It
@@ -100,4 +106,9 @@ export class Registry {
     }
     return n;
   }
+}
+
+// keyOf is a spec's key in both buckets.
+function keyOf(s: Spec): string {
+  return s.key ?? s.name;
 }

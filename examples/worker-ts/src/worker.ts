@@ -16,6 +16,7 @@ import {
 } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { headers, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { hookNames, parseHookJob, validHookName, type Decision, type Hook, type HookAnswer, type HookJob } from "./hook.js";
 import type { Logger } from "./log.js";
 import { Registry } from "./registry.js";
 import { ensureStreams } from "./streams.js";
@@ -73,10 +74,11 @@ const MAX_OUTPUT_BYTES = 256 * 1024;
 /** Why a running call was stopped before it answered. */
 type Stop = "deadline" | "cancel" | "shutdown";
 
-/** Worker serves tools from the jobs stream until stop(). */
+/** Worker serves tools, and workflow hooks, from the jobs stream until stop(). */
 export class Worker {
   private readonly opts: Options;
   private readonly tools = new Map<string, Tool>();
+  private readonly hooks = new Map<string, Hook>();
   private readonly stopping = new AbortController();
   private readonly cancels = new Map<string, Set<() => void>>();
   private nc!: NatsConnection;
@@ -87,6 +89,7 @@ export class Worker {
     tools: Tool[],
     private readonly log: Logger,
     opts: Partial<Options> = {},
+    hooks: Hook[] = [],
   ) {
     this.opts = { ...defaults, ...opts };
     const o = this.opts;
@@ -113,6 +116,15 @@ export class Worker {
     }
     if (this.tools.size === 0) {
       throw new Error("worker: a worker needs at least one tool");
+    }
+    for (const h of hooks) {
+      if (!validHookName(h.name)) {
+        throw new Error(`worker: hook name ${JSON.stringify(h.name)} must match ${ID.source} and be neither rules nor approval`);
+      }
+      if (this.hooks.has(h.name)) {
+        throw new Error(`worker: hook ${h.name} given twice`);
+      }
+      this.hooks.set(h.name, h);
     }
   }
 
@@ -150,17 +162,32 @@ export class Worker {
       await kvm.open(names.tools, { allow_direct: true }),
       await kvm.open(names.workers, { allow_direct: true }),
       this.name,
-      [...this.tools.values()].map((t) => ({
-        name: t.name,
-        description: t.description,
-        parameters: t.parameters,
-        timeout_ms: t.timeoutMs,
-      })),
+      [
+        ...[...this.tools.values()].map((t) => ({
+          name: t.name,
+          description: t.description,
+          parameters: t.parameters,
+          timeout_ms: t.timeoutMs,
+        })),
+        // A hook is advertised under hook.<name>, which no orchestrator
+        // offers a model as a tool.
+        ...[...this.hooks.keys()].map((name) => ({
+          name,
+          key: hookNames.key(name),
+          description: "a workflow hook (policy.hooks)",
+          parameters: { type: "object" },
+          timeout_ms: 0,
+        })),
+      ],
       this.jsm,
     );
     const consumers = new Map<string, Consumer>();
     for (const name of this.tools.keys()) {
-      consumers.set(name, await this.consumer(name));
+      consumers.set(name, await this.consumer(consumerOf(name), subjects.job(name)));
+    }
+    const hookConsumers = new Map<string, Consumer>();
+    for (const name of this.hooks.keys()) {
+      hookConsumers.set(name, await this.consumer(hookNames.consumer(name), hookNames.job(name)));
     }
     const subs: Subscription[] = [
       this.nc.subscribe(subjects.cancel("*"), {
@@ -196,13 +223,19 @@ export class Worker {
     this.log.info("serving", {
       worker: this.name,
       tools: [...this.tools.keys()].join(","),
+      hooks: [...this.hooks.keys()].join(","),
       concurrency: this.opts.concurrency,
     });
 
     const slots: Promise<void>[] = [];
     for (const [name, c] of consumers) {
       for (let i = 0; i < this.opts.concurrency; i++) {
-        slots.push(this.slot(name, c));
+        slots.push(this.slot(name, c, (m) => this.handle(name, m)));
+      }
+    }
+    for (const [name, c] of hookConsumers) {
+      for (let i = 0; i < this.opts.concurrency; i++) {
+        slots.push(this.slot(`hook ${name}`, c, (m) => this.handleHook(name, m)));
       }
     }
     await Promise.all(slots);
@@ -215,14 +248,13 @@ export class Worker {
     this.log.info("stopped", { worker: this.name });
   }
 
-  // consumer creates the durable consumer of a tool, shared by all its
-  // workers, or updates it to this worker's settings, as nats.go's
+  // consumer creates the durable consumer of a tool (or hook), shared by
+  // all its workers, or updates it to this worker's settings, as nats.go's
   // CreateOrUpdateConsumer does.
-  private async consumer(tool: string): Promise<Consumer> {
-    const durable = consumerOf(tool);
+  private async consumer(durable: string, filter: string): Promise<Consumer> {
     const cfg: Partial<ConsumerConfig> = {
       durable_name: durable,
-      filter_subject: subjects.job(tool),
+      filter_subject: filter,
       ack_policy: AckPolicy.Explicit,
       ack_wait: this.opts.ackWaitMs * 1_000_000,
       max_deliver: this.opts.maxDeliver,
@@ -240,9 +272,10 @@ export class Worker {
     return this.js.consumers.get(names.jobs, durable);
   }
 
-  // slot is one of a tool's slots: it asks for a job only when it can run it
-  // at once, so no job waits in a client buffer while its ack timer runs.
-  private async slot(tool: string, c: Consumer): Promise<void> {
+  // slot is one of a tool's (or hook's) slots: it asks for a job only when
+  // it can run it at once, so no job waits in a client buffer while its ack
+  // timer runs.
+  private async slot(tool: string, c: Consumer, handle: (msg: JsMsg) => Promise<void>): Promise<void> {
     const log = this.log.with({ tool });
     while (!this.stopping.signal.aborted) {
       let msg: JsMsg | null;
@@ -260,7 +293,7 @@ export class Worker {
       // in flight, and runs like any other.
       if (msg) {
         try {
-          await this.handle(tool, msg);
+          await handle(msg);
         } catch (err) {
           // A bug must not stop the slot: the job goes back for another try.
           log.error("job failed", { err: (err as Error).stack });
@@ -374,6 +407,106 @@ export class Worker {
       timers.forEach((t) => clearTimeout(t));
       this.stopping.signal.removeEventListener("abort", onStop);
       forget();
+    }
+  }
+
+  /**
+   * handleHook asks a hook about one job and answers it, as the Go SDK
+   * does. Every path ends in one of: the answer published, then the job
+   * acknowledged; a dead letter; a nak that asks again (the worker is
+   * stopping); or an acknowledgement without an answer when the workflow
+   * has stopped waiting (the deadline passed).
+   */
+  private async handleHook(hook: string, msg: JsMsg): Promise<void> {
+    const attempt = msg.info.deliveryCount;
+    let job: HookJob;
+    try {
+      job = parseHookJob(msg.data);
+    } catch (err) {
+      await this.reject(msg, (err as Error).message);
+      return;
+    }
+    const log = this.log.with({ workflow: job.workflow_id, task: job.task, hook, attempt });
+    const deadline = Date.parse(job.deadline);
+    if (Date.now() >= deadline) {
+      log.info("a hook job past its deadline: not asked");
+      msg.ack();
+      return;
+    }
+    const ac = new AbortController();
+    let why: "deadline" | "shutdown" | undefined;
+    const abort = (reason: "deadline" | "shutdown") => {
+      if (!why) {
+        why = reason;
+        ac.abort(new Error(reason));
+      }
+    };
+    const timers: NodeJS.Timeout[] = [];
+    const left = deadline - Date.now();
+    if (left <= MAX_TIMER_MS) {
+      timers.push(setTimeout(() => abort("deadline"), Math.max(0, left)));
+    }
+    const onStop = () => timers.push(setTimeout(() => abort("shutdown"), this.opts.drainGraceMs));
+    if (this.stopping.signal.aborted) {
+      onStop();
+    } else {
+      this.stopping.signal.addEventListener("abort", onStop, { once: true });
+    }
+    timers.push(setInterval(() => msg.working(), this.opts.ackWaitMs / 3));
+    try {
+      let d: Decision;
+      const h = this.hooks.get(hook)!;
+      // A hook that ignores its signal still stops being waited for.
+      let onAbort = () => {};
+      const stopped = new Promise<never>((_, reject) => {
+        onAbort = () => reject(ac.signal.reason);
+        ac.signal.addEventListener("abort", onAbort, { once: true });
+      });
+      try {
+        d = await Promise.race([h.check(job, ac.signal), stopped]);
+        if (d.decision !== "continue" && d.decision !== "stop" && d.decision !== "wait") {
+          d = { decision: "stop", reason: `hook ${hook} answered ${JSON.stringify(d.decision)}: a hook answers continue, stop or wait` };
+        }
+      } catch (err) {
+        d = { decision: "stop", reason: `hook ${hook} failed: ${(err as Error).message}` };
+      } finally {
+        ac.signal.removeEventListener("abort", onAbort);
+      }
+      if (why === "shutdown") {
+        log.info("hook cut short by shutdown; handed back");
+        msg.nak();
+        return;
+      }
+      if (why === "deadline" || Date.now() >= deadline) {
+        log.warn("the hook answered after its deadline; the workflow has gone on without it");
+        msg.ack();
+        return;
+      }
+      const answer: HookAnswer = {
+        workflow_id: job.workflow_id,
+        task: job.task,
+        hook,
+        decision: d.decision,
+        reason: capReason(String(d.reason ?? "")),
+      };
+      try {
+        await this.js.publish(hookNames.answer(job.workflow_id), JSON.stringify(answer), {
+          msgID: hookNames.answerID(job.workflow_id, job.task, hook),
+        });
+      } catch (err) {
+        log.warn("cannot publish a hook's answer; the job will be redelivered", { err: (err as Error).message });
+        msg.nak(1_000);
+        return;
+      }
+      try {
+        await msg.ackAck({ timeout: IO_TIMEOUT_MS });
+      } catch (err) {
+        log.debug("ack failed; a redelivery's answer is deduplicated", { err: (err as Error).message });
+      }
+      log.info("hook answered", { decision: answer.decision });
+    } finally {
+      timers.forEach((t) => clearTimeout(t));
+      this.stopping.signal.removeEventListener("abort", onStop);
     }
   }
 
@@ -533,6 +666,11 @@ function truncate(s: string): string {
   // Cut on a character boundary: decoding drops a split last character.
   const kept = b.subarray(0, MAX_OUTPUT_BYTES).toString("utf8").replace(/\uFFFD$/u, "");
   return `${kept}\n[output truncated: ${b.length - Buffer.byteLength(kept)} of ${b.length} bytes dropped]`;
+}
+
+// capReason keeps a hook's reason within hook_answer's 4096 characters.
+function capReason(s: string): string {
+  return s.length <= 4096 ? s : `${s.slice(0, 4093)}...`;
 }
 
 function defaultName(): string {
