@@ -51,7 +51,7 @@ func notFound(turn string) error {
 
 // RejectedError is a submission the orchestrator refused (its turn finished
 // with StopRejected without running): an unknown agent or model, a script
-// where scripts are not allowed, a reused turn id. Reason is the
+// where scripts are not allowed. Reason is the
 // orchestrator's.
 type RejectedError struct {
 	TurnID string
@@ -163,10 +163,13 @@ func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
 // Submit publishes a turn request and returns its turn id once the inbox has
 // it. A submission that fails the schema is refused here; one the
-// orchestrator refuses (an unknown agent, a reused turn id) ends its turn
-// with StopRejected, and Wait returns a *RejectedError. Submitting the same
+// orchestrator refuses (an unknown agent, say) ends its turn with
+// StopRejected, and Wait returns a *RejectedError. Submitting the same
 // request again within the inbox's duplicate window (10 min) is a no-op, so
-// a Submit that failed may be retried as it is.
+// a Submit that failed may be retried as it is. The turn id is the
+// message's id, so another request under a turn id already used is dropped
+// as a duplicate within that window too, and Wait follows the first turn:
+// choose fresh ids (NewID).
 func (c *Client) Submit(ctx context.Context, s Submit) (string, error) {
 	if s.TurnID == "" {
 		s.TurnID = NewID()
