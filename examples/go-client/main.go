@@ -95,7 +95,15 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	nc, err := nats.Connect(os.Getenv("NATS_URL")) // "" is nats://127.0.0.1:4222
+	// As a client (deploy/accounts.conf: the CLIENT account), NATS_USER and
+	// NATS_PASSWORD name its user, as they do for the jetloop CLI; the
+	// client role takes its replies under _INBOX_cli, and the SDK finds the
+	// account's API prefix.
+	var opts []nats.Option
+	if user := os.Getenv("NATS_USER"); user != "" {
+		opts = append(opts, nats.UserInfo(user, os.Getenv("NATS_PASSWORD")), nats.CustomInboxPrefix("_INBOX_cli"))
+	}
+	nc, err := nats.Connect(os.Getenv("NATS_URL"), opts...) // "" is nats://127.0.0.1:4222
 	if err == nil {
 		err = run(ctx, nc, *agent, script, strings.Join(flag.Args(), " "), os.Stdin, os.Stdout)
 	}

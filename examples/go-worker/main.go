@@ -39,7 +39,14 @@ func run(ctx context.Context, nc *nats.Conn) error {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	nc, err := nats.Connect(os.Getenv("NATS_URL")) // "" is nats://127.0.0.1:4222
+	// As the examples' worker deployment (deploy/accounts.conf: exampleworker serves
+	// invoice_total), NATS_USER and NATS_PASSWORD name its user, as
+	// they do for the jetloop CLI; the SDK finds the account's API prefix.
+	var opts []nats.Option
+	if user := os.Getenv("NATS_USER"); user != "" {
+		opts = append(opts, nats.UserInfo(user, os.Getenv("NATS_PASSWORD")))
+	}
+	nc, err := nats.Connect(os.Getenv("NATS_URL"), opts...) // "" is nats://127.0.0.1:4222
 	if err == nil {
 		err = run(ctx, nc)
 	}
