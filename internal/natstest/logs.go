@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/backoff"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/workflow"
@@ -23,7 +24,20 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stream, err := js.Stream(ctx, events.StreamEvents)
+	// On a cluster whose node was just killed or restarted, the JetStream
+	// API may not answer for a moment ("no responders"): ask again until
+	// the deadline.
+	again := func(op func() error) error {
+		return backoff.Policy{First: 100 * time.Millisecond, Max: time.Second}.Do(ctx, func(int) error {
+			err := op()
+			if err != nil && !errors.Is(err, nats.ErrNoResponders) {
+				return backoff.Permanent(err)
+			}
+			return err
+		})
+	}
+	var stream jetstream.Stream
+	err := again(func() (err error) { stream, err = js.Stream(ctx, events.StreamEvents); return err })
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return
 	}
@@ -31,8 +45,8 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 		t.Errorf("check logs: %v", err)
 		return
 	}
-	info, err := stream.Info(ctx)
-	if err != nil {
+	var info *jetstream.StreamInfo
+	if err := again(func() (err error) { info, err = stream.Info(ctx); return err }); err != nil {
 		t.Errorf("check logs: %v", err)
 		return
 	}
@@ -41,7 +55,11 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 	// follower still catching up, and leave a hole in a log. A consumer
 	// reads one replica's store in order, and a fetch for as many messages
 	// as the stream holds waits for that replica to catch up.
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	var cons jetstream.Consumer
+	err = again(func() (err error) {
+		cons, err = stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		return err
+	})
 	if err != nil {
 		t.Errorf("check logs: %v", err)
 		return
