@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -133,17 +131,8 @@ func (w *Worker) handleHook(stop context.Context, hook string, msg jetstream.Msg
 		_ = msg.Nak()
 		return
 	}
-	attempt := 1
-	if md, err := msg.Metadata(); err == nil {
-		attempt = int(md.NumDelivered)
-	}
-	var job events.HookJob
-	if err := schemas.Validate("hook_job", msg.Data()); err != nil {
-		w.deadJob(msg, err.Error())
-		return
-	}
-	if err := json.Unmarshal(msg.Data(), &job); err != nil {
-		w.deadJob(msg, err.Error())
+	job, attempt, ok := readJob[events.HookJob](msg, "hook_job", w.deadJob)
+	if !ok {
 		return
 	}
 	log := w.log.With("workflow", job.WorkflowID, "task", job.Task, "hook", hook, "attempt", attempt)

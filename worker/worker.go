@@ -440,6 +440,25 @@ func (w *Worker) consumerConfig(tool string) jetstream.ConsumerConfig {
 	}
 }
 
+// readJob reads a delivered job: how often it was delivered, and its body,
+// checked against its schema and decoded. A job that is not one goes to bad
+// with the reason, and ok is false.
+func readJob[T any](msg jetstream.Msg, schema string, bad func(jetstream.Msg, string)) (job T, attempt int, ok bool) {
+	attempt = 1
+	if md, err := msg.Metadata(); err == nil {
+		attempt = int(md.NumDelivered)
+	}
+	if err := schemas.Validate(schema, msg.Data()); err != nil {
+		bad(msg, err.Error())
+		return job, attempt, false
+	}
+	if err := json.Unmarshal(msg.Data(), &job); err != nil {
+		bad(msg, err.Error())
+		return job, attempt, false
+	}
+	return job, attempt, true
+}
+
 // handle runs one job and answers it. Every path ends in exactly one of: a
 // result published then the job acknowledged; a dead letter then Term; or a
 // Nak that hands the job to the next delivery.
@@ -451,17 +470,8 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	attempt := 1
-	if md, err := msg.Metadata(); err == nil {
-		attempt = int(md.NumDelivered)
-	}
-	var job events.ToolJob
-	if err := schemas.Validate("tool_job", msg.Data()); err != nil {
-		w.reject(msg, err.Error())
-		return
-	}
-	if err := json.Unmarshal(msg.Data(), &job); err != nil {
-		w.reject(msg, err.Error())
+	job, attempt, ok := readJob[events.ToolJob](msg, "tool_job", w.reject)
+	if !ok {
 		return
 	}
 	if job.Tool != tool {
