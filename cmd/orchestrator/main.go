@@ -21,6 +21,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/providers"
+	"github.com/jetloop/jetloop/internal/tenants"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -43,6 +44,7 @@ func run() int {
 	level := flag.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := flag.String("metrics-addr", "", proc.MetricsAddrUsage)
 	pprofAddr := flag.String("pprof-addr", "", proc.PprofAddrUsage)
+	tenantsPath := flag.String("tenants", os.Getenv("JETLOOP_TENANTS"), "serve every tenant of this tenants file (jetloop tenants), each through its own account as its orchestrator user, with its quotas (default $JETLOOP_TENANTS; docs/tenants.md)")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *version {
@@ -62,7 +64,11 @@ func run() int {
 	log := proc.Logger(os.Stderr, lvl)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m, stopMetrics, err := proc.StartMetrics(*metricsAddr, log)
+	startMetrics := proc.StartMetrics
+	if *tenantsPath != "" {
+		startMetrics = proc.StartTenantsMetrics
+	}
+	m, stopMetrics, err := startMetrics(*metricsAddr, log)
 	if err != nil {
 		log.Error("cannot serve metrics", "err", err)
 		return 1
@@ -92,7 +98,8 @@ func run() int {
 
 	if *url == "" {
 		*url = bus.DefaultURL
-		if !bus.Answers(*url) {
+		// A tenants' server has their accounts: an embedded one would not.
+		if !bus.Answers(*url) && *tenantsPath == "" {
 			srv, err := embedded.Start(*url, *data, embedded.Sync(*sync))
 			if err != nil {
 				log.Error("no server answers and none could be started here", "url", *url, "err", err)
@@ -104,6 +111,28 @@ func run() int {
 			}()
 			log.Info("no NATS server answered: started an embedded JetStream server", "url", srv.ClientURL(), "data", *data)
 		}
+	}
+	provs, err := providers.Options(os.Getenv, set, log)
+	if err != nil {
+		log.Error("bad model provider configuration", "err", err)
+		return 2
+	}
+	if *name != "" {
+		provs = append(provs, orchestrator.WithName(*name))
+	}
+	oopts := append(provs, orchestrator.WithShards(*shards), orchestrator.WithModelRunners(*runners), orchestrator.WithAckWait(*ackWait),
+		orchestrator.WithAllowScripts(*allowScripts), orchestrator.WithTracer(tracer))
+	if *tenantsPath != "" {
+		if _, err := tenants.Load(*tenantsPath); err != nil {
+			log.Error("bad tenants file", "err", err)
+			return 2
+		}
+		if err := serveTenants(ctx, *tenantsPath, *url, auth, m, log.With("url", bus.RedactURL(*url)), set, oopts); err != nil {
+			log.Error("orchestrator stopped", "err", err)
+			return 1
+		}
+		log.Info("orchestrator stopped gracefully")
+		return 0
 	}
 	opts, err := auth.Options()
 	if err != nil {
@@ -121,17 +150,7 @@ func run() int {
 		log.Error("jetstream", "err", err)
 		return 1
 	}
-	provs, err := providers.Options(os.Getenv, set, log)
-	if err != nil {
-		log.Error("bad model provider configuration", "err", err)
-		return 2
-	}
-	if *name != "" {
-		provs = append(provs, orchestrator.WithName(*name))
-	}
-	o, err := orchestrator.New(nc, js, log.With("url", bus.RedactURL(*url)), set,
-		append(provs, orchestrator.WithShards(*shards), orchestrator.WithModelRunners(*runners), orchestrator.WithAckWait(*ackWait), orchestrator.WithAllowScripts(*allowScripts),
-			orchestrator.WithMetrics(m), orchestrator.WithTracer(tracer))...)
+	o, err := orchestrator.New(nc, js, log.With("url", bus.RedactURL(*url)), set, append(oopts, orchestrator.WithMetrics(m))...)
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		return 2

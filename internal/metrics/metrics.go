@@ -61,20 +61,65 @@ type Metrics struct {
 	appendConflicts   prometheus.Counter
 	workflowsFinished *prometheus.CounterVec
 	slotsBusy         *prometheus.GaugeVec
+	quotaRefusals     *prometheus.CounterVec
 
 	// agents are the agent names the process knows; any other is counted
 	// as Other. Written at setup, read on every turn: copy on write.
 	agents atomic.Pointer[map[string]bool]
 
-	mu     sync.Mutex
-	checks []check
+	mu      sync.Mutex
+	checks  []check
+	tenants map[string]*Metrics // of a root made by NewTenants, by name
 }
 
 // New returns the metrics of one process, every one of the contract
 // registered, with the Go runtime's and the process's own.
 func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
-	f := factory{m.reg}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.register(m.reg)
+	return m
+}
+
+// NewTenants returns the metrics of a process that serves several tenants:
+// it serves the Go runtime's and the process's own, and each tenant's
+// metrics, made by Tenant, carry the label tenant. The root itself records
+// nothing (its recording methods do nothing): a series without the label
+// would have other label names than its tenants' under the same name.
+func NewTenants() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Tenant returns the metrics of one tenant of a process made by
+// NewTenants: every series it records is labelled tenant=name. Names come
+// from the process's tenants file, so the label stays bounded. The
+// process is ready when each tenant's checks pass (DropTenant forgets
+// them).
+func (m *Metrics) Tenant(name string) *Metrics {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// A tenant removed and added again while the process runs keeps its
+	// series: a registry takes each of them once.
+	if t, ok := m.tenants[name]; ok {
+		return t
+	}
+	t := &Metrics{reg: m.reg}
+	t.register(prometheus.WrapRegistererWith(prometheus.Labels{"tenant": name}, m.reg))
+	if m.tenants == nil {
+		m.tenants = map[string]*Metrics{}
+	}
+	m.tenants[name] = t
+	return t
+}
+
+// register makes the contract's metrics in reg.
+func (m *Metrics) register(reg prometheus.Registerer) {
+	f := factory{reg}
 	m.turnsStarted = f.counterVec("jetloop_turns_started_total", "Turns this process started (appended their turn.started).", "agent")
 	m.turnsFinished = f.counterVec("jetloop_turns_finished_total", "Turns this process finished (appended their turn.finished), by stop reason.", "agent", "stop_reason")
 	m.turnsActive = f.gauge("jetloop_turns_active",
@@ -97,7 +142,7 @@ func New() *Metrics {
 	m.appendConflicts = f.counter("jetloop_append_conflicts_total", "Appends to a turn's log that lost the race to another writer (decided again on the fresh log).")
 	m.workflowsFinished = f.counterVec("jetloop_workflows_finished_total", "Workflows this process finished, by stop reason.", "stop_reason")
 	m.slotsBusy = f.gaugeVec("jetloop_worker_slots_busy", "Slots of this tool worker running a call, by tool.", "tool")
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.quotaRefusals = f.counterVec("jetloop_quota_refusals_total", "Submissions a tenant's quota refused, by quota (storage, in_flight, rate).", "quota")
 	// A workflow's stop reasons are a closed set (the contract's): showing
 	// each at zero lets a rate or an alert see its first one.
 	for _, r := range workflowStopReasons {
@@ -105,7 +150,6 @@ func New() *Metrics {
 	}
 	none := map[string]bool{}
 	m.agents.Store(&none)
-	return m
 }
 
 // Registry is where the metrics are registered, for a test or another
@@ -115,7 +159,7 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // KnowAgents adds names to the agents whose names are labels; others are
 // counted as Other.
 func (m *Metrics) KnowAgents(names ...string) {
-	if m == nil {
+	if m.off() {
 		return
 	}
 	m.mu.Lock()
@@ -136,7 +180,7 @@ func (m *Metrics) agent(name string) string {
 
 // TurnStarted counts a turn this process started.
 func (m *Metrics) TurnStarted(agent string) {
-	if m == nil {
+	if m.off() {
 		return
 	}
 	m.turnsStarted.WithLabelValues(m.agent(agent)).Inc()
@@ -145,7 +189,7 @@ func (m *Metrics) TurnStarted(agent string) {
 // TurnFinished counts a turn this process finished. A rejected submission
 // has no agent yet; it is counted under "".
 func (m *Metrics) TurnFinished(agent, stopReason string) {
-	if m == nil {
+	if m.off() {
 		return
 	}
 	if agent != "" {
@@ -156,7 +200,7 @@ func (m *Metrics) TurnFinished(agent, stopReason string) {
 
 // TurnsActive moves the count of unfinished turns by delta.
 func (m *Metrics) TurnsActive(delta int) {
-	if m == nil || delta == 0 {
+	if m.off() || delta == 0 {
 		return
 	}
 	m.turnsActive.Add(float64(delta))
@@ -164,7 +208,7 @@ func (m *Metrics) TurnsActive(delta int) {
 
 // TurnsPaused moves the count of paused turns by delta.
 func (m *Metrics) TurnsPaused(delta int) {
-	if m == nil || delta == 0 {
+	if m.off() || delta == 0 {
 		return
 	}
 	m.turnsPaused.Add(float64(delta))
@@ -172,7 +216,7 @@ func (m *Metrics) TurnsPaused(delta int) {
 
 // StepStarted counts a step this process started.
 func (m *Metrics) StepStarted(agent string) {
-	if m == nil {
+	if m.off() {
 		return
 	}
 	m.steps.WithLabelValues(m.agent(agent)).Inc()
@@ -180,7 +224,7 @@ func (m *Metrics) StepStarted(agent string) {
 
 // StepChecked records how long a step took, from its start to its check.
 func (m *Metrics) StepChecked(d time.Duration) {
-	if m == nil || d < 0 {
+	if m.off() || d < 0 {
 		return
 	}
 	m.stepDuration.Observe(d.Seconds())
@@ -189,7 +233,7 @@ func (m *Metrics) StepChecked(d time.Duration) {
 // ModelCall records one model call attempt and the tokens it used.
 // provider must come from the process's configuration (a bounded set).
 func (m *Metrics) ModelCall(provider, outcome string, d time.Duration, inputTokens, outputTokens int) {
-	if m == nil {
+	if m.off() {
 		return
 	}
 	m.modelCalls.WithLabelValues(provider, outcome).Inc()
@@ -205,7 +249,7 @@ func (m *Metrics) ModelCall(provider, outcome string, d time.Duration, inputToke
 // ToolCall records one tool call. tool must be bounded by the caller: a
 // tool the process serves or offers, else Other.
 func (m *Metrics) ToolCall(tool, outcome string, d time.Duration) {
-	if m == nil {
+	if m.off() {
 		return
 	}
 	m.toolCalls.WithLabelValues(tool, outcome).Inc()
@@ -214,7 +258,7 @@ func (m *Metrics) ToolCall(tool, outcome string, d time.Duration) {
 
 // SlotsBusy moves the count of a tool's busy slots by delta.
 func (m *Metrics) SlotsBusy(tool string, delta int) {
-	if m == nil {
+	if m.off() {
 		return
 	}
 	m.slotsBusy.WithLabelValues(tool).Add(float64(delta))
@@ -222,7 +266,7 @@ func (m *Metrics) SlotsBusy(tool string, delta int) {
 
 // Input counts an inbox input handled, by its kind and outcome.
 func (m *Metrics) Input(kind, outcome string) {
-	if m == nil {
+	if m.off() {
 		return
 	}
 	m.inputs.WithLabelValues(kind, outcome).Inc()
@@ -230,7 +274,7 @@ func (m *Metrics) Input(kind, outcome string) {
 
 // DeadLetter counts a dead letter written, by its kind.
 func (m *Metrics) DeadLetter(kind string) {
-	if m == nil {
+	if m.off() {
 		return
 	}
 	m.deadLetters.WithLabelValues(kind).Inc()
@@ -238,7 +282,7 @@ func (m *Metrics) DeadLetter(kind string) {
 
 // AppendConflict counts an append that lost the race for a turn's log.
 func (m *Metrics) AppendConflict() {
-	if m == nil {
+	if m.off() {
 		return
 	}
 	m.appendConflicts.Inc()
@@ -246,14 +290,14 @@ func (m *Metrics) AppendConflict() {
 
 // WorkflowFinished counts a workflow this process finished.
 func (m *Metrics) WorkflowFinished(stopReason string) {
-	if m == nil {
+	if m.off() {
 		return
 	}
 	m.workflowsFinished.WithLabelValues(stopReason).Inc()
 }
 
 // factory registers what it makes in one registry.
-type factory struct{ reg *prometheus.Registry }
+type factory struct{ reg prometheus.Registerer }
 
 func (f factory) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
@@ -290,3 +334,15 @@ func (f factory) histogramVec(name, help string, buckets []float64, labels ...st
 	f.reg.MustRegister(h)
 	return h
 }
+
+// QuotaRefusal counts a submission refused by a tenant's quota.
+func (m *Metrics) QuotaRefusal(quota string) {
+	if m.off() {
+		return
+	}
+	m.quotaRefusals.WithLabelValues(quota).Inc()
+}
+
+// off tells whether m records nothing: metrics are off, or m is the root of
+// a process's tenants.
+func (m *Metrics) off() bool { return m == nil || m.steps == nil }

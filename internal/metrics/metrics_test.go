@@ -83,3 +83,43 @@ func TestReadiness(t *testing.T) {
 		t.Errorf("/readyz with every part ready: %d %q", code, text)
 	}
 }
+
+func TestTenantsAreLabelled(t *testing.T) {
+	m := metrics.NewTenants()
+	a, b := m.Tenant("a"), m.Tenant("b")
+	if m.Tenant("a") != a {
+		t.Fatal("a tenant's metrics are made twice")
+	}
+	a.KnowAgents("coder")
+	a.TurnStarted("coder")
+	b.TurnStarted("coder")
+	b.TurnStarted("coder")
+	m.TurnStarted("coder") // the root records nothing
+	a.AddCheck("a", func() error { return nil })
+	code, text := body(t, m, "/metrics")
+	if code != 200 {
+		t.Fatal(code)
+	}
+	for _, want := range []string{
+		`jetloop_turns_started_total{agent="coder",tenant="a"} 1`,
+		`jetloop_turns_started_total{agent="other",tenant="b"} 2`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %s in\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, `jetloop_turns_started_total{agent="coder"} `) {
+		t.Error("the root recorded a series without a tenant")
+	}
+	if code, _ := body(t, m, "/readyz"); code != 200 {
+		t.Errorf("a tenant's check is not the process's: /readyz %d", code)
+	}
+	b.AddCheck("b", func() error { return errors.New("stopped") })
+	if code, text := body(t, m, "/readyz"); code != 503 || !strings.Contains(text, "tenant b: b: stopped") {
+		t.Errorf("a tenant that is not ready: /readyz %d %s", code, text)
+	}
+	m.DropTenant("b")
+	if code, _ := body(t, m, "/readyz"); code != 200 {
+		t.Errorf("a tenant no longer served still counts: /readyz %d", code)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"net"
 	"net/http"
 	"strings"
@@ -32,11 +34,35 @@ func (m *Metrics) AddCheck(name string, fn Check) {
 	m.checks = append(m.checks, check{name, fn})
 }
 
+// DropTenant stops the process's readiness depending on a tenant it no
+// longer serves. The tenant's series stay: Tenant(name) returns them again.
+func (m *Metrics) DropTenant(name string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	t := m.tenants[name]
+	m.mu.Unlock()
+	if t != nil {
+		t.mu.Lock()
+		t.checks = nil
+		t.mu.Unlock()
+	}
+}
+
 // Ready returns nil when every registered part is ready. A process with no
 // part registered yet is not.
 func (m *Metrics) Ready() error {
 	m.mu.Lock()
-	checks := m.checks
+	checks := slices.Clip(m.checks)
+	for _, name := range slices.Sorted(maps.Keys(m.tenants)) {
+		t := m.tenants[name]
+		t.mu.Lock()
+		for _, c := range t.checks {
+			checks = append(checks, check{"tenant " + name + ": " + c.name, c.fn})
+		}
+		t.mu.Unlock()
+	}
 	m.mu.Unlock()
 	if len(checks) == 0 {
 		return errors.New("starting")

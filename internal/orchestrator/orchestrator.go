@@ -83,6 +83,12 @@ type Orchestrator struct {
 	// before this process last took a partition over may be stale.
 	gens [bus.Partitions]atomic.Uint64
 
+	// tenant is the tenant this process serves through its connection
+	// ("" in a single-tenant deployment), quota what its clients may start
+	// (nil: unbounded).
+	tenant string
+	quota  *quotas
+
 	metrics *metrics.Metrics // nil: metrics off
 	tracer  *tracing.Tracer  // nil: tracing off
 	ready   atomic.Bool      // set up and serving, for /readyz
@@ -327,6 +333,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	g.Go(func() error { return o.serve(gctx, inbox, parts, first, live) })
 	g.Go(func() error { return o.retryStranded(gctx, strandedInterval) })
 	g.Go(func() error { return o.watchRestarts(gctx) })
+	g.Go(func() error { return o.watchQuota(gctx) })
 	o.ready.Store(true)
 	defer o.ready.Store(false)
 	o.log.Info("serving", "name", o.name, "agents", o.agents.Names(), "shards", o.shards, "model_runners", o.runners,

@@ -144,6 +144,15 @@ func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit,
 		return s.reject(ctx, log, sub.TurnID, sub.SessionID, d.reason, redelivered)
 	}
 	start.Digest = digest
+	if sub.Parent == nil && sub.Workflow == nil {
+		reason, err := s.refuse(ctx, sub.TurnID)
+		if err != nil {
+			return err
+		}
+		if reason != "" {
+			return s.reject(ctx, log, sub.TurnID, sub.SessionID, reason, redelivered)
+		}
+	}
 	if r.log != nil || r.lerr != nil {
 		s.preloaded = &preloaded{turn: sub.TurnID, e: r.log, err: r.lerr}
 		defer func() { s.preloaded = nil }()

@@ -63,18 +63,24 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 	}
 	start := workflow.Start{WorkflowID: sub.WorkflowID, SessionID: sub.SessionID, Agent: sub.Agent, Tasks: sub.Tasks,
 		Limits: limits, Policy: workflow.EffectivePolicy(sub.Policy), Metadata: sub.Metadata, Digest: digest(data)}
+	reason, err := s.refuse(ctx, sub.WorkflowID)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, reason)
+	}
 	if err := s.o.markLive(ctx, sub.WorkflowID); err != nil {
 		if unstorable(err) {
 			return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, "cannot start the workflow: "+err.Error())
 		}
 		return &retry{err}
 	}
-	err := s.applyWorkflow(ctx, log, sub.WorkflowID, start)
+	err = s.applyWorkflow(ctx, log, sub.WorkflowID, start)
 	if d := (*deadLetter)(nil); errors.As(err, &d) {
 		return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, d.reason)
 	}
 	if errors.Is(err, workflow.ErrExists) {
-		// The very submission that started it, sent again, changes nothing.
 		// The very submission that started it, sent again, changes nothing,
 		// but repairs what a handling that died may have left undone: the
 		// first task's turn, a checkpoint's gate.

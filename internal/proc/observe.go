@@ -17,10 +17,20 @@ const MetricsAddrUsage = "serve /metrics, /healthz and /readyz on HOST:PORT (off
 // endpoints outlive a graceful stop's drain, so /healthz answers until the
 // process exits.
 func StartMetrics(addr string, log *slog.Logger) (m *metrics.Metrics, stop func(), err error) {
+	return startMetrics(addr, log, metrics.New)
+}
+
+// StartTenantsMetrics is StartMetrics for a process that serves several
+// tenants: each tenant's metrics are m.Tenant(name)'s.
+func StartTenantsMetrics(addr string, log *slog.Logger) (m *metrics.Metrics, stop func(), err error) {
+	return startMetrics(addr, log, metrics.NewTenants)
+}
+
+func startMetrics(addr string, log *slog.Logger, newMetrics func() *metrics.Metrics) (m *metrics.Metrics, stop func(), err error) {
 	if addr == "" {
 		return nil, func() {}, nil
 	}
-	m = metrics.New()
+	m = newMetrics()
 	srv, err := m.Listen(addr)
 	if err != nil {
 		return nil, nil, err

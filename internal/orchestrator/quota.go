@@ -1,0 +1,188 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
+)
+
+// Quota bounds what one tenant's clients may start (contract, "Isolation":
+// storage, turns in flight, submissions per second). A submission past a
+// bound is refused: its turn or workflow ends rejected with the reason, as
+// `jetloop submit` reports, and the submission is kept as a dead letter,
+// so nothing is lost; sent again once there is room, it starts. Only what
+// a client submits is bounded: a workflow's tasks and a turn's subagents
+// belong to what was already admitted, and a turn already running always
+// finishes.
+type Quota struct {
+	// InFlight bounds the turns and workflows started and not finished
+	// (KV JETLOOP_LIVE's entries, over every orchestrator). Zero: unbounded.
+	InFlight int
+	// Rate bounds the submissions this process accepts per second, in
+	// bursts of Burst. NATS has no per-account message rate, so the
+	// orchestrator enforces it; with several orchestrators each applies it
+	// to what it handles. Zero: unbounded.
+	Rate  float64
+	Burst int
+	// SoftStorage is the percentage of the account's JetStream storage
+	// (the server's hard limit, read from the account) above which new
+	// submissions are refused, so that the turns running can still store
+	// their ends. Zero: 90. An account with no storage limit has none.
+	SoftStorage int
+}
+
+// quotaRefresh is how often the counts a quota is checked against are read
+// again: the in-flight index and the account's storage.
+const quotaRefresh = time.Second
+
+// WithTenant names the tenant this orchestrator serves (logs, refusals) and
+// the quota its submissions are held to.
+func WithTenant(name string, q Quota) Option {
+	return func(o *Orchestrator) error {
+		if q.InFlight < 0 || q.Rate < 0 || q.Burst < 0 || q.SoftStorage < 0 || q.SoftStorage > 100 {
+			return fmt.Errorf("orchestrator: tenant %s: bad quota %+v", name, q)
+		}
+		if q.SoftStorage == 0 {
+			q.SoftStorage = 90
+		}
+		o.tenant = name
+		o.quota = &quotas{tenant: name, q: q}
+		if q.Rate > 0 {
+			o.quota.limiter = rate.NewLimiter(rate.Limit(q.Rate), max(q.Burst, 1))
+		}
+		o.log = o.log.With("tenant", name)
+		return nil
+	}
+}
+
+// quotas is a tenant's quota and what it is checked against.
+type quotas struct {
+	tenant  string
+	q       Quota
+	limiter *rate.Limiter
+	// live is the index's count at the last refresh, admitted what was
+	// admitted since: a count between two refreshes errs on the side of
+	// more in flight, never fewer.
+	live, admitted atomic.Int64
+	// used and soft are the account's stored bytes and soft limit at the
+	// last refresh (soft 0: no limit).
+	used, soft atomic.Int64
+}
+
+// Quotas a submission can be refused by: the values of the metric
+// jetloop_quota_refusals_total's label.
+const (
+	quotaStorage  = "storage"
+	quotaInFlight = "in_flight"
+	quotaRate     = "rate"
+)
+
+// admit takes a new submission into account, or says which quota refuses
+// it and why.
+func (q *quotas) admit() (quota, reason string) {
+	if soft := q.soft.Load(); soft > 0 && q.used.Load() >= soft {
+		return quotaStorage, fmt.Sprintf("tenant %s is over its storage quota: %d bytes stored, soft limit %d (%d%% of the account's storage); "+
+			"new turns are refused until storage is freed, running ones finish", q.tenant, q.used.Load(), soft, q.q.SoftStorage)
+	}
+	if n := q.q.InFlight; n > 0 && q.live.Load()+q.admitted.Load() >= int64(n) {
+		return quotaInFlight, fmt.Sprintf("tenant %s is at its quota of %d turns and workflows in flight; submit again when one finishes", q.tenant, n)
+	}
+	if q.limiter != nil && !q.limiter.Allow() {
+		return quotaRate, fmt.Sprintf("tenant %s is over its quota of %g submissions per second (bursts of %d); submit again later", q.tenant, q.q.Rate, q.limiter.Burst())
+	}
+	q.admitted.Add(1)
+	return "", ""
+}
+
+// watchQuota keeps the counts a quota is checked against fresh until ctx
+// ends. A read that fails keeps the last counts.
+func (o *Orchestrator) watchQuota(ctx context.Context) error {
+	if o.quota == nil {
+		return nil
+	}
+	t := time.NewTicker(quotaRefresh)
+	defer t.Stop()
+	for {
+		o.refreshQuota(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (o *Orchestrator) refreshQuota(ctx context.Context) {
+	q := o.quota
+	ctx, cancel := context.WithTimeout(ctx, quotaRefresh)
+	defer cancel()
+	if q.q.InFlight > 0 {
+		before := q.admitted.Load()
+		if n, err := o.countLive(ctx); err == nil {
+			// What was admitted while the index was read may or may not be
+			// in it: it stays counted until the next refresh.
+			q.live.Store(n)
+			q.admitted.Add(-before)
+		} else if ctx.Err() == nil {
+			o.log.Debug("cannot count the turns in flight", "err", err)
+		}
+	}
+	info, err := o.js.AccountInfo(ctx)
+	if err != nil {
+		o.log.Debug("cannot read the account's storage", "err", err)
+		return
+	}
+	q.used.Store(int64(info.Store))
+	if max := info.Limits.MaxStore; max > 0 {
+		q.soft.Store(max / 100 * int64(q.q.SoftStorage))
+	} else {
+		q.soft.Store(0)
+	}
+}
+
+// countLive counts the unfinished turns and workflows in the index.
+func (o *Orchestrator) countLive(ctx context.Context) (int64, error) {
+	keys, err := o.live.ListKeys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for range keys.Keys() {
+		n++
+	}
+	return n, keys.Stop()
+}
+
+// refuse tells whether a client's new submission of id (a turn's or a
+// workflow's) is refused by the quota, and why. One that already started
+// is never refused: it is the same submission delivered again.
+func (s *shard) refuse(ctx context.Context, id string) (string, error) {
+	q := s.o.quota
+	if q == nil {
+		return "", nil
+	}
+	quota, reason := q.admit()
+	if reason == "" {
+		return "", nil
+	}
+	last, _, ok, err := s.o.store.Last(ctx, id)
+	if err != nil {
+		return "", &retry{err}
+	}
+	// A log whose first event ends it is a rejection's, which a valid
+	// submission replaces.
+	if ok && !(last.Seq == 1 && (last.Type == events.TurnFinished || last.Type == events.WorkflowFinished)) {
+		return "", nil
+	}
+	s.o.metrics.QuotaRefusal(quota)
+	return reason, nil
+}
