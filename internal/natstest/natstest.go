@@ -65,9 +65,16 @@ func StartWith(t testing.TB, dir string, port int, maxStore int64) *Server {
 // otherwise) fail the test's log.
 func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL(), nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+	return s.ConnectAs(t)
+}
+
+// ConnectAs is Connect with more options: a user of a server started from
+// a configuration (StartConfig).
+func (s *Server) ConnectAs(t testing.TB, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), append([]nats.Option{nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 		t.Logf("natstest: async error on %v: %v", subject(sub), err)
-	}))
+	})}, opts...)...)
 	if err != nil {
 		t.Fatalf("natstest: connect: %v", err)
 	}

@@ -74,6 +74,8 @@ type harness struct {
 	set   *agents.Set
 	log   *slog.Logger
 	calls *counter
+	// connOpts make every connection of the harness: its user.
+	connOpts []nats.Option
 
 	namesMu sync.Mutex
 	names   map[string]bool // of the orchestrators running
@@ -149,7 +151,14 @@ func newHarness(t *testing.T) *harness {
 // it is set.
 func newHarnessOn(t *testing.T, srv *natstest.Server, p *bus.Provision) *harness {
 	t.Helper()
-	nc, js := srv.Connect(t)
+	return newHarnessAs(t, srv, p)
+}
+
+// newHarnessAs is newHarnessOn whose connections, the test's and its
+// processes', are made with opts: a user of one account of srv.
+func newHarnessAs(t *testing.T, srv *natstest.Server, p *bus.Provision, opts ...nats.Option) *harness {
+	t.Helper()
+	nc, js := srv.ConnectAs(t, opts...)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "AGENTS.md")
 	if err := os.WriteFile(path, []byte(testAgents), 0o644); err != nil {
@@ -173,7 +182,7 @@ func newHarnessOn(t *testing.T, srv *natstest.Server, p *bus.Provision) *harness
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, srv: srv, nc: nc, js: js, store: store, set: set,
+	h := &harness{t: t, srv: srv, nc: nc, js: js, store: store, set: set, connOpts: opts,
 		log:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		calls: &counter{runs: map[string]int{}}}
 	t.Cleanup(h.checkAllLogs)
@@ -205,7 +214,7 @@ func (h *harness) orchestratorKill(opts ...orchestrator.Option) (stop, kill func
 // running starts an orchestrator like orchestratorKill and returns it too.
 func (h *harness) running(opts ...orchestrator.Option) (o *orchestrator.Orchestrator, stop, kill func()) {
 	h.t.Helper()
-	nc, js := h.srv.Connect(h.t)
+	nc, js := h.srv.ConnectAs(h.t, h.connOpts...)
 	// The tests' submissions carry their scripts; a test of the default
 	// turns scripts off again with an option of its own.
 	// Each running orchestrator of the test has its own name; one started
@@ -258,7 +267,7 @@ func (h *harness) worker(setup ...func(*worker.Worker)) (stop func()) {
 // workerIn runs a tool worker whose file tools are confined to root.
 func (h *harness) workerIn(root string, setup ...func(*worker.Worker)) (stop func()) {
 	h.t.Helper()
-	nc, _ := h.srv.Connect(h.t)
+	nc, _ := h.srv.ConnectAs(h.t, h.connOpts...)
 	builtins, err := tools.Builtins(root, false)
 	if err != nil {
 		h.t.Fatal(err)

@@ -159,7 +159,8 @@ func (o *Orchestrator) countLive(ctx context.Context) (int64, error) {
 	for range keys.Keys() {
 		n++
 	}
-	return n, keys.Stop()
+	_ = keys.Stop() // stopped already when its channel closed
+	return n, nil
 }
 
 // refuse tells whether a client's new submission of id (a turn's or a
