@@ -66,7 +66,7 @@ func serveTenants(ctx context.Context, path, url string, auth bus.Auth, m *metri
 			}
 			for name, t := range want {
 				if running[name] == nil {
-					running[name] = serveTenant(ctx, path, url, auth, m.Tenant(name), log.With("tenant", name), set, t, opts)
+					running[name] = serveTenant(ctx, path, url, auth, m.Tenant(name), log, set, t, opts)
 				}
 			}
 			if len(running) == 0 {
@@ -102,6 +102,8 @@ func serveTenant(parent context.Context, path, url string, auth bus.Auth, m *met
 	set *agents.Set, t *tenants.Tenant, opts []orchestrator.Option) *served {
 	ctx, cancel := context.WithCancel(parent)
 	s := &served{tenant: t, cancel: cancel}
+	// The tenant's orchestrator adds the tenant to what it logs itself.
+	olog, log := log, log.With("tenant", t.Name)
 	auth.Creds = tenants.SeedPath(path, t.Name, tenants.Orchestrator)
 	auth.User, auth.Password, auth.PasswordFile = "", "", ""
 	quota := orchestrator.Quota{InFlight: t.InFlight, Rate: t.SubmitRate, Burst: t.Burst(), SoftStorage: t.SoftStorage}
@@ -109,7 +111,7 @@ func serveTenant(parent context.Context, path, url string, auth bus.Auth, m *met
 	s.done.Go(func() {
 		retry := backoff.Policy{First: time.Second, Max: 30 * time.Second}
 		err := retry.Do(ctx, func(int) error {
-			err := runTenant(ctx, url, auth, log, set, opts)
+			err := runTenant(ctx, url, auth, olog, set, opts)
 			if err == nil || ctx.Err() != nil {
 				return nil
 			}
@@ -120,7 +122,7 @@ func serveTenant(parent context.Context, path, url string, auth bus.Auth, m *met
 			log.Error("cannot serve the tenant", "err", err)
 		}
 	})
-	log.Info("serving a tenant", "in_flight", t.InFlight, "submit_rate", t.SubmitRate, "soft_storage", t.SoftStorage)
+	log.Info("serving a tenant", "in_flight", t.InFlight, "submit_rate", t.SubmitRate, "submit_burst", t.Burst())
 	return s
 }
 
