@@ -99,6 +99,8 @@ type Result struct {
 	Workflow *WorkflowCost `json:"workflow"`
 	// Deployed is the deployed shape, once per storage of the jobs stream.
 	Deployed []Deployed `json:"deployed"`
+	// Tenancy is the multi-tenant deployment.
+	Tenancy *Tenancy `json:"tenancy"`
 
 	Quick     bool      `json:"quick"`
 	GoVersion string    `json:"go_version"`
@@ -125,6 +127,7 @@ var phaseKeys = map[string][]string{
 	"recovery":   {"recovery_s", "turns_lost", "recovery_turns", "logs_broken"},
 	"workflow":   {"workflow"},
 	"deployed":   {"deployed"},
+	"tenants":    {"tenancy"},
 }
 
 // ran reports whether every phase named ran.
@@ -187,6 +190,9 @@ type sizes struct {
 	// profileFor is how long the deployed shape's processes are profiled
 	// at the start of each throughput run, when profiles are asked for.
 	profileFor time.Duration
+	// floodSubmissions and floodSlow are tenant a's flood; tenancyRounds
+	// the alternated single-tenant/tenant rounds of the tenants phase.
+	floodSubmissions, floodSlow, tenancyRounds int
 }
 
 func (c Config) sizes() sizes {
@@ -194,19 +200,19 @@ func (c Config) sizes() sizes {
 		return sizes{overheadTurns: 15, overheadSteps: 11, floorSamples: 500,
 			throughputTurns: 200, steps: 10, concurrency: []int{50, 200},
 			paused: 2_000, recoveryTurns: 200, replaySteps: 200, replayFor: 300 * time.Millisecond, localTurns: 100,
-			workflowTasks: 100, profileFor: 2 * time.Second}
+			workflowTasks: 100, profileFor: 2 * time.Second, floodSubmissions: 5_000, floodSlow: 100, tenancyRounds: 1}
 	}
 	return sizes{overheadTurns: 50, overheadSteps: 11, floorSamples: 2_000,
 		throughputTurns: 1_000, steps: 10, concurrency: []int{50, 200},
 		paused: 10_000, recoveryTurns: 200, replaySteps: 200, replayFor: 2 * time.Second, localTurns: 500,
-		workflowTasks: 100, profileFor: 5 * time.Second}
+		workflowTasks: 100, profileFor: 5 * time.Second, floodSubmissions: 20_000, floodSlow: 300, tenancyRounds: 3}
 }
 
 // runs reports whether the run measures phase: the deployed shape when
 // asked for (Deployed, or named in Only), every other phase unless Only
 // names others.
 func (c Config) runs(phase string) bool {
-	if phase == "deployed" {
+	if phase == "deployed" || phase == "tenants" {
 		return c.Deployed || slices.Contains(c.Only, phase)
 	}
 	return len(c.Only) == 0 || slices.Contains(c.Only, phase)
@@ -245,6 +251,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{"recovery", b.recovery},
 		{"workflow", b.workflow},
 		{"deployed", b.deployed},
+		{"tenants", b.tenancy},
 	}
 	for _, name := range cfg.Only {
 		if !slices.ContainsFunc(phases, func(p phase) bool { return p.name == name }) {
@@ -316,6 +323,8 @@ func (r *Result) targets() []target {
 		{"≥ 2,000 steps/s at concurrency 200", r.StepsPerS >= 2000, fmt.Sprintf("%.0f steps/s", r.StepsPerS), []string{"throughput"}},
 		{"≤ 10 KB per paused turn", r.BytesPerPausedTurn <= 10*1024, fmt.Sprintf("%.0f B", r.BytesPerPausedTurn), []string{"memory"}},
 		{"replay ≥ 200,000 events/s", r.ReplayEventsPerS >= 200_000, fmt.Sprintf("%.0f events/s", r.ReplayEventsPerS), []string{"replay"}},
+		{"a tenant's turns under another's flood p50 ≤ 2× idle", r.Tenancy != nil && r.Tenancy.FloodTurnP50Ms <= 2*r.Tenancy.IdleTurnP50Ms,
+			r.tenancyRatio(), []string{"tenants"}},
 		{"recovery ≤ 2 s, nothing lost", r.RecoveryS <= 2 && r.TurnsLost == 0 && r.LogsBroken == 0,
 			fmt.Sprintf("%.2f s, %d lost, %d broken logs", r.RecoveryS, r.TurnsLost, r.LogsBroken), []string{"recovery"}},
 	}
@@ -329,6 +338,7 @@ const notMeasured = "not measured"
 func (r *Result) Table(w io.Writer) {
 	r.deployedTable(w)
 	fmt.Fprintln(w)
+	r.tenancyTable(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
 	// fig formats a figure when its phases ran.
