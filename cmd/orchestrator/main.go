@@ -127,7 +127,7 @@ func run() int {
 			log.Error("bad tenants file", "err", err)
 			return 2
 		}
-		if err := serveTenants(ctx, *tenantsPath, *url, auth, m, log.With("url", bus.RedactURL(*url)), set, oopts); err != nil {
+		if err := serveTenants(ctx, *tenantsPath, *url, auth, m, log.With("url", bus.RedactURL(*url)), set, *shards, oopts); err != nil {
 			log.Error("orchestrator stopped", "err", err)
 			return 1
 		}

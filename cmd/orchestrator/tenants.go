@@ -32,8 +32,12 @@ const tenantsReload = 2 * time.Second
 // not provisioned yet, its server away) is tried again, without holding
 // up the others.
 func serveTenants(ctx context.Context, path, url string, auth bus.Auth, m *metrics.Metrics, log *slog.Logger,
-	set *agents.Set, opts []orchestrator.Option) error {
+	set *agents.Set, shards int, opts []orchestrator.Option) error {
 	running := map[string]*served{}
+	// The tenants share the process's shards' worth of inputs handled at
+	// once: alone a tenant has them all, with others an equal share.
+	fair := orchestrator.NewFairness(shards)
+	opts = append(slices.Clip(opts), orchestrator.WithFairness(fair))
 	defer func() {
 		for _, s := range running {
 			s.stop()

@@ -88,6 +88,7 @@ type Orchestrator struct {
 	// (nil: unbounded).
 	tenant string
 	quota  *quotas
+	fair   *Fairness // shared with the process's other tenants (nil: alone)
 
 	metrics *metrics.Metrics // nil: metrics off
 	tracer  *tracing.Tracer  // nil: tracing off

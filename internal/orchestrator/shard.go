@@ -55,6 +55,10 @@ func (s *shard) run() {
 		case s.dead:
 		case s.stopping.Load():
 			_ = in.msg.Nak() // not started: another process takes it now
+		case s.o.fair != nil:
+			s.o.fair.acquire(s.o.tenant)
+			s.handle(in.msg)
+			s.o.fair.release(s.o.tenant)
 		default:
 			s.handle(in.msg)
 		}
