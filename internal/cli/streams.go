@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/tenants"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -52,22 +53,24 @@ func streams(ctx context.Context, c *command, args []string) int {
 	p := bus.DefaultProvision(nc.MaxPayload())
 	p.Replicas, p.JobsStorage, p.EventsMaxAge, p.EventsMaxBytes = *replicas, storage, *eventsMaxAge, evBytes
 	p.MaxBytes, p.DeadMaxAge = bytes, *deadMaxAge
-
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if c.flags.Arg(0) == "apply" {
-		done, err := bus.Apply(ctx, js, p)
-		for _, line := range done {
-			fmt.Fprintln(c.stdout, line)
-		}
+	if c.tenant != "" {
+		// The tenant's streams must fit its account's storage (authFor
+		// found the tenant in the file already).
+		f, err := tenants.Load(c.tenantsPath())
 		if err != nil {
 			return c.fail("%v", err)
 		}
-		if len(done) == 0 {
-			fmt.Fprintln(c.stdout, "everything matches the table: nothing to do")
+		p = f.Get(c.tenant).Provision(p)
+	}
+
+	if c.flags.Arg(0) == "apply" {
+		if err := c.applyStreams(ctx, js, p); err != nil {
+			return c.fail("%v", err)
 		}
 		return ExitOK
 	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	diffs, err := bus.Check(ctx, js, p)
 	if err != nil {
 		return c.fail("%v", err)
