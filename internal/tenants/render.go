@@ -237,17 +237,22 @@ func (i Import) Line(from string) string {
 // Render writes the accounts.conf of the tenants in f: the system account,
 // and per tenant its streams' account with its jetstream limits and its
 // exports offered to its own accounts only, and its client's, viewer's and
-// tool workers' accounts importing from it. nats.conf includes
-// permissions.conf before it (the users' permissions are its variables).
+// tool workers' accounts importing from it. It includes
+// ../permissions.conf, whose variables are the users' permissions.
 func Render(f *File) []byte {
 	var b strings.Builder
 	b.WriteString(`# Generated from tenants.yaml by jetloop tenants add|remove: do not edit.
-# Included by nats.conf in this directory, after ../permissions.conf. Each
+# Included by nats.conf in this directory. Each
 # tenant is an account set of its own (docs/tenants.md): JETLOOP_<t> holds
 # its streams and its trusted users (admin, the orchestrators) and offers
 # its subjects only to CLIENT_<t>, VIEWER_<t> and WORKER_<t>, which import
 # them as deploy/accounts.conf's CLIENT, VIEWER and WORKER_default import
 # them from JETLOOP (docs/accounts.md).
+
+# The users' permissions. An included file is parsed on its own, with the
+# variables it defines or includes only: this one includes them itself, so
+# the tenants' directory sits beside permissions.conf (deploy/).
+include "../permissions.conf"
 
 accounts {
 `)

@@ -182,7 +182,23 @@ func TestBuiltinToolsAreTheWorkers(t *testing.T) {
 // accounts, and its users only its own keys.
 func TestRenderIsolatesTenants(t *testing.T) {
 	f := &File{Tenants: []Tenant{{Name: "a", Storage: 1 << 30, Users: keys("A")}, {Name: "b", Users: keys("B"), Tools: []string{"invoice_total"}}}}
-	m, err := conf.Parse("ORCHESTRATOR_PERMISSIONS = {}\nCLIENT_PERMISSIONS = {}\nVIEWER_PERMISSIONS = {}\nWORKER_PERMISSIONS = {}\n" + string(Render(f)))
+	// The rendering includes ../permissions.conf: lay it out as deploy/ is.
+	dir := t.TempDir()
+	perms, err := os.ReadFile(filepath.Join(repo(t), "deploy", "permissions.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "permissions.conf"), perms, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rendered := filepath.Join(dir, "tenants", "accounts.conf")
+	if err := os.MkdirAll(filepath.Dir(rendered), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rendered, Render(f), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := conf.ParseFile(rendered)
 	if err != nil {
 		t.Fatal(err)
 	}
