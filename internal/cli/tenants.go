@@ -262,26 +262,44 @@ func (c *command) reload(ctx context.Context, path string) error {
 		return err
 	}
 	for _, id := range ids {
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		m, err := nc.RequestWithContext(rctx, fmt.Sprintf("$SYS.REQ.SERVER.%s.RELOAD", id), nil)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("reload server %s: %w", id, err)
-		}
-		var r server.ServerAPIResponse
-		if err := json.Unmarshal(m.Data, &r); err != nil {
-			return fmt.Errorf("reload server %s: %s", id, m.Data)
-		}
-		if r.Error != nil {
-			return fmt.Errorf("reload server %s: %s", id, r.Error.Description)
-		}
-		name := id
-		if r.Server != nil && r.Server.Name != "" {
-			name = r.Server.Name
+		// Twice: nats-server (2.15, server.go configureAccounts) starts
+		// the service imports of an account that a reload introduces
+		// only at the next reload, so that until then a new tenant's
+		// client, viewer and workers find no responders behind their
+		// imports. The second reload of the same file changes nothing
+		// else.
+		var name string
+		for range 2 {
+			var err error
+			if name, err = reloadServer(ctx, nc, id); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(c.stdout, "reloaded server %s\n", name)
 	}
 	return nil
+}
+
+// reloadServer asks server id to reload its configuration and returns its
+// name.
+func reloadServer(ctx context.Context, nc *nats.Conn, id string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	m, err := nc.RequestWithContext(ctx, fmt.Sprintf("$SYS.REQ.SERVER.%s.RELOAD", id), nil)
+	if err != nil {
+		return "", fmt.Errorf("reload server %s: %w", id, err)
+	}
+	var r server.ServerAPIResponse
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return "", fmt.Errorf("reload server %s: %s", id, m.Data)
+	}
+	if r.Error != nil {
+		return "", fmt.Errorf("reload server %s: %s", id, r.Error.Description)
+	}
+	if r.Server != nil && r.Server.Name != "" {
+		return r.Server.Name, nil
+	}
+	return id, nil
 }
 
 // pingServers returns the ids of the servers that answer a ping: every one
