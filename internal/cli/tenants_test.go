@@ -208,3 +208,31 @@ func TestTenantsAddAndRemove(t *testing.T) {
 		t.Errorf("a's client after the second reload: %v", err)
 	}
 }
+
+// TestTenantFlagNamesTheSeed: --tenant takes the seed of the role the
+// command needs from the tenants file, and refuses an unknown tenant or
+// a second set of credentials.
+func TestTenantFlagNamesTheSeed(t *testing.T) {
+	path, _, _ := copyTenants(t)
+	t.Setenv("NATS_USER", "someone")
+	for cmd, role := range map[string]string{"streams": tenants.Admin, "turns": tenants.Viewer, "watch": tenants.Viewer,
+		"submit": tenants.Client, "ui": tenants.Client, "abort": tenants.Client} {
+		c := &command{name: cmd, tenant: "b", tenantsFile: path}
+		a, err := c.authFor()
+		if err != nil || a.Creds != tenants.SeedPath(path, "b", role) || a.User != "" {
+			t.Errorf("%s --tenant b: creds %q user %q (%v), want %s's seed", cmd, a.Creds, a.User, err, role)
+		}
+	}
+	if _, err := (&command{name: "submit", tenant: "zz", tenantsFile: path}).authFor(); err == nil || !strings.Contains(err.Error(), "no such tenant") {
+		t.Errorf("an unknown tenant: %v", err)
+	}
+	c := &command{name: "submit", tenant: "a", tenantsFile: path}
+	c.auth.Creds = "x.nk"
+	if _, err := c.authFor(); err == nil {
+		t.Error("--tenant with --creds was taken")
+	}
+	var out bytes.Buffer
+	if code := Main(context.Background(), []string{"turns", "--tenant", "zz", "--tenants", path}, &out, &out); code != ExitFailed || !strings.Contains(out.String(), "no such tenant") {
+		t.Errorf("turns --tenant zz: exit %d:\n%s", code, out.String())
+	}
+}
