@@ -53,14 +53,14 @@ func streams(ctx context.Context, c *command, args []string) int {
 	p := bus.DefaultProvision(nc.MaxPayload())
 	p.Replicas, p.JobsStorage, p.EventsMaxAge, p.EventsMaxBytes = *replicas, storage, *eventsMaxAge, evBytes
 	p.MaxBytes, p.DeadMaxAge = bytes, *deadMaxAge
-	if c.tenant != "" {
-		// The tenant's streams must fit its account's storage (authFor
-		// found the tenant in the file already).
-		f, err := tenants.Load(c.tenantsPath())
-		if err != nil {
-			return c.fail("%v", err)
-		}
-		p = f.Get(c.tenant).Provision(p)
+	// A tenant's streams must fit its account's storage, which the server
+	// says (a tenant's account, or any other with a max_file), with
+	// --tenant or --creds alike.
+	ictx, icancel := context.WithTimeout(ctx, 10*time.Second)
+	info, err := js.AccountInfo(ictx)
+	icancel()
+	if err == nil {
+		p = tenants.Fit(p, info.Limits.MaxStore)
 	}
 
 	if c.flags.Arg(0) == "apply" {

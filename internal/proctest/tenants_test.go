@@ -327,3 +327,38 @@ func (c *roleConn) hearsOnlyA(t *testing.T, role string, admins map[string]jetst
 		t.Fatalf("a's %s heard %s: %s", role, m.Subject, m.Data)
 	}
 }
+
+// TestTenantRunsATurn runs a turn and a workflow in tenant a of the shipped
+// multi-tenant config with an orchestrator, a tool worker and the CLI of
+// a's own, each connected with its role's seed: every process needs
+// nothing its tenant's user may not do, and tenant b's streams see none of
+// it.
+func TestTenantRunsATurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	root := repoRoot(t)
+	path := filepath.Join(root, "deploy", "tenants", "tenants.yaml")
+	srv := natstest.StartConfig(t, filepath.Join(filepath.Dir(path), "nats.conf"))
+	url := srv.ClientURL()
+	as := func(role string) []string {
+		return []string{"--nats", url, "--creds", tenants.SeedPath(path, "a", role)}
+	}
+	stack := &roleStack{t: t, root: root, as: as}
+	stack.run()
+
+	b := dialTenant(t, path, url, "b", tenants.Admin)
+	bjs, err := jetstream.New(b.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := bjs.AccountInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Streams != 0 || info.Store != 0 {
+		t.Errorf("tenant b has %d streams, %d bytes after a's turn", info.Streams, info.Store)
+	}
+}
