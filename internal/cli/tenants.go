@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -78,6 +79,7 @@ func tenantsCmd(ctx context.Context, c *command, args []string) int {
 	inFlight := c.flags.Int("in-flight", 1000, "add: turns and workflows running at once (0: unbounded)")
 	rate := c.flags.Float64("submit-rate", 500, "add: submissions accepted per second (0: unbounded)")
 	burst := c.flags.Int("submit-burst", 0, "add: submissions accepted at once (default: the rate)")
+	toolList := c.flags.String("tools", "", "add: tools its worker account serves besides the built-in ones, comma-separated")
 	keep := c.flags.Bool("keep-streams", false, "remove: leave the tenant's streams on the server (they stay on disk, unreachable, until an account of that name is made again)")
 	offline := c.flags.Bool("offline", false, "write the files only: ask no server (reload and provision yourself)")
 	asJSON := c.flags.Bool("json", false, "list: one JSON object per tenant")
@@ -98,6 +100,11 @@ func tenantsCmd(ctx context.Context, c *command, args []string) int {
 		}
 		if t.Memory, err = tenants.ParseSize(*memory); err != nil {
 			return c.usageErr("--memory: %v", err)
+		}
+		for x := range strings.SplitSeq(*toolList, ",") {
+			if x = strings.TrimSpace(x); x != "" {
+				t.Tools = append(t.Tools, x)
+			}
 		}
 		if *soft == tenants.DefaultSoftStorage {
 			t.SoftStorage = 0 // the default, not written

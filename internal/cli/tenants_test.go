@@ -95,7 +95,7 @@ func TestTenantsAddAndRemove(t *testing.T) {
 	}
 	defer aClient.Close()
 
-	out, code := jl("tenants", "add", "c", "--storage", "256MiB", "--in-flight", "10", "--submit-rate", "5")
+	out, code := jl("tenants", "add", "c", "--storage", "256MiB", "--in-flight", "10", "--submit-rate", "5", "--tools", "invoice_total")
 	if code != 0 {
 		t.Fatalf("tenants add c: exit %d:\n%s", code, out)
 	}
@@ -115,7 +115,7 @@ func TestTenantsAddAndRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := f.Get("c"); c == nil || c.Storage != 256<<20 || c.InFlight != 10 || c.SubmitRate != 5 {
+	if c := f.Get("c"); c == nil || c.Storage != 256<<20 || c.InFlight != 10 || c.SubmitRate != 5 || len(c.Tools) != 1 || c.Tools[0] != "invoice_total" {
 		t.Fatalf("tenants.yaml's c: %+v", c)
 	}
 	accounts, err := os.ReadFile(tenants.AccountsPath(path))

@@ -75,7 +75,7 @@ func init() {
 			summary: "measure the cost of a durable step (see BENCHMARKS.md)"},
 		{name: "streams", synopses: []string{"apply [flags]", "check [flags]"}, run: streams,
 			summary: "provision the streams, buckets and consumers (as admin), or report how the server differs"},
-		{name: "tenants", synopses: []string{"add [flags] NAME", "remove [--keep-streams] NAME", "list [--json]", "render"}, run: tenantsCmd,
+		{name: "tenants", synopses: []string{"add [--storage SIZE] [--in-flight N] [--submit-rate R] [--soft-storage PCT] [--tools T,...] [flags] NAME", "remove [--keep-streams] NAME", "list [--json]", "render"}, run: tenantsCmd,
 			summary: "add, remove and list the tenants of a multi-tenant deployment (docs/tenants.md)",
 			about: "The tenants file (--tenants, default $JETLOOP_TENANTS, else deploy/tenants/tenants.yaml) lists the\n" +
 				"tenants; accounts.conf beside it is rendered from it, and each tenant's users' nkey seeds lie in\n" +

@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-io/nkeys"
 	"gopkg.in/yaml.v3"
 )
 
@@ -255,8 +256,10 @@ func SeedPath(path, tenant, role string) string {
 	return filepath.Join(filepath.Dir(path), tenant, role+".nk")
 }
 
-// isUserKey reports whether k is a user's public nkey.
-func isUserKey(k string) bool { return len(k) == 56 && k[0] == 'U' }
+// isUserKey reports whether k is a user's public nkey: its checksum
+// holds, so that nothing but a key (no quote, brace or newline) reaches
+// the rendered accounts.conf.
+func isUserKey(k string) bool { return nkeys.IsValidPublicUserKey(k) }
 
 // SystemSeedPath is the file of the seed of the system account's user,
 // beside the tenants file at path.
