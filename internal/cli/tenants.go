@@ -204,6 +204,20 @@ func (c *command) reloadAndProvision(ctx context.Context, path string, t *tenant
 		return c.fail("the reloaded server does not let %s's admin in: %v", t.Name, err)
 	}
 	defer nc.Close()
+	// A server that cannot reserve the tenant's storage or memory lets its
+	// users in but enables no JetStream for the account: say why, and
+	// take the tenant out again rather than leave one without streams.
+	ictx, icancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = js.AccountInfo(ictx)
+	icancel()
+	if err != nil {
+		code := c.fail("the server enabled no JetStream for %s (%v): do the tenants' storage and memory together fit the server's "+
+			"max_file_store and max_memory_store? Its log says why. Taking %s out again.", tenants.Account("JETLOOP", t.Name), err, t.Name)
+		if rc := c.tenantRemove(ctx, path, t.Name, true, false); rc != ExitOK {
+			return rc
+		}
+		return code
+	}
 	fmt.Fprintf(c.stdout, "provisioning %s's streams as its admin:\n", t.Name)
 	if err := c.applyStreams(ctx, js, t.Provision(bus.DefaultProvision(nc.MaxPayload()))); err != nil {
 		return c.fail("%v", err)

@@ -95,7 +95,16 @@ func TestTenantsAddAndRemove(t *testing.T) {
 	}
 	defer aClient.Close()
 
-	out, code := jl("tenants", "add", "c", "--storage", "256MiB", "--in-flight", "10", "--submit-rate", "5", "--tools", "invoice_total")
+	// More storage than the server has: refused, and taken out again.
+	out, code := jl("tenants", "add", "c", "--storage", "20GiB")
+	if code != ExitFailed || !strings.Contains(out, "max_file_store") {
+		t.Fatalf("tenants add c with 20GiB on a 10GB server: exit %d:\n%s", code, out)
+	}
+	if f, err := tenants.Load(path); err != nil || f.Get("c") != nil {
+		t.Fatalf("c is left in the file: %v", err)
+	}
+
+	out, code = jl("tenants", "add", "c", "--storage", "256MiB", "--in-flight", "10", "--submit-rate", "5", "--tools", "invoice_total")
 	if code != 0 {
 		t.Fatalf("tenants add c: exit %d:\n%s", code, out)
 	}
