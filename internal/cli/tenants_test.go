@@ -203,9 +203,12 @@ func TestTenantsAddAndRemove(t *testing.T) {
 		t.Errorf("c is still in the file: %v", err)
 	}
 	// Its streams are gone from the store, and its users from the server.
-	if left, _ := os.ReadDir(filepath.Join(store, "jetstream", "JETLOOP_c", "streams")); len(left) > 0 {
-		t.Errorf("c's streams are left in the store: %v", left)
-	}
+	// The server renames a deleted stream's directory and removes it
+	// afterwards.
+	natstest.WaitFor(t, "c's streams to leave the store", func() bool {
+		left, _ := os.ReadDir(filepath.Join(store, "jetstream", "JETLOOP_c", "streams"))
+		return len(left) == 0
+	})
 	if nc, err := connectSeed(url, oldAdmin); err == nil {
 		nc.Close()
 		t.Error("c's admin still gets in")
