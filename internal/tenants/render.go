@@ -242,12 +242,12 @@ func (i Import) Line(from string) string {
 func Render(f *File) []byte {
 	var b strings.Builder
 	b.WriteString(`# Generated from tenants.yaml by jetloop tenants add|remove: do not edit.
-# Included by nats.conf in this directory. Each
-# tenant is an account set of its own (docs/tenants.md): JETLOOP_<t> holds
-# its streams and its trusted users (admin, the orchestrators) and offers
-# its subjects only to CLIENT_<t>, VIEWER_<t> and WORKER_<t>, which import
-# them as deploy/accounts.conf's CLIENT, VIEWER and WORKER_default import
-# them from JETLOOP (docs/accounts.md).
+# Included by nats.conf in this directory. Each tenant is an account set of
+# its own (docs/tenants.md): JETLOOP_<t> holds its streams and its trusted
+# users (admin, the orchestrators) and offers its subjects only to
+# CLIENT_<t>, VIEWER_<t> and WORKER_<t>, which import them as
+# deploy/accounts.conf's CLIENT, VIEWER and WORKER_default import them from
+# JETLOOP (docs/accounts.md).
 
 # The users' permissions. An included file is parsed on its own, with the
 # variables it defines or includes only: this one includes them itself, so
