@@ -189,3 +189,29 @@ func ExampleClient_WatchWorkflow() {
 	// checkpoint after task 2: 2 steps so far
 	// completed 2 tasks
 }
+
+// Connect as a tenant's client: in a multi-tenant deployment
+// (deploy/tenants, docs/tenants.md) the tenant is the connection's
+// credentials, the nkey seed that jetloop tenants add wrote for the
+// tenant's client. Everything else is as with one tenant: New finds the
+// API prefix, and the submissions, ids and events are the tenant's own.
+func ExampleNew_tenant() {
+	opt, err := nats.NkeyOptionFromSeed("deploy/tenants/a/client.nk")
+	if err != nil {
+		log.Fatal(err)
+	}
+	nc, err := nats.Connect("nats://127.0.0.1:4322", opt, nats.CustomInboxPrefix("_INBOX_cli"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	c, err := client.New(nc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	id, err := c.Submit(context.Background(), client.Submit{Agent: "Greeter", Input: client.Text("Say hello")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("submitted", id, "in tenant a")
+}

@@ -208,11 +208,17 @@ func (b *run) startTenantShape(ctx context.Context, bins, repo string) (_ *tenan
 	if sh.b.client, sh.b.cjs, err = sh.connect("b", tenants.Client); err != nil {
 		return nil, err
 	}
-	for _, js := range []jetstream.JetStream{sh.aajs, sh.b.ajs} {
-		p := bus.DefaultProvision(sh.aadmin.MaxPayload())
-		p.MaxBytes = -1 // the account bounds a tenant's storage
-		if _, err := bus.Apply(ctx, js, p); err != nil {
-			return nil, fmt.Errorf("provision a tenant: %w", err)
+	f, err := tenants.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	for name, js := range map[string]jetstream.JetStream{"a": sh.aajs, "b": sh.b.ajs} {
+		t := f.Get(name)
+		if t == nil {
+			return nil, fmt.Errorf("%s has no tenant %s", file, name)
+		}
+		if _, err := bus.Apply(ctx, js, t.Provision(bus.DefaultProvision(sh.aadmin.MaxPayload()))); err != nil {
+			return nil, fmt.Errorf("provision tenant %s: %w", name, err)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "AGENTS.md"), []byte(agentsFile), 0o644); err != nil {

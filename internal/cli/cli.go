@@ -61,15 +61,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 type command struct {
-	name           string
-	spec           spec
-	global         map[string]bool // the names of the flags every command takes
-	exit           int             // the exit status when parse returns false
-	flags          *flag.FlagSet
-	url            string
-	auth           bus.Auth
-	noColor        bool
-	stdout, stderr io.Writer
+	name   string
+	spec   spec
+	global map[string]bool // the names of the flags every command takes
+	exit   int             // the exit status when parse returns false
+	flags  *flag.FlagSet
+	url    string
+	auth   bus.Auth
+	// tenant, when set, names the credentials: the seed of the tenant's
+	// user whose role the command needs (tenantRole), from the tenants
+	// file.
+	tenant, tenantsFile string
+	noColor             bool
+	stdout, stderr      io.Writer
 	// asyncErr, when set, takes the connection's asynchronous errors
 	// instead of stderr (ui turns a denied publish into a hidden button).
 	asyncErr func(error)
@@ -96,7 +100,11 @@ func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
 	if url == "" {
 		url = bus.DefaultURL
 	}
-	opts, err := c.auth.Options()
+	auth, err := c.authFor()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts, err := auth.Options()
 	if err != nil {
 		return nil, nil, err
 	}

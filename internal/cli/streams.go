@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/tenants"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -52,22 +53,24 @@ func streams(ctx context.Context, c *command, args []string) int {
 	p := bus.DefaultProvision(nc.MaxPayload())
 	p.Replicas, p.JobsStorage, p.EventsMaxAge, p.EventsMaxBytes = *replicas, storage, *eventsMaxAge, evBytes
 	p.MaxBytes, p.DeadMaxAge = bytes, *deadMaxAge
+	// A tenant's streams must fit its account's storage, which the server
+	// says (a tenant's account, or any other with a max_file), with
+	// --tenant or --creds alike.
+	ictx, icancel := context.WithTimeout(ctx, 10*time.Second)
+	info, err := js.AccountInfo(ictx)
+	icancel()
+	if err == nil {
+		p = tenants.Fit(p, info.Limits.MaxStore)
+	}
 
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
 	if c.flags.Arg(0) == "apply" {
-		done, err := bus.Apply(ctx, js, p)
-		for _, line := range done {
-			fmt.Fprintln(c.stdout, line)
-		}
-		if err != nil {
+		if err := c.applyStreams(ctx, js, p); err != nil {
 			return c.fail("%v", err)
-		}
-		if len(done) == 0 {
-			fmt.Fprintln(c.stdout, "everything matches the table: nothing to do")
 		}
 		return ExitOK
 	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	diffs, err := bus.Check(ctx, js, p)
 	if err != nil {
 		return c.fail("%v", err)

@@ -75,6 +75,15 @@ func init() {
 			summary: "measure the cost of a durable step (see BENCHMARKS.md)"},
 		{name: "streams", synopses: []string{"apply [flags]", "check [flags]"}, run: streams,
 			summary: "provision the streams, buckets and consumers (as admin), or report how the server differs"},
+		{name: "tenants", synopses: []string{"add [--storage SIZE] [--in-flight N] [--submit-rate R] [--soft-storage PCT] [--tools T,...] [flags] NAME", "remove [--keep-streams] NAME", "list [--json]", "render"}, run: tenantsCmd,
+			summary: "add, remove and list the tenants of a multi-tenant deployment (docs/tenants.md)",
+			about: "The tenants file (--tenants, default $JETLOOP_TENANTS, else deploy/tenants/tenants.yaml) lists the\n" +
+				"tenants; accounts.conf beside it is rendered from it, and each tenant's users' nkey seeds lie in\n" +
+				"<dir>/<tenant>/<role>.nk. add makes the users, renders accounts.conf, reloads every server that\n" +
+				"answers at --nats (as the system user of <dir>/sys.nk), provisions the tenant's streams as its\n" +
+				"admin and prints the credentials. remove deletes the tenant's streams first (as its admin) unless\n" +
+				"--keep-streams, then its accounts and seeds. render writes accounts.conf again from the file (after\n" +
+				"an edit of its quotas) and reloads. --offline writes the files and asks no server."},
 		{name: "ui", synopses: []string{"[--addr HOST:PORT]"}, run: ui,
 			summary: "serve a live web view of turns and dead letters"},
 		{name: "top", synopses: []string{"[--once] [flags]"}, run: topCmd,
@@ -103,6 +112,8 @@ func lookup(name string) (spec, bool) {
 func (c *command) globalFlags(f *flag.FlagSet) {
 	f.StringVar(&c.url, "nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else nats://127.0.0.1:4222)")
 	c.auth.Flags(f)
+	f.StringVar(&c.tenant, "tenant", os.Getenv("JETLOOP_TENANT"), "connect as this tenant's user (admin for streams, viewer for the reading commands, client otherwise) from the tenants file, instead of --creds (default $JETLOOP_TENANT)")
+	f.StringVar(&c.tenantsFile, "tenants", "", "the tenants file of a multi-tenant deployment (default $JETLOOP_TENANTS, else "+defaultTenantsFile+")")
 	f.BoolVar(&c.noColor, "no-color", false, "plain text even on a terminal (as does NO_COLOR)")
 }
 
@@ -165,7 +176,7 @@ func (c *command) writeHelp(w io.Writer) {
 		fmt.Fprint(w, "\nflags:\n")
 		printFlags(w, own)
 	}
-	fmt.Fprint(w, "\nand the flags every command takes (--nats, --creds, --user, --password-file, --tls-ca, --no-color): see jetloop help.\n")
+	fmt.Fprint(w, "\nand the flags every command takes (--nats, --creds, --user, --password-file, --tls-ca, --tenant, --tenants, --no-color): see jetloop help.\n")
 }
 
 // printFlags is f.PrintDefaults with each flag written --name, as the

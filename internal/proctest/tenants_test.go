@@ -1,17 +1,16 @@
 package proctest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
@@ -20,250 +19,346 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// tenantStack is the shipped multi-tenant deployment (deploy/tenants) on
-// a server of its own: one orchestrator process serving every tenant of
-// its tenants file, and one tool worker process per tenant, each as that
-// tenant's user.
-type tenantStack struct {
-	t    *testing.T
-	root string
-	dir  string // deploy/tenants
-	url  string
-	orch *process
-}
+// secretOfB marks everything tenant b holds: no answer to tenant a's
+// credentials may carry it.
+const secretOfB = "SECRET-OF-B"
 
-func newTenantStack(t *testing.T) *tenantStack {
+// dialTenant connects as role of tenant, with the role's shipped nkey seed
+// and the reply prefix its processes use.
+func dialTenant(t *testing.T, path, url, tenant, role string) *roleConn {
 	t.Helper()
-	root := repoRoot(t)
-	dir := filepath.Join(root, "deploy", "tenants")
-	srv := natstest.StartConfig(t, filepath.Join(dir, "nats.conf"))
-	s := &tenantStack{t: t, root: root, dir: dir, url: srv.ClientURL()}
-	f, err := tenants.Load(filepath.Join(dir, "tenants.yaml"))
+	opt, err := nats.NkeyOptionFromSeed(tenants.SeedPath(path, tenant, role))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range f.Names() {
-		s.provision(name)
-		w := start(t, root, "toolworker", "--nats", s.url, "--creds", s.seed(name, tenants.Toolworker), "--root", root)
-		natstest.WaitFor(t, "tenant "+name+"'s tool worker to serve", func() bool { return strings.Contains(w.out.String(), "serving") })
-	}
-	s.orch = start(t, root, "orchestrator", "--nats", s.url, "--tenants", filepath.Join(dir, "tenants.yaml"),
-		"--agents", "data/AGENTS.md", "--allow-scripts")
-	for _, name := range f.Names() {
-		natstest.WaitFor(t, "the orchestrator to serve tenant "+name, func() bool {
-			for line := range strings.Lines(s.orch.out.String()) {
-				if strings.Contains(line, `"msg":"serving"`) && strings.Contains(line, `"tenant":"`+name+`"`) {
-					return true
-				}
+	c := &roleConn{errs: make(chan error, 64), own: ownAccount(role)}
+	c.nc, err = nats.Connect(url, opt, nats.CustomInboxPrefix(inboxes[role]),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case c.errs <- err:
+			default:
 			}
-			return false
-		})
-	}
-	return s
-}
-
-func (s *tenantStack) seed(tenant, role string) string {
-	return tenants.SeedPath(filepath.Join(s.dir, "tenants.yaml"), tenant, role)
-}
-
-// connect connects as a tenant's user of a role; roles in accounts of
-// their own use the API prefix.
-func (s *tenantStack) connect(tenant, role string) (*nats.Conn, jetstream.JetStream) {
-	s.t.Helper()
-	opt, err := nats.NkeyOptionFromSeed(s.seed(tenant, role))
+		}))
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatalf("connect as %s of tenant %s: %v", role, tenant, err)
 	}
-	inbox := bus.InboxCLI
-	if role == tenants.Orchestrator {
-		inbox = bus.InboxOrchestrator
-	}
-	nc, err := nats.Connect(s.url, opt, nats.CustomInboxPrefix(inbox))
-	if err != nil {
-		s.t.Fatalf("connect as %s's %s: %v", tenant, role, err)
-	}
-	s.t.Cleanup(nc.Close)
-	var js jetstream.JetStream
-	if role == tenants.Admin || role == tenants.Orchestrator {
-		js, err = jetstream.New(nc)
-	} else {
-		js, err = jetstream.NewWithAPIPrefix(nc, bus.APIPrefix)
-	}
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return nc, js
-}
-
-// provision makes a tenant's streams as its admin. Its account bounds its
-// storage: a stream's own bound would be reserved from the account's.
-func (s *tenantStack) provision(tenant string) {
-	s.t.Helper()
-	nc, js := s.connect(tenant, tenants.Admin)
-	p := bus.DefaultProvision(nc.MaxPayload())
-	p.MaxBytes = -1
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := bus.Apply(ctx, js, p); err != nil {
-		s.t.Fatalf("streams of tenant %s: %v", tenant, err)
-	}
-}
-
-// client is a Go client of a tenant, as its client user.
-func (s *tenantStack) client(tenant string) *client.Client {
-	s.t.Helper()
-	nc, _ := s.connect(tenant, tenants.Client)
-	c, err := client.New(nc, client.WithAPIPrefix(bus.APIPrefix))
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	t.Cleanup(c.nc.Close)
 	return c
 }
 
-// pending is how many submissions wait in a tenant's inbox, as its admin
-// reads it.
-func (s *tenantStack) pending(js jetstream.JetStream) uint64 {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// startTenants starts a server from the shipped multi-tenant config and
+// provisions every tenant's streams as its admin.
+func startTenants(t *testing.T) (path string, srv *natstest.Server, admins map[string]jetstream.JetStream) {
+	t.Helper()
+	path = filepath.Join(repoRoot(t), "deploy", "tenants", "tenants.yaml")
+	f, err := tenants.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv = natstest.StartConfig(t, filepath.Join(filepath.Dir(path), "nats.conf"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	info, err := js.Stream(ctx, "JETLOOP_INBOX")
-	if err != nil {
-		s.t.Fatal(err)
+	admins = map[string]jetstream.JetStream{}
+	for _, tn := range f.Tenants {
+		c := dialTenant(t, path, srv.ClientURL(), tn.Name, tenants.Admin)
+		js, err := jetstream.New(c.nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bus.Apply(ctx, js, tn.Provision(bus.DefaultProvision(c.nc.MaxPayload()))); err != nil {
+			t.Fatalf("provision tenant %s: %v", tn.Name, err)
+		}
+		admins[tn.Name] = js
 	}
-	c, err := info.Consumer(ctx, "orchestrator")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	ci, err := c.Info(ctx)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return ci.NumPending + uint64(ci.NumAckPending)
+	return path, srv, admins
 }
 
-func scriptOf(responses ...string) json.RawMessage {
-	return json.RawMessage(`{"responses":[` + strings.Join(responses, ",") + `]}`)
+// TestTenantsAreIsolated: with tenant a's client, viewer and tool worker
+// credentials on the shipped multi-tenant config, every route of the
+// isolation tests — direct and leader reads by sequence and by subject,
+// stream and account info, stream and consumer listings, KV gets and
+// listings, ordered and push consumers, reflected replies, core
+// subscriptions — finds nothing of tenant b's turn log, dead letter,
+// checkpoint, jobs or live turns: reads land in a's own streams or are
+// refused, and what a's client submits under b's turn and session ids
+// reaches a's inbox only. Every forbidden action of TestRolesAreDenied is
+// refused to a's roles as well, and b's streams do not change.
+func TestTenantsAreIsolated(t *testing.T) {
+	path, srv, admins := startTenants(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for name, js := range admins {
+		for _, tool := range []string{"echo", "grep"} {
+			if _, err := js.CreateOrUpdateConsumer(ctx, events.StreamJobs, jetstream.ConsumerConfig{
+				Durable: events.ToolConsumer(tool), FilterSubject: events.ToolSubject(tool), AckPolicy: jetstream.AckExplicitPolicy,
+			}); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+	}
+	// b: three events of turn tb (one a stream config, as the reflection
+	// test seeds), a dead letter, a job, a checkpoint, a live turn, a tool.
+	b := admins["b"]
+	secret := `{"name":"EVIL","storage":"memory","sources":[{"name":"JETLOOP_EVENTS"}],"description":"` + secretOfB + `"}`
+	for _, subj := range []string{"jetloop.events.sb.tb", "jetloop.events.sb.tb", "jetloop.events.sb.tb", events.DeadSubject("submit"),
+		events.ToolSubject("echo"), "$KV.JETLOOP_CHECKPOINTS.wfb", "$KV.JETLOOP_LIVE.0.tb", "$KV.JETLOOP_TOOLS.echo",
+		"$KV.JETLOOP_CHECKPOINTS.wf1"} {
+		if _, err := b.Publish(ctx, subj, []byte(secret)); err != nil {
+			t.Fatalf("seed b %s: %v", subj, err)
+		}
+	}
+	// a: one event of its own turn, so that a read that works is seen to
+	// read a's stream.
+	if _, err := admins["a"].Publish(ctx, "jetloop.events.sa.ta", []byte(`{"own":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	beforeB, beforeA := state(t, b), state(t, admins["a"])
+
+	url := srv.ClientURL()
+	for _, role := range []string{"client", "viewer", "toolworker"} {
+		c := dialTenant(t, path, url, "a", role)
+		prefix := bus.DetectAPIPrefix(ctx, c.nc)
+		if prefix != bus.APIPrefix {
+			t.Fatalf("%s of a: API prefix %s", role, prefix)
+		}
+		t.Run(role+"/reads", func(t *testing.T) { c.readsFindNothingOfB(t, role) })
+		t.Run(role+"/reflections", func(t *testing.T) {
+			c.reflect(t, role, prefix)
+			for _, target := range reflectTargets(prefix) {
+				switch role {
+				case "client", "viewer":
+					c.pushTo(t, prefix, events.StreamEvents, "jetloop.events.sb.tb", target)
+					c.pushTo(t, prefix, events.StreamEvents, "jetloop.events.>", target)
+				case "toolworker":
+					c.pushTo(t, prefix, "KV_JETLOOP_TOOLS", "$KV.JETLOOP_TOOLS.echo", target)
+					c.pushTo(t, prefix, events.StreamJobs, events.ToolSubject("echo"), target)
+				}
+			}
+		})
+		for _, d := range deniedTo(role) {
+			t.Run(role+"/"+d.what, func(t *testing.T) { c.mustBeDenied(t, d) })
+		}
+		t.Run(role+"/core subjects", func(t *testing.T) { c.hearsOnlyA(t, role, admins) })
+	}
+
+	// a's client submits and steers under b's ids: into a's inbox.
+	client := dialTenant(t, path, url, "a", "client")
+	for _, subj := range []string{events.SubjectSubmit, events.ControlSubject("tb")} {
+		body := fmt.Sprintf(`{"turn_id":"tb","session_id":"sb","input":"from a","action":"abort"}`)
+		if _, err := client.nc.RequestWithContext(ctx, subj, []byte(body)); err != nil {
+			t.Fatalf("a's client publishes on %s: %v", subj, err)
+		}
+	}
+	ainbox, err := admins["a"].Stream(ctx, events.StreamInbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := ainbox.CachedInfo().State.Msgs; n != 2 {
+		t.Errorf("a's inbox holds %d messages, want the 2 a's client sent", n)
+	}
+
+	// Answered after everything above: the API handles requests in order.
+	if _, err := b.AccountInfo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	afterB := state(t, b)
+	for k, v := range beforeB {
+		// The tools bucket's entries expire (bus.ToolsTTL) while the
+		// test runs; what is read from it is checked above.
+		if afterB[k] != v && k != "stream KV_JETLOOP_TOOLS" {
+			t.Errorf("b's %s changed: %s, was %s", k, afterB[k], v)
+		}
+	}
+	for k, v := range afterB {
+		if _, ok := beforeB[k]; !ok {
+			t.Errorf("b's %s appeared: %s", k, v)
+		}
+	}
+	afterA := state(t, admins["a"])
+	for k, v := range beforeA {
+		if k == "stream "+events.StreamInbox {
+			continue // a's client's two submissions
+		}
+		if afterA[k] != v {
+			t.Errorf("a's %s changed: %s, was %s", k, afterA[k], v)
+		}
+	}
 }
 
-// TestTenantsUnderFlood is the tenants issue's scenario on the shipped
-// multi-tenant config: tenant a queues 20,000 submissions and 300 slow
-// model calls while tenant b runs 20 ordinary turns. b's turns all finish
-// while a still has thousands queued, and a's credentials can neither
-// read, join, control nor count b's turns.
-func TestTenantsUnderFlood(t *testing.T) {
+// tenantRead is one read a role of a makes, aimed at b's data by its
+// names and sequences.
+type tenantRead struct {
+	what, subject, body string
+	// ownA: the answer must be a's own data (the read reaches a's stream).
+	ownA string
+}
+
+// readsFindNothingOfB makes every read role may make, by every route, and
+// requires that no answer carries b's data.
+func (c *roleConn) readsFindNothingOfB(t *testing.T, role string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	api := func(s string) string { return bus.APIPrefix + "." + s }
+	reads := []tenantRead{
+		{what: "account info", subject: api("INFO")},
+		{what: "stream info of the events with every subject", subject: api("STREAM.INFO." + events.StreamEvents), body: `{"subjects_filter":">"}`},
+		{what: "stream info of the live turns", subject: api("STREAM.INFO.KV_JETLOOP_LIVE"), body: `{"subjects_filter":">"}`},
+		{what: "stream info of the jobs", subject: api("STREAM.INFO." + events.StreamJobs), body: `{"subjects_filter":">"}`},
+		{what: "stream info of the tools", subject: api("STREAM.INFO.KV_JETLOOP_TOOLS"), body: `{"subjects_filter":">"}`},
+		{what: "stream list", subject: api("STREAM.LIST"), body: `{}`},
+		{what: "stream names", subject: api("STREAM.NAMES"), body: `{}`},
+		{what: "stream names under $JS.API", subject: "$JS.API.STREAM.NAMES", body: `{}`},
+		{what: "consumer list of the events", subject: api("CONSUMER.LIST." + events.StreamEvents), body: `{}`},
+		{what: "consumer names of the jobs", subject: api("CONSUMER.NAMES." + events.StreamJobs), body: `{}`},
+		{what: "consumer info of tool_echo", subject: api("CONSUMER.INFO." + events.StreamJobs + ".tool_echo")},
+		{what: "direct get of b's turn by subject", subject: api("DIRECT.GET." + events.StreamEvents), body: `{"last_by_subj":"jetloop.events.sb.tb"}`},
+		{what: "direct get of b's turn by subject in the API subject", subject: api("DIRECT.GET." + events.StreamEvents + ".jetloop.events.sb.tb")},
+		{what: "direct get of sequence 2", subject: api("DIRECT.GET." + events.StreamEvents), body: `{"seq":2}`},
+		{what: "leader get of sequence 2", subject: api("STREAM.MSG.GET." + events.StreamEvents), body: `{"seq":2}`},
+		{what: "leader get of b's turn by subject", subject: api("STREAM.MSG.GET." + events.StreamEvents), body: `{"last_by_subj":"jetloop.events.sb.tb"}`},
+		{what: "leader get of the first dead letter", subject: api("STREAM.MSG.GET." + events.StreamDead), body: `{"seq":1}`},
+		{what: "KV get of b's checkpoint", subject: api("DIRECT.GET.KV_JETLOOP_CHECKPOINTS.$KV.JETLOOP_CHECKPOINTS.wfb")},
+		{what: "KV get of a checkpoint both may name", subject: api("DIRECT.GET.KV_JETLOOP_CHECKPOINTS.$KV.JETLOOP_CHECKPOINTS.wf1")},
+		{what: "KV get of b's live turn", subject: api("DIRECT.GET.KV_JETLOOP_LIVE.$KV.JETLOOP_LIVE.0.tb")},
+		{what: "KV listing of the checkpoints", subject: api("CONSUMER.CREATE.KV_JETLOOP_CHECKPOINTS"),
+			body: `{"stream_name":"KV_JETLOOP_CHECKPOINTS","config":{"deliver_subject":"_INBOX_cli.keys","ack_policy":"none","headers_only":true}}`},
+		{what: "KV get of the echo tool", subject: api("DIRECT.GET.KV_JETLOOP_TOOLS.$KV.JETLOOP_TOOLS.echo")},
+		{what: "pull of an echo job", subject: api("CONSUMER.MSG.NEXT." + events.StreamJobs + ".tool_echo"), body: `{"batch":1,"no_wait":true}`},
+		{what: "read a job by sequence", subject: api("STREAM.MSG.GET." + events.StreamJobs), body: `{"seq":1}`},
+	}
+	if role != "toolworker" {
+		reads = append(reads, tenantRead{what: "direct get of sequence 1", subject: api("DIRECT.GET." + events.StreamEvents), body: `{"seq":1}`, ownA: `"own":"a"`})
+	}
+	for _, r := range reads {
+		// A request the role may not publish is dropped by the server
+		// (a permissions violation, no answer): refused too.
+		m, err := c.nc.Request(r.subject, []byte(r.body), 3*time.Second)
+		switch {
+		case (errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout)) && r.ownA == "":
+			continue
+		case err != nil:
+			t.Errorf("%s: %v", r.what, err)
+			continue
+		}
+		if bytes.Contains(m.Data, []byte(secretOfB)) || bytes.Contains(m.Data, []byte("sb.tb")) || strings.Contains(fmt.Sprint(m.Header), secretOfB) {
+			t.Errorf("%s: a's %s read b's data: %s", r.what, role, m.Data)
+		}
+		if r.ownA != "" && !bytes.Contains(m.Data, []byte(r.ownA)) {
+			t.Errorf("%s: got %q %v, want a's own event", r.what, m.Data, m.Header)
+		}
+		// Stream info counts a's messages only.
+		var info struct {
+			State struct {
+				Msgs     uint64         `json:"messages"`
+				Subjects map[string]any `json:"subjects"`
+			} `json:"state"`
+			Config struct {
+				Name string `json:"name"`
+			} `json:"config"`
+		}
+		if json.Unmarshal(m.Data, &info) == nil && info.Config.Name == events.StreamEvents && info.State.Msgs != 1 {
+			t.Errorf("%s: %d messages, a has 1", r.what, info.State.Msgs)
+		}
+	}
+	// An ordered consumer over every turn's log finds a's one event.
+	if role == "toolworker" {
+		return
+	}
+	js, err := bus.JetStreamFor(ctx, c.nc, bus.APIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, err := js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"jetloop.events.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := oc.FetchNoWait(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for m := range batch.Messages() {
+		n++
+		if m.Subject() != "jetloop.events.sa.ta" {
+			t.Errorf("ordered consumer read %s: %s", m.Subject(), m.Data())
+		}
+	}
+	if n != 1 {
+		t.Errorf("ordered consumer read %d events, a has 1", n)
+	}
+	kv, err := js.KeyValue(ctx, bus.BucketCheckpoints)
+	if err == nil {
+		if e, err := kv.Get(ctx, "wfb"); err == nil {
+			t.Errorf("KV get of b's checkpoint found %s", e.Value())
+		}
+	}
+}
+
+// hearsOnlyA: what b's processes publish on the core subjects a's role
+// subscribes to (token deltas, cancels) never reaches it; a's own does.
+func (c *roleConn) hearsOnlyA(t *testing.T, role string, admins map[string]jetstream.JetStream) {
+	subj, bsubj, asubj := "jetloop.stream.>", "jetloop.stream.tb", "jetloop.stream.ta"
+	if role == "toolworker" {
+		subj, bsubj, asubj = "jetloop.cancel.*", "jetloop.cancel.tb", "jetloop.cancel.ta"
+	}
+	sub, err := c.nc.SubscribeSync(subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bnc, anc := admins["b"].Conn(), admins["a"].Conn()
+	if err := bnc.Publish(bsubj, []byte(secretOfB)); err != nil {
+		t.Fatal(err)
+	}
+	if err := bnc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := anc.Publish(asubj, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("a's %s did not hear a's own %s: %v", role, asubj, err)
+	}
+	if m.Subject != asubj {
+		t.Fatalf("a's %s heard %s: %s", role, m.Subject, m.Data)
+	}
+}
+
+// TestTenantRunsATurn runs a turn and a workflow in tenant a of the shipped
+// multi-tenant config with an orchestrator, a tool worker and the CLI of
+// a's own, each connected with its role's seed: every process needs
+// nothing its tenant's user may not do, and tenant b's streams see none of
+// it.
+func TestTenantRunsATurn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the binaries")
 	}
-	s := newTenantStack(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	root := repoRoot(t)
+	path := filepath.Join(root, "deploy", "tenants", "tenants.yaml")
+	srv := natstest.StartConfig(t, filepath.Join(filepath.Dir(path), "nats.conf"))
+	url := srv.ClientURL()
+	as := func(role string) []string {
+		return []string{"--nats", url, "--creds", tenants.SeedPath(path, "a", role)}
+	}
+	stack := &roleStack{t: t, root: root, as: as}
+	stack.run()
+
+	b := dialTenant(t, path, url, "b", tenants.Admin)
+	bjs, err := jetstream.New(b.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-
-	// a's flood: 300 turns whose model takes two minutes to answer, then
-	// 20,000 submissions, published as fast as the server takes them.
-	anc, ajs := s.connect("a", tenants.Client)
-	_, aadmin := s.connect("a", tenants.Admin)
-	slow := scriptOf(`{"text":"slow","delay_ms":120000}`)
-	quick := scriptOf(`{"text":"quick"}`)
-	flood := func(prefix string, n int, script json.RawMessage) {
-		for i := range n {
-			id := fmt.Sprintf("%s-%d", prefix, i)
-			data, _ := json.Marshal(events.Submit{TurnID: id, Agent: "General", Model: "script", Script: script, Input: client.Text("go")})
-			if _, err := ajs.PublishAsync(events.SubjectSubmit, data, jetstream.WithMsgID(id)); err != nil {
-				t.Fatal(err)
-			}
-			// In windows of 500: the server stores them one fsync each.
-			if i%500 == 499 || i == n-1 {
-				select {
-				case <-ajs.PublishAsyncComplete():
-				case <-ctx.Done():
-					t.Fatal("a's flood was not stored")
-				}
-			}
-		}
-	}
-	stored := time.Now()
-	flood("a-slow", 300, slow)
-	flood("a-flood", 20_000, quick)
-	_ = anc
-	t.Logf("a's flood stored in %v", time.Since(stored).Round(time.Millisecond))
-
-	// b's 20 ordinary turns, each with a tool call, all at once.
-	b := s.client("b")
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var took []time.Duration
-	began := time.Now()
-	for i := range 20 {
-		wg.Go(func() {
-			id := fmt.Sprintf("b-turn-%d", i)
-			t0 := time.Now()
-			if _, err := b.Submit(ctx, client.Submit{TurnID: id, Agent: "General", Model: "script", Input: client.Text("go"),
-				Script: scriptOf(`{"tool_calls":[{"name":"echo","arguments":{"text":"b"}}]}`, `{"text":"done"}`)}); err != nil {
-				t.Error(err)
-				return
-			}
-			res, err := b.Wait(ctx, id)
-			if err != nil {
-				t.Errorf("b's turn %s: %v", id, err)
-				return
-			}
-			if res.StopReason != client.StopCompleted {
-				t.Errorf("b's turn %s: %s", id, res.StopReason)
-			}
-			mu.Lock()
-			took = append(took, time.Since(t0))
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	left := s.pending(aadmin)
-	t.Logf("b's 20 turns finished in %v (slowest %v) with %d of a's submissions still queued", time.Since(began).Round(time.Millisecond), slowest(took), left)
-	if t.Failed() {
-		return
-	}
-	if left < 1000 {
-		t.Errorf("a's flood was served before b's turns finished: %d left queued", left)
-	}
-
-	// a's credentials and b's turns: a's client reads and steers in a's
-	// own streams, where no b turn is.
-	a := s.client("a")
-	ictx, icancel := context.WithTimeout(ctx, 30*time.Second)
-	defer icancel()
-	if _, err := a.Events(ictx, "b-turn-0"); !errors.Is(err, client.ErrTurnNotFound) {
-		t.Errorf("a's client reading b's turn: %v, want it not found", err)
-	}
-	if _, err := a.Turn(ictx, "b-turn-0"); !errors.Is(err, client.ErrTurnNotFound) {
-		t.Errorf("a's client describing b's turn: %v, want it not found", err)
-	}
-	if err := a.Abort(ictx, "b-turn-1", "hostile"); !errors.Is(err, client.ErrTurnNotFound) {
-		t.Errorf("a's client aborting b's turn: %v, want it not found", err)
-	}
-	events, err := ajs.Stream(ictx, "JETLOOP_EVENTS")
+	info, err := bjs.AccountInfo(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := events.Info(ictx, jetstream.WithSubjectFilter("jetloop.events.>"))
-	if err != nil {
-		t.Fatal(err)
+	if info.Streams != 0 || info.Store != 0 {
+		t.Errorf("tenant b has %d streams, %d bytes after a's turn", info.Streams, info.Store)
 	}
-	for subject := range info.State.Subjects {
-		if strings.Contains(subject, "b-turn") {
-			t.Errorf("a's stream info counts b's turn %s", subject)
-		}
-	}
-	if res, err := b.Wait(ctx, "b-turn-1"); err != nil || res.StopReason != client.StopCompleted {
-		t.Errorf("b's turn after a's abort: %v %v", res.StopReason, err)
-	}
-	if strings.Contains(strings.ToLower(s.orch.out.String()), "permissions violation") {
-		t.Errorf("the orchestrator was denied something:\n%s", s.orch.out.String())
-	}
-}
-
-func slowest(d []time.Duration) time.Duration {
-	var m time.Duration
-	for _, x := range d {
-		m = max(m, x)
-	}
-	return m
 }

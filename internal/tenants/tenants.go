@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-io/nkeys"
 	"gopkg.in/yaml.v3"
 )
 
@@ -54,8 +55,15 @@ const DefaultSoftStorage = 90
 // (JETLOOP_<name>), of paths and of a metric label.
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
+// toolRE is what a tool's name may be: it is a token of subjects and of a
+// consumer's name.
+var toolRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
 // File is a tenants.yaml.
 type File struct {
+	// System is the public nkey of the system account's user, whose seed
+	// is sys.nk beside the file: jetloop tenants reloads the server as it.
+	System  string   `yaml:"system,omitempty"`
 	Tenants []Tenant `yaml:"tenants"`
 }
 
@@ -77,6 +85,9 @@ type Tenant struct {
 	// of SubmitBurst (default: the rate, at least 1). Zero: unbounded.
 	SubmitRate  float64 `yaml:"submit_rate,omitempty"`
 	SubmitBurst int     `yaml:"submit_burst,omitempty"`
+	// Tools are tools its worker account serves besides the built-in
+	// ones (BuiltinTools).
+	Tools []string `yaml:"tools,omitempty"`
 	// Users are the public nkeys of the tenant's users, by role.
 	Users map[string]string `yaml:"users"`
 }
@@ -159,6 +170,20 @@ func Account(kind, tenant string) string { return kind + "_" + tenant }
 
 // Validate reports what is wrong with t.
 func (t *Tenant) Validate() error {
+	if err := t.ValidateSettings(); err != nil {
+		return err
+	}
+	for _, r := range Roles {
+		if !isUserKey(t.Users[r]) {
+			return fmt.Errorf("tenant %s: users.%s is not a user's public nkey (56 characters, starting with U)", t.Name, r)
+		}
+	}
+	return nil
+}
+
+// ValidateSettings reports what is wrong with t but its users: what a
+// tenant to be added is checked for before its users are made.
+func (t *Tenant) ValidateSettings() error {
 	if !nameRE.MatchString(t.Name) {
 		return fmt.Errorf("tenant %q: a name is a lower-case letter, then up to 31 lower-case letters, digits or _", t.Name)
 	}
@@ -170,10 +195,9 @@ func (t *Tenant) Validate() error {
 	case t.SubmitRate < 0 || t.SubmitBurst < 0:
 		return fmt.Errorf("tenant %s: submit_rate and submit_burst may not be negative", t.Name)
 	}
-	for _, r := range Roles {
-		k := t.Users[r]
-		if len(k) != 56 || k[0] != 'U' {
-			return fmt.Errorf("tenant %s: users.%s is not a user's public nkey (56 characters, starting with U)", t.Name, r)
+	for _, x := range t.Tools {
+		if !toolRE.MatchString(x) {
+			return fmt.Errorf("tenant %s: tool %q: a tool's name is letters, digits, _ or -, up to 64", t.Name, x)
 		}
 	}
 	return nil
@@ -190,6 +214,9 @@ func Load(path string) (*File, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) { // EOF: no tenants yet
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if f.System != "" && !isUserKey(f.System) {
+		return nil, fmt.Errorf("%s: system is not a user's public nkey (56 characters, starting with U)", path)
 	}
 	seen := map[string]bool{}
 	for i := range f.Tenants {
@@ -227,4 +254,67 @@ func (f *File) Names() []string {
 // beside the tenants file at path.
 func SeedPath(path, tenant, role string) string {
 	return filepath.Join(filepath.Dir(path), tenant, role+".nk")
+}
+
+// isUserKey reports whether k is a user's public nkey: its checksum
+// holds, so that nothing but a key (no quote, brace or newline) reaches
+// the rendered accounts.conf.
+func isUserKey(k string) bool { return nkeys.IsValidPublicUserKey(k) }
+
+// SystemSeedPath is the file of the seed of the system account's user,
+// beside the tenants file at path.
+func SystemSeedPath(path string) string { return filepath.Join(filepath.Dir(path), "sys.nk") }
+
+// AccountsPath is the accounts.conf rendered from the tenants file at path,
+// beside it.
+func AccountsPath(path string) string { return filepath.Join(filepath.Dir(path), "accounts.conf") }
+
+// header heads a tenants file that Save writes.
+const header = `# The tenants of this jetloop deployment (docs/tenants.md), written by
+# jetloop tenants add|remove, which render accounts.conf beside it from it.
+# users are the public nkeys of each tenant's users; their seeds are the
+# files <tenant>/<role>.nk beside this file, and sys.nk the system user's,
+# readable by their owner only: pass one to --creds. Those committed in
+# jetloop's repository (deploy/tenants) are public development keys, like
+# deploy/dev/*.password: make your own (jetloop tenants add) before the
+# server listens anywhere but loopback.
+`
+
+// Save writes f to path, with the header, replacing the file at once.
+func (f *File) Save(path string) error {
+	var b strings.Builder
+	b.WriteString(header)
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(f); err != nil {
+		return err
+	}
+	return WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// WriteFile writes data to path through a temporary file renamed over it:
+// a reader (the server reloading, an orchestrator starting) sees the old
+// file or the new one, never half of one.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a failure; gone after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

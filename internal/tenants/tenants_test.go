@@ -54,6 +54,9 @@ func TestLoadRefuses(t *testing.T) {
 		"missing user": "tenants:\n  - name: a\n",
 		"bad size":     "tenants:\n  - name: a\n    storage: lots\n" + users(),
 		"soft > 100":   "tenants:\n  - name: a\n    soft_storage: 120\n" + users(),
+		"forged key":   "tenants:\n  - name: a\n" + strings.Replace(users(), key, "U }\\n  EVIL { users: [{user: x}] }"+strings.Repeat("A", 26), 1),
+		"bad tool":     "tenants:\n  - name: a\n    tools: [\"x\\\" }\"]\n" + users(),
+		"bad system":   "system: UABC\ntenants: []\n",
 	} {
 		if _, err := Load(write(t, body)); err == nil {
 			t.Errorf("%s: loaded", name)

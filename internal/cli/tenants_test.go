@@ -1,0 +1,250 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/tenants"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// copyTenants lays the shipped multi-tenant deployment out in a temporary
+// directory as deploy/ holds it, its nats.conf listening on a free port
+// with a store of its own, and returns its tenants file and config.
+func copyTenants(t *testing.T) (path, config, store string) {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	deploy := filepath.Join(filepath.Dir(file), "..", "..", "deploy")
+	dir := t.TempDir()
+	store = filepath.Join(dir, "store")
+	cp := func(from, to string, edit func(string) string) {
+		data, err := os.ReadFile(filepath.Join(deploy, from))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, to)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		s := string(data)
+		if edit != nil {
+			s = edit(s)
+		}
+		if err := os.WriteFile(filepath.Join(dir, to), []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp("permissions.conf", "permissions.conf", nil)
+	for _, f := range []string{"tenants.yaml", "accounts.conf", "sys.nk"} {
+		cp(filepath.Join("tenants", f), filepath.Join("tenants", f), nil)
+	}
+	for _, tn := range []string{"a", "b"} {
+		for _, r := range tenants.Roles {
+			f := filepath.Join("tenants", tn, r+".nk")
+			cp(f, f, nil)
+		}
+	}
+	port := natstest.FreePort(t)
+	cp(filepath.Join("tenants", "nats.conf"), filepath.Join("tenants", "nats.conf"), func(s string) string {
+		s = regexp.MustCompile(`(?m)^listen: .*$`).ReplaceAllString(s, fmt.Sprintf("listen: 127.0.0.1:%d", port))
+		return regexp.MustCompile(`(?m)^  store_dir: .*$`).ReplaceAllString(s, fmt.Sprintf("  store_dir: %q", store))
+	})
+	return filepath.Join(dir, "tenants", "tenants.yaml"), filepath.Join(dir, "tenants", "nats.conf"), store
+}
+
+// connectSeed connects with an nkey seed file.
+func connectSeed(url, seed string) (*nats.Conn, error) {
+	opt, err := nats.NkeyOptionFromSeed(seed)
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(url, opt, nats.CustomInboxPrefix(bus.InboxCLI), nats.MaxReconnects(0))
+}
+
+// TestTenantsAddAndRemove: jetloop tenants add c against a running server
+// of the shipped multi-tenant config reloads it, provisions c's streams as
+// c's admin and hands out seeds with which c's client submits into c's
+// inbox (jetloop submit --tenant c); tenants a's connections live through
+// the reload; tenants list reports c's usage; tenants remove c deletes c's
+// streams, its accounts and its seeds.
+func TestTenantsAddAndRemove(t *testing.T) {
+	path, config, store := copyTenants(t)
+	srv := natstest.StartConfigAsWritten(t, config)
+	url := srv.ClientURL()
+	jl := func(args ...string) (string, int) {
+		t.Helper()
+		var out bytes.Buffer
+		code := Main(context.Background(), append(args, "--nats", url, "--tenants", path), &out, &out)
+		return out.String(), code
+	}
+	aClient, err := connectSeed(url, tenants.SeedPath(path, "a", tenants.Client))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aClient.Close()
+
+	// More storage than the server has: refused, and taken out again.
+	out, code := jl("tenants", "add", "c", "--storage", "20GiB")
+	if code != ExitFailed || !strings.Contains(out, "max_file_store") {
+		t.Fatalf("tenants add c with 20GiB on a 10GB server: exit %d:\n%s", code, out)
+	}
+	if f, err := tenants.Load(path); err != nil || f.Get("c") != nil {
+		t.Fatalf("c is left in the file: %v", err)
+	}
+
+	out, code = jl("tenants", "add", "c", "--storage", "256MiB", "--in-flight", "10", "--submit-rate", "5", "--tools", "invoice_total")
+	if code != 0 {
+		t.Fatalf("tenants add c: exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"reloaded server jetloop-tenants-1", "created stream JETLOOP_EVENTS", "created bucket JETLOOP_LIVE",
+		tenants.SeedPath(path, "c", tenants.Client), "storage 256MiB"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tenants add c did not say %q:\n%s", want, out)
+		}
+	}
+	for _, r := range tenants.Roles {
+		fi, err := os.Stat(tenants.SeedPath(path, "c", r))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("seed of c's %s: %v %v, want mode 0600", r, fi.Mode(), err)
+		}
+	}
+	f, err := tenants.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := f.Get("c"); c == nil || c.Storage != 256<<20 || c.InFlight != 10 || c.SubmitRate != 5 || len(c.Tools) != 1 || c.Tools[0] != "invoice_total" {
+		t.Fatalf("tenants.yaml's c: %+v", c)
+	}
+	accounts, err := os.ReadFile(tenants.AccountsPath(path))
+	if err != nil || !bytes.Equal(accounts, tenants.Render(f)) {
+		t.Fatalf("accounts.conf is not the rendering of the file (%v)", err)
+	}
+
+	// a's client was not disconnected by the reload.
+	if _, err := aClient.Request(bus.APIPrefix+".INFO", nil, 5*time.Second); err != nil || !aClient.IsConnected() {
+		t.Errorf("a's client after the reload: %v", err)
+	}
+
+	// c's client submits, through the CLI's --tenant, into c's inbox.
+	if out, code := jl("submit", "--tenant", "c", "--no-wait", "hello from c"); code != 0 {
+		t.Fatalf("submit --tenant c: exit %d:\n%s", code, out)
+	}
+	admin, err := connectSeed(url, tenants.SeedPath(path, "c", tenants.Admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	inbox, err := js.Stream(ctx, events.StreamInbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := inbox.GetLastMsgForSubject(ctx, "jetloop.inbox.>")
+	if err != nil || !strings.Contains(string(msg.Data), "hello from c") {
+		t.Fatalf("c's inbox: %v %v", msg, err)
+	}
+	info, err := js.AccountInfo(ctx)
+	if err != nil || info.Limits.MaxStore != 256<<20 {
+		t.Fatalf("c's account limits: %+v %v", info, err)
+	}
+	admin.Close()
+
+	out, code = jl("tenants", "list", "--json")
+	if code != 0 {
+		t.Fatalf("tenants list: exit %d:\n%s", code, out)
+	}
+	var rows []tenantUsage
+	for line := range strings.Lines(out) {
+		var u tenantUsage
+		if err := json.Unmarshal([]byte(line), &u); err != nil {
+			t.Fatalf("tenants list --json: %v:\n%s", err, out)
+		}
+		rows = append(rows, u)
+	}
+	if len(rows) != 3 || rows[2].Name != "c" || rows[2].Used <= 0 || rows[2].Running != 0 || rows[2].Storage != 256<<20 {
+		t.Fatalf("tenants list: %+v", rows)
+	}
+
+	oldAdmin := filepath.Join(t.TempDir(), "admin.nk")
+	seed, err := os.ReadFile(tenants.SeedPath(path, "c", tenants.Admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(oldAdmin, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code = jl("tenants", "remove", "c")
+	if code != 0 {
+		t.Fatalf("tenants remove c: exit %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, "deleted stream JETLOOP_INBOX") || !strings.Contains(out, "reloaded server") {
+		t.Errorf("tenants remove c:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Dir(tenants.SeedPath(path, "c", tenants.Admin))); !os.IsNotExist(err) {
+		t.Errorf("c's seeds are still there: %v", err)
+	}
+	if f, err := tenants.Load(path); err != nil || f.Get("c") != nil {
+		t.Errorf("c is still in the file: %v", err)
+	}
+	// Its streams are gone from the store, and its users from the server.
+	// The server renames a deleted stream's directory and removes it
+	// afterwards.
+	natstest.WaitFor(t, "c's streams to leave the store", func() bool {
+		left, _ := os.ReadDir(filepath.Join(store, "jetstream", "JETLOOP_c", "streams"))
+		return len(left) == 0
+	})
+	if nc, err := connectSeed(url, oldAdmin); err == nil {
+		nc.Close()
+		t.Error("c's admin still gets in")
+	}
+	if _, err := srv.LookupAccount("JETLOOP_c"); err == nil {
+		t.Error("the server still has account JETLOOP_c")
+	}
+	if _, err := aClient.Request(bus.APIPrefix+".INFO", nil, 5*time.Second); err != nil {
+		t.Errorf("a's client after the second reload: %v", err)
+	}
+}
+
+// TestTenantFlagNamesTheSeed: --tenant takes the seed of the role the
+// command needs from the tenants file, and refuses an unknown tenant or
+// a second set of credentials.
+func TestTenantFlagNamesTheSeed(t *testing.T) {
+	path, _, _ := copyTenants(t)
+	t.Setenv("NATS_USER", "someone")
+	for cmd, role := range map[string]string{"streams": tenants.Admin, "turns": tenants.Viewer, "watch": tenants.Viewer,
+		"submit": tenants.Client, "ui": tenants.Client, "abort": tenants.Client} {
+		c := &command{name: cmd, tenant: "b", tenantsFile: path}
+		a, err := c.authFor()
+		if err != nil || a.Creds != tenants.SeedPath(path, "b", role) || a.User != "" {
+			t.Errorf("%s --tenant b: creds %q user %q (%v), want %s's seed", cmd, a.Creds, a.User, err, role)
+		}
+	}
+	if _, err := (&command{name: "submit", tenant: "zz", tenantsFile: path}).authFor(); err == nil || !strings.Contains(err.Error(), "no such tenant") {
+		t.Errorf("an unknown tenant: %v", err)
+	}
+	c := &command{name: "submit", tenant: "a", tenantsFile: path}
+	c.auth.Creds = "x.nk"
+	if _, err := c.authFor(); err == nil {
+		t.Error("--tenant with --creds was taken")
+	}
+	var out bytes.Buffer
+	if code := Main(context.Background(), []string{"turns", "--tenant", "zz", "--tenants", path}, &out, &out); code != ExitFailed || !strings.Contains(out.String(), "no such tenant") {
+		t.Errorf("turns --tenant zz: exit %d:\n%s", code, out.String())
+	}
+}

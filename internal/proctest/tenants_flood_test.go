@@ -1,0 +1,266 @@
+package proctest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/client"
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/tenants"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// tenantStack is the shipped multi-tenant deployment (deploy/tenants) on
+// a server of its own: one orchestrator process serving every tenant of
+// its tenants file, and one tool worker process per tenant, each as that
+// tenant's user.
+type tenantStack struct {
+	t    *testing.T
+	root string
+	dir  string // deploy/tenants
+	url  string
+	orch *process
+}
+
+func newTenantStack(t *testing.T) *tenantStack {
+	t.Helper()
+	root := repoRoot(t)
+	dir := filepath.Join(root, "deploy", "tenants")
+	srv := natstest.StartConfig(t, filepath.Join(dir, "nats.conf"))
+	s := &tenantStack{t: t, root: root, dir: dir, url: srv.ClientURL()}
+	f, err := tenants.Load(filepath.Join(dir, "tenants.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range f.Names() {
+		s.provision(f, name)
+		w := start(t, root, "toolworker", "--nats", s.url, "--creds", s.seed(name, tenants.Toolworker), "--root", root)
+		natstest.WaitFor(t, "tenant "+name+"'s tool worker to serve", func() bool { return strings.Contains(w.out.String(), "serving") })
+	}
+	s.orch = start(t, root, "orchestrator", "--nats", s.url, "--tenants", filepath.Join(dir, "tenants.yaml"),
+		"--agents", "data/AGENTS.md", "--allow-scripts")
+	for _, name := range f.Names() {
+		natstest.WaitFor(t, "the orchestrator to serve tenant "+name, func() bool {
+			for line := range strings.Lines(s.orch.out.String()) {
+				if strings.Contains(line, `"msg":"serving"`) && strings.Contains(line, `"tenant":"`+name+`"`) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	return s
+}
+
+func (s *tenantStack) seed(tenant, role string) string {
+	return tenants.SeedPath(filepath.Join(s.dir, "tenants.yaml"), tenant, role)
+}
+
+// connect connects as a tenant's user of a role; roles in accounts of
+// their own use the API prefix.
+func (s *tenantStack) connect(tenant, role string) (*nats.Conn, jetstream.JetStream) {
+	s.t.Helper()
+	opt, err := nats.NkeyOptionFromSeed(s.seed(tenant, role))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	inbox := bus.InboxCLI
+	if role == tenants.Orchestrator {
+		inbox = bus.InboxOrchestrator
+	}
+	nc, err := nats.Connect(s.url, opt, nats.CustomInboxPrefix(inbox))
+	if err != nil {
+		s.t.Fatalf("connect as %s's %s: %v", tenant, role, err)
+	}
+	s.t.Cleanup(nc.Close)
+	var js jetstream.JetStream
+	if role == tenants.Admin || role == tenants.Orchestrator {
+		js, err = jetstream.New(nc)
+	} else {
+		js, err = jetstream.NewWithAPIPrefix(nc, bus.APIPrefix)
+	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return nc, js
+}
+
+// provision makes a tenant's streams as its admin, sized to its storage.
+func (s *tenantStack) provision(f *tenants.File, tenant string) {
+	s.t.Helper()
+	nc, js := s.connect(tenant, tenants.Admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := bus.Apply(ctx, js, f.Get(tenant).Provision(bus.DefaultProvision(nc.MaxPayload()))); err != nil {
+		s.t.Fatalf("streams of tenant %s: %v", tenant, err)
+	}
+}
+
+// client is a Go client of a tenant, as its client user.
+func (s *tenantStack) client(tenant string) *client.Client {
+	s.t.Helper()
+	nc, _ := s.connect(tenant, tenants.Client)
+	c, err := client.New(nc, client.WithAPIPrefix(bus.APIPrefix))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+// pending is how many submissions wait in a tenant's inbox, as its admin
+// reads it.
+func (s *tenantStack) pending(js jetstream.JetStream) uint64 {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := js.Stream(ctx, "JETLOOP_INBOX")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	c, err := info.Consumer(ctx, "orchestrator")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return ci.NumPending + uint64(ci.NumAckPending)
+}
+
+func scriptOf(responses ...string) json.RawMessage {
+	return json.RawMessage(`{"responses":[` + strings.Join(responses, ",") + `]}`)
+}
+
+// TestTenantsUnderFlood is the tenants issue's scenario on the shipped
+// multi-tenant config: tenant a queues 20,000 submissions and 300 slow
+// model calls while tenant b runs 20 ordinary turns. b's turns all finish
+// while a still has thousands queued, and a's credentials can neither
+// read, join, control nor count b's turns.
+func TestTenantsUnderFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	s := newTenantStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	// a's flood: 300 turns whose model takes two minutes to answer, then
+	// 20,000 submissions, published as fast as the server takes them.
+	anc, ajs := s.connect("a", tenants.Client)
+	_, aadmin := s.connect("a", tenants.Admin)
+	slow := scriptOf(`{"text":"slow","delay_ms":120000}`)
+	quick := scriptOf(`{"text":"quick"}`)
+	flood := func(prefix string, n int, script json.RawMessage) {
+		for i := range n {
+			id := fmt.Sprintf("%s-%d", prefix, i)
+			data, _ := json.Marshal(events.Submit{TurnID: id, Agent: "General", Model: "script", Script: script, Input: client.Text("go")})
+			if _, err := ajs.PublishAsync(events.SubjectSubmit, data, jetstream.WithMsgID(id)); err != nil {
+				t.Fatal(err)
+			}
+			// In windows of 500: the server stores them one fsync each.
+			if i%500 == 499 || i == n-1 {
+				select {
+				case <-ajs.PublishAsyncComplete():
+				case <-ctx.Done():
+					t.Fatal("a's flood was not stored")
+				}
+			}
+		}
+	}
+	stored := time.Now()
+	flood("a-slow", 300, slow)
+	flood("a-flood", 20_000, quick)
+	_ = anc
+	t.Logf("a's flood stored in %v", time.Since(stored).Round(time.Millisecond))
+
+	// b's 20 ordinary turns, each with a tool call, all at once.
+	b := s.client("b")
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var took []time.Duration
+	began := time.Now()
+	for i := range 20 {
+		wg.Go(func() {
+			id := fmt.Sprintf("b-turn-%d", i)
+			t0 := time.Now()
+			if _, err := b.Submit(ctx, client.Submit{TurnID: id, Agent: "General", Model: "script", Input: client.Text("go"),
+				Script: scriptOf(`{"tool_calls":[{"name":"echo","arguments":{"text":"b"}}]}`, `{"text":"done"}`)}); err != nil {
+				t.Error(err)
+				return
+			}
+			res, err := b.Wait(ctx, id)
+			if err != nil {
+				t.Errorf("b's turn %s: %v", id, err)
+				return
+			}
+			if res.StopReason != client.StopCompleted {
+				t.Errorf("b's turn %s: %s", id, res.StopReason)
+			}
+			mu.Lock()
+			took = append(took, time.Since(t0))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	left := s.pending(aadmin)
+	t.Logf("b's 20 turns finished in %v (slowest %v) with %d of a's submissions still queued", time.Since(began).Round(time.Millisecond), slowest(took), left)
+	if t.Failed() {
+		return
+	}
+	if left < 1000 {
+		t.Errorf("a's flood was served before b's turns finished: %d left queued", left)
+	}
+
+	// a's credentials and b's turns: a's client reads and steers in a's
+	// own streams, where no b turn is.
+	a := s.client("a")
+	ictx, icancel := context.WithTimeout(ctx, 30*time.Second)
+	defer icancel()
+	if _, err := a.Events(ictx, "b-turn-0"); !errors.Is(err, client.ErrTurnNotFound) {
+		t.Errorf("a's client reading b's turn: %v, want it not found", err)
+	}
+	if _, err := a.Turn(ictx, "b-turn-0"); !errors.Is(err, client.ErrTurnNotFound) {
+		t.Errorf("a's client describing b's turn: %v, want it not found", err)
+	}
+	if err := a.Abort(ictx, "b-turn-1", "hostile"); !errors.Is(err, client.ErrTurnNotFound) {
+		t.Errorf("a's client aborting b's turn: %v, want it not found", err)
+	}
+	events, err := ajs.Stream(ictx, "JETLOOP_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := events.Info(ictx, jetstream.WithSubjectFilter("jetloop.events.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for subject := range info.State.Subjects {
+		if strings.Contains(subject, "b-turn") {
+			t.Errorf("a's stream info counts b's turn %s", subject)
+		}
+	}
+	if res, err := b.Wait(ctx, "b-turn-1"); err != nil || res.StopReason != client.StopCompleted {
+		t.Errorf("b's turn after a's abort: %v %v", res.StopReason, err)
+	}
+	if strings.Contains(strings.ToLower(s.orch.out.String()), "permissions violation") {
+		t.Errorf("the orchestrator was denied something:\n%s", s.orch.out.String())
+	}
+}
+
+func slowest(d []time.Duration) time.Duration {
+	var m time.Duration
+	for _, x := range d {
+		m = max(m, x)
+	}
+	return m
+}

@@ -1,0 +1,240 @@
+package tenants
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/nats-io/nats-server/v2/conf"
+)
+
+// repo is the repository's root.
+func repo(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// exportLines are the entries of an exports list as the server's parser
+// reads them, one string each.
+func exportLines(t *testing.T, v any) []string {
+	t.Helper()
+	var out []string
+	for _, e := range v.([]any) {
+		m := e.(map[string]any)
+		kind := "service"
+		if _, ok := m["stream"]; ok {
+			kind = "stream"
+		}
+		var accs []string
+		for _, a := range m["accounts"].([]any) {
+			accs = append(accs, a.(string))
+		}
+		slices.Sort(accs)
+		out = append(out, fmt.Sprintf("%s %v response_type=%v accounts=%v", kind, m[kind], m["response_type"], accs))
+	}
+	return out
+}
+
+// importLines are the entries of an imports list, each with the account
+// it imports from.
+func importLines(t *testing.T, v any) []string {
+	t.Helper()
+	var out []string
+	for _, e := range v.([]any) {
+		m := e.(map[string]any)
+		kind := "service"
+		if _, ok := m["stream"]; ok {
+			kind = "stream"
+		}
+		src := m[kind].(map[string]any)
+		out = append(out, fmt.Sprintf("%s %v from %v to %v", kind, src["subject"], src["account"], m["to"]))
+	}
+	return out
+}
+
+// parseList parses one rendered list as the server's parser does.
+func parseList(t *testing.T, lines []string) any {
+	t.Helper()
+	m, err := conf.Parse("x = [\n" + strings.Join(lines, "\n") + "\n]\n")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(lines, "\n"))
+	}
+	return m["x"]
+}
+
+func renderedImports(is []Import, from string) []string {
+	var ls []string
+	for _, i := range is {
+		ls = append(ls, i.Line(from))
+	}
+	return ls
+}
+
+// TestSingleTenantConfigIsTheRendering holds deploy/accounts.conf, written
+// by hand for the single-tenant layout, to the lists the multi-tenant
+// renderer writes: every export with its audience, every account's imports
+// in order. A change to either fails here until both say the same.
+func TestSingleTenantConfigIsTheRendering(t *testing.T) {
+	shipped, err := conf.ParseFile(filepath.Join(repo(t), "deploy", "accounts.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exports []string
+	for _, e := range Exports() {
+		exports = append(exports, e.Line(SingleAccounts))
+	}
+	for _, c := range []struct {
+		name string
+		got  []string
+		want []string
+	}{
+		{"JETLOOP_EXPORTS", exportLines(t, shipped["JETLOOP_EXPORTS"]), exportLines(t, parseList(t, exports))},
+		{"CLIENT_IMPORTS", importLines(t, shipped["CLIENT_IMPORTS"]), importLines(t, parseList(t, renderedImports(ClientImports(), "JETLOOP")))},
+		{"VIEWER_IMPORTS", importLines(t, shipped["VIEWER_IMPORTS"]), importLines(t, parseList(t, renderedImports(ViewerImports(), "JETLOOP")))},
+		{"WORKER_DEFAULT_IMPORTS", importLines(t, shipped["WORKER_DEFAULT_IMPORTS"]),
+			importLines(t, parseList(t, renderedImports(WorkerImports(BuiltinTools, nil), "JETLOOP")))},
+		{"WORKER_EXAMPLES_IMPORTS", importLines(t, shipped["WORKER_EXAMPLES_IMPORTS"]),
+			importLines(t, parseList(t, renderedImports(WorkerImports(ExampleTools, ExampleHooks), "JETLOOP")))},
+	} {
+		if !slices.Equal(c.got, c.want) {
+			t.Errorf("deploy/accounts.conf's %s differs from the rendering:\n%s", c.name, diff(c.got, c.want))
+		}
+	}
+}
+
+// diff lists the lines only one side has, and then both in full when they
+// differ only in order.
+func diff(got, want []string) string {
+	var b strings.Builder
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			fmt.Fprintf(&b, "  only in the file:      %s\n", g)
+		}
+	}
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			fmt.Fprintf(&b, "  only in the rendering: %s\n", w)
+		}
+	}
+	if b.Len() == 0 {
+		b.WriteString("  the same lines in another order\n")
+	}
+	return b.String()
+}
+
+// TestShippedTenantsAreRendered holds deploy/tenants/accounts.conf to a
+// fresh rendering of deploy/tenants/tenants.yaml, and each shipped seed to
+// its public key in the file.
+func TestShippedTenantsAreRendered(t *testing.T) {
+	path := filepath.Join(repo(t), "deploy", "tenants", "tenants.yaml")
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Names(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("shipped tenants: %v, want a and b", got)
+	}
+	shipped, err := os.ReadFile(AccountsPath(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(shipped, Render(f)) {
+		t.Errorf("deploy/tenants/accounts.conf is not the rendering of tenants.yaml: run jetloop tenants render --tenants %s", path)
+	}
+	check := func(seed, want string) {
+		got, err := PublicKeyOf(seed)
+		if err != nil || got != want {
+			t.Errorf("%s: public key %s (%v), the file says %s", seed, got, err, want)
+		}
+	}
+	check(SystemSeedPath(path), f.System)
+	for _, tn := range f.Tenants {
+		for _, r := range Roles {
+			check(SeedPath(path, tn.Name, r), tn.Users[r])
+		}
+	}
+}
+
+// TestBuiltinToolsAreTheWorkers: the tools every tenant's worker account
+// imports are cmd/toolworker's.
+func TestBuiltinToolsAreTheWorkers(t *testing.T) {
+	ts, err := tools.Builtins(t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range ts {
+		names = append(names, x.Spec().Name)
+	}
+	if !slices.Equal(names, BuiltinTools) {
+		t.Errorf("tools.Builtins serves %v, the tenants' worker accounts import %v", names, BuiltinTools)
+	}
+}
+
+// TestRenderIsolatesTenants: a tenant's exports name only its own
+// accounts, and its users only its own keys.
+func TestRenderIsolatesTenants(t *testing.T) {
+	f := &File{Tenants: []Tenant{{Name: "a", Storage: 1 << 30, Users: keys("A")}, {Name: "b", Users: keys("B"), Tools: []string{"invoice_total"}}}}
+	// The rendering includes ../permissions.conf: lay it out as deploy/ is.
+	dir := t.TempDir()
+	perms, err := os.ReadFile(filepath.Join(repo(t), "deploy", "permissions.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "permissions.conf"), perms, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rendered := filepath.Join(dir, "tenants", "accounts.conf")
+	if err := os.MkdirAll(filepath.Dir(rendered), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rendered, Render(f), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := conf.ParseFile(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accs := m["accounts"].(map[string]any)
+	for _, name := range []string{"a", "b"} {
+		jl := accs["JETLOOP_"+name].(map[string]any)
+		for _, e := range jl["exports"].([]any) {
+			for _, a := range e.(map[string]any)["accounts"].([]any) {
+				if !strings.HasSuffix(a.(string), "_"+name) {
+					t.Errorf("JETLOOP_%s offers %v to %s", name, e, a)
+				}
+			}
+		}
+		for _, kind := range []string{"CLIENT", "VIEWER", "WORKER"} {
+			for _, i := range accs[kind+"_"+name].(map[string]any)["imports"].([]any) {
+				for _, v := range i.(map[string]any) {
+					if src, ok := v.(map[string]any); ok && src["account"] != "JETLOOP_"+name {
+						t.Errorf("%s_%s imports from %v", kind, name, src["account"])
+					}
+				}
+			}
+		}
+	}
+	if js := accs["JETLOOP_a"].(map[string]any)["jetstream"].(map[string]any); js["max_file"] != int64(1<<30) {
+		t.Errorf("JETLOOP_a's jetstream: %v", js)
+	}
+	if n := strings.Count(string(Render(f)), `subject: "$JS.API.CONSUMER.CREATE.JETLOOP_JOBS.tool_invoice_total.`); n != 1 {
+		t.Error("b's worker account does not import its extra tool once")
+	}
+}
+
+// keys are distinct fake public keys for a tenant's roles.
+func keys(tag string) map[string]string {
+	m := map[string]string{}
+	for i, r := range Roles {
+		m[r] = fmt.Sprintf("U%s%d%s", tag, i, strings.Repeat("X", 53))
+	}
+	return m
+}
