@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/proc"
 
 	"github.com/jetloop/jetloop/internal/tools"
@@ -39,13 +40,14 @@ func (m *mcpFlags) Set(v string) error { *m = append(*m, v); return nil }
 func run() int {
 	url := flag.String("nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else "+bus.DefaultURL+")")
 	root := flag.String("root", ".", "directory the file tools are confined to")
-	only := flag.String("tools", "", "comma-separated tools to serve, built-in or MCP (default all)")
+	onlyList := flag.String("tools", "", "comma-separated tools to serve, built-in or MCP (default all)")
 	concurrency := flag.Int("concurrency", worker.DefaultConcurrency, "calls of each tool run at once")
 	ackWait := flag.Duration("ack-wait", worker.DefaultAckWait, "how long a job stays with this worker between heartbeats")
 	maxDeliver := flag.Int("max-deliver", worker.DefaultMaxDeliver, "deliveries of a job before it is answered with an error")
 	allowShell := flag.Bool("allow-shell", false, "serve the shell tool")
 	protectList := flag.String("protect", strings.Join(tools.DefaultProtect, ","), "comma-separated directory names the file tools refuse at any depth under --root (\"\" protects nothing)")
 	name := flag.String("name", "", "worker name in results (default host-pid)")
+	tenantsPath := flag.String("tenants", os.Getenv("JETLOOP_TENANTS"), "serve every tenant of this tenants file (jetloop tenants) as a shared pool: a worker per tenant, through its own account as its toolworker user, with its own --concurrency and its file tools confined to --root/<tenant> (default $JETLOOP_TENANTS; docs/tenants.md)")
 	auth := bus.Auth{Inbox: bus.InboxToolworker}
 	auth.Flags(flag.CommandLine)
 	level := flag.String("log-level", "info", "debug, info, warn or error")
@@ -77,7 +79,11 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m, stopMetrics, err := proc.StartMetrics(*metricsAddr, log)
+	startMetrics := proc.StartMetrics
+	if *tenantsPath != "" {
+		startMetrics = proc.StartTenantsMetrics
+	}
+	m, stopMetrics, err := startMetrics(*metricsAddr, log)
 	if err != nil {
 		log.Error("cannot serve metrics", "err", err)
 		return 1
@@ -107,11 +113,7 @@ func run() int {
 		log.Error("refusing to serve this root", "err", err)
 		return 2
 	}
-	served, err := tools.Builtins(*root, *allowShell, tools.WithProtect(protect...))
-	if err != nil {
-		log.Error("bad root", "err", err)
-		return 2
-	}
+	var shared []tools.Tool // the MCP servers' tools, one bridge for every tenant
 	if len(servers) > 0 {
 		bridge, err := tools.NewMCP(ctx, log, servers)
 		if err != nil {
@@ -123,28 +125,19 @@ func run() int {
 		}
 		// Deferred, so the servers outlive the worker's drain.
 		defer bridge.Close()
-		served = append(served, bridge.Tools()...)
+		shared = bridge.Tools()
 	}
-	if *only != "" {
-		var want []string
-		for _, name := range strings.Split(*only, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				want = append(want, name)
-			}
+	// toolsIn are the tools served with the file tools confined to root.
+	toolsIn := func(root string) ([]tools.Tool, error) {
+		served, err := tools.Builtins(root, *allowShell, tools.WithProtect(protect...))
+		if err != nil {
+			return nil, fmt.Errorf("bad root: %w", err)
 		}
-		var kept []tools.Tool
-		for _, t := range served {
-			if slices.Contains(want, t.Spec().Name) {
-				kept = append(kept, t)
-			}
-		}
-		for _, w := range want {
-			if !slices.ContainsFunc(kept, func(t tools.Tool) bool { return t.Spec().Name == w }) {
-				log.Error("--tools names a tool this worker does not have", "tool", w)
-				return 2
-			}
-		}
-		served = kept
+		return only(append(served, shared...), *onlyList)
+	}
+	if _, err := toolsIn(*root); err != nil {
+		log.Error("bad configuration", "err", err)
+		return 2
 	}
 
 	// Only the default address may be waited for: an orchestrator started
@@ -155,42 +148,56 @@ func run() int {
 		*url = bus.DefaultURL
 		wait = 30 * time.Second
 	}
-	opts, err := auth.Options()
-	if err != nil {
-		log.Error("bad credentials", "err", err)
-		return 2
-	}
-	nc, err := connect(ctx, log, *url, wait, opts)
-	if err != nil {
-		if ctx.Err() != nil {
-			log.Info("stopped while waiting for a NATS server", "url", bus.RedactURL(*url))
-			return 0
-		}
-		log.Error("cannot connect", "url", bus.RedactURL(*url), "err", err)
-		return 1
-	}
-	defer nc.Close()
 	// Zero is "the default" to worker.New, but a mistake on a command line.
 	if *concurrency < 1 || *maxDeliver < 1 || *ackWait <= 0 {
 		log.Error("bad configuration: --concurrency, --max-deliver and --ack-wait must be positive")
 		return 2
 	}
-	w, err := worker.New(nc, worker.Options{Name: *name, Concurrency: *concurrency, AckWait: *ackWait,
-		MaxDeliver: *maxDeliver, Logger: log, APIPrefix: auth.APIPrefix})
-	if err == nil {
-		workerobs.Set(w, m, tracer)
-		err = tools.Register(w, served...)
+	opts := worker.Options{Name: *name, Concurrency: *concurrency, AckWait: *ackWait, MaxDeliver: *maxDeliver, Logger: log}
+	serve := func(ctx context.Context, log *slog.Logger, auth bus.Auth, m *metrics.Metrics, served []tools.Tool) (code int) {
+		copts, err := auth.Options()
+		if err != nil {
+			log.Error("bad credentials", "err", err)
+			return 2
+		}
+		nc, err := connect(ctx, log, *url, wait, copts)
+		if err != nil {
+			if ctx.Err() != nil {
+				log.Info("stopped while waiting for a NATS server", "url", bus.RedactURL(*url))
+				return 0
+			}
+			log.Error("cannot connect", "url", bus.RedactURL(*url), "err", err)
+			return 1
+		}
+		defer nc.Close()
+		opts := opts
+		opts.Logger, opts.APIPrefix = log, auth.APIPrefix
+		w, err := worker.New(nc, opts)
+		if err == nil {
+			workerobs.Set(w, m, tracer)
+			err = tools.Register(w, served...)
+		}
+		if err != nil {
+			log.Error("bad configuration", "err", err)
+			return 2
+		}
+		if err := w.Run(ctx); err != nil {
+			log.Error("toolworker stopped", "err", err)
+			return 1
+		}
+		return 0
 	}
-	if err != nil {
-		log.Error("bad configuration", "err", err)
-		return 2
+	var code int
+	if *tenantsPath != "" {
+		code = serveTenants(ctx, log, *tenantsPath, *root, auth, m, toolsIn, serve)
+	} else {
+		served, _ := toolsIn(*root) // checked above
+		code = serve(ctx, log, auth, m, served)
 	}
-	if err := w.Run(ctx); err != nil {
-		log.Error("toolworker stopped", "err", err)
-		return 1
+	if code == 0 {
+		log.Info("toolworker stopped gracefully")
 	}
-	log.Info("toolworker stopped gracefully")
-	return 0
+	return code
 }
 
 // connect connects to url, waiting up to wait for a server to answer
@@ -212,4 +219,30 @@ func connect(ctx context.Context, log *slog.Logger, url string, wait time.Durati
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// only keeps the tools named in list (comma-separated; all when empty),
+// each of which must be there.
+func only(served []tools.Tool, list string) ([]tools.Tool, error) {
+	if list == "" {
+		return served, nil
+	}
+	var want []string
+	for _, name := range strings.Split(list, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			want = append(want, name)
+		}
+	}
+	var kept []tools.Tool
+	for _, t := range served {
+		if slices.Contains(want, t.Spec().Name) {
+			kept = append(kept, t)
+		}
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(kept, func(t tools.Tool) bool { return t.Spec().Name == w }) {
+			return nil, fmt.Errorf("--tools names a tool this worker does not have: %s", w)
+		}
+	}
+	return kept, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,6 +35,14 @@ type tenantStack struct {
 
 func newTenantStack(t *testing.T) *tenantStack {
 	t.Helper()
+	return newTenantStackWith(t, "")
+}
+
+// newTenantStackWith is newTenantStack whose tenants share one tool worker
+// process (toolworker --tenants) with its file tools under root, when root
+// is set.
+func newTenantStackWith(t *testing.T, shared string) *tenantStack {
+	t.Helper()
 	root := repoRoot(t)
 	dir := filepath.Join(root, "deploy", "tenants")
 	srv := natstest.StartConfig(t, filepath.Join(dir, "nats.conf"))
@@ -44,8 +53,14 @@ func newTenantStack(t *testing.T) *tenantStack {
 	}
 	for _, name := range f.Names() {
 		s.provision(f, name)
-		w := start(t, root, "toolworker", "--nats", s.url, "--creds", s.seed(name, tenants.Toolworker), "--root", root)
-		natstest.WaitFor(t, "tenant "+name+"'s tool worker to serve", func() bool { return strings.Contains(w.out.String(), "serving") })
+		if shared == "" {
+			w := start(t, root, "toolworker", "--nats", s.url, "--creds", s.seed(name, tenants.Toolworker), "--root", t.TempDir())
+			natstest.WaitFor(t, "tenant "+name+"'s tool worker to serve", func() bool { return strings.Contains(w.out.String(), "serving") })
+		}
+	}
+	if shared != "" {
+		w := start(t, root, "toolworker", "--nats", s.url, "--tenants", filepath.Join(dir, "tenants.yaml"), "--root", shared)
+		natstest.WaitFor(t, "the shared tool worker to serve every tenant", func() bool { return strings.Count(w.out.String(), `"msg":"serving"`) == len(f.Tenants) })
 	}
 	s.orch = start(t, root, "orchestrator", "--nats", s.url, "--tenants", filepath.Join(dir, "tenants.yaml"),
 		"--agents", "data/AGENTS.md", "--allow-scripts")
@@ -263,4 +278,33 @@ func slowest(d []time.Duration) time.Duration {
 		m = max(m, x)
 	}
 	return m
+}
+
+// TestTenantsShareAToolWorker: one toolworker --tenants serves both
+// tenants, each through its own account, each tenant's files apart.
+func TestTenantsShareAToolWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	root := t.TempDir()
+	s := newTenantStackWith(t, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, tenant := range []string{"a", "b"} {
+		c := s.client(tenant)
+		id := "write-" + tenant
+		if _, err := c.Submit(ctx, client.Submit{TurnID: id, Agent: "General", Model: "script", Input: client.Text("go"),
+			Script: scriptOf(`{"tool_calls":[{"name":"write_file","arguments":{"path":"x.txt","content":"`+tenant+`"}}]}`, `{"text":"done"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.Wait(ctx, id); err != nil || res.StopReason != client.StopCompleted {
+			t.Fatalf("tenant %s: %v %v", tenant, res.StopReason, err)
+		}
+	}
+	for _, tenant := range []string{"a", "b"} {
+		data, err := os.ReadFile(filepath.Join(root, tenant, "x.txt"))
+		if err != nil || string(data) != tenant {
+			t.Errorf("tenant %s's file: %q %v", tenant, data, err)
+		}
+	}
 }
