@@ -308,3 +308,43 @@ func TestTenantsShareAToolWorker(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantAddedIsServed: `jetloop tenants add` is the one command that
+// adds a tenant. Against a running server and an orchestrator serving
+// the tenants file, it makes the tenant's accounts and streams, and the
+// orchestrator serves the new tenant without a restart: a turn of its
+// client completes. Removed, the tenant stops being served.
+func TestTenantAddedIsServed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	root := repoRoot(t)
+	path, config := natstest.CopyTenants(t, filepath.Join(root, "deploy"))
+	srv := natstest.StartConfigAsWritten(t, config)
+	url := srv.ClientURL()
+	orch := start(t, root, "orchestrator", "--nats", url, "--tenants", path, "--agents", "data/AGENTS.md", "--allow-scripts")
+	jl := func(args ...string) string {
+		t.Helper()
+		out, code := run(t, root, append(args, "--nats", url, "--tenants", path)...)
+		if code != 0 {
+			t.Fatalf("jetloop %v: exit %d\n%s", args, code, out)
+		}
+		return out
+	}
+	jl("tenants", "add", "c")
+	worker := start(t, root, "toolworker", "--nats", url, "--creds", tenants.SeedPath(path, "c", tenants.Toolworker), "--root", t.TempDir())
+	natstest.WaitFor(t, "c's tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
+	out := jl("submit", "--tenant", "c", "--watch", "--agent", "General", "--model", "script:scripts/demo.yaml", "hello from c")
+	if !strings.Contains(out, "completed") {
+		t.Fatalf("c's turn did not complete:\n%s", out)
+	}
+	jl("tenants", "remove", "c")
+	natstest.WaitFor(t, "the orchestrator to stop serving c", func() bool {
+		for line := range strings.Lines(orch.out.String()) {
+			if strings.Contains(line, "no longer serving") && strings.Contains(line, `"tenant":"c"`) {
+				return true
+			}
+		}
+		return false
+	})
+}
