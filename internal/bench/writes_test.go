@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -16,7 +17,8 @@ import (
 // answer) runs alone through an in-process orchestrator and tool worker.
 // A decision's events are one message: a tool step stores two event
 // messages (the call's decision, the result's decision), one job and one
-// result.
+// result. Jobs are in memory storage (the default): stored, but not
+// synced, so a tool step makes three synced writes and a bit.
 func TestStoredMessagesPerStep(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -42,6 +44,7 @@ func TestStoredMessagesPerStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.stop()
+	synced := map[string]bool{}
 	stored := func() map[string]uint64 {
 		out := map[string]uint64{}
 		for _, name := range []string{events.StreamEvents, events.StreamJobs, events.StreamInbox, "KV_JETLOOP_LIVE"} {
@@ -54,6 +57,7 @@ func TestStoredMessagesPerStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			out[name] = info.State.LastSeq
+			synced[name] = info.Config.Storage == jetstream.FileStorage
 		}
 		return out
 	}
@@ -74,13 +78,22 @@ func TestStoredMessagesPerStep(t *testing.T) {
 	total := 0.0
 	for name, n := range after {
 		per[name] = float64(n-before[name]) / (steps - 1)
-		total += per[name]
-		t.Logf("%-18s %5.2f stored messages per tool step (%d for the turn)", name, per[name], n-before[name])
+		storage := "memory, not synced"
+		if synced[name] {
+			total += per[name]
+			storage = "file, synced"
+		}
+		t.Logf("%-18s %5.2f stored messages per tool step (%d for the turn; %s)", name, per[name], n-before[name], storage)
 	}
-	t.Logf("%-18s %5.2f", "all", total)
+	t.Logf("%-18s %5.2f synced writes per tool step", "all", total)
 	// Per tool step: 2 event messages, plus the turn's start and end spread
 	// over its steps.
 	if per[events.StreamEvents] > 2.5 {
 		t.Errorf("%.2f event messages per tool step, want a decision's events in one message (≤ 2.5)", per[events.StreamEvents])
+	}
+	// Events 2.2, the result 1.0 and its turn's submission 0.1, the index
+	// 0.2: a job synced on file storage would add 1.0.
+	if total > 3.6 {
+		t.Errorf("%.2f synced writes per tool step, want ≤ 3.6 (jobs in memory storage)", total)
 	}
 }

@@ -63,8 +63,10 @@ type Provision struct {
 	// Replicas of every stream and bucket: 1 on a single server, 3 on a
 	// cluster.
 	Replicas int
-	// JobsStorage is file, or memory: jobs are derived from the turns' logs,
-	// so a server restart loses none that a live turn waits on.
+	// JobsStorage is memory (the default), or file: jobs are derived from
+	// the turns' logs, so a server restart loses none that a live turn
+	// waits on, and a job in memory costs no fsync under sync_interval
+	// always.
 	JobsStorage jetstream.StorageType
 	// EventsMaxAge is how long a turn's log is kept.
 	EventsMaxAge time.Duration
@@ -85,7 +87,7 @@ type Provision struct {
 func DefaultProvision(maxPayload int64) Provision {
 	return Provision{
 		Replicas:       1,
-		JobsStorage:    jetstream.FileStorage,
+		JobsStorage:    jetstream.MemoryStorage,
 		EventsMaxAge:   30 * 24 * time.Hour,
 		EventsMaxBytes: -1,
 		MaxBytes:       1 << 30,

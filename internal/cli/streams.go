@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/tenants"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -16,7 +17,7 @@ import (
 // fixed by the table, not by whichever process starts first.
 func streams(ctx context.Context, c *command, args []string) int {
 	replicas := c.flags.Int("replicas", 1, "replicas of every stream and bucket: 1, or 3 on a cluster")
-	jobsStorage := c.flags.String("jobs-storage", "file", "storage of JETLOOP_JOBS: file or memory (jobs are derived from the logs again after a server restart)")
+	jobsStorage := c.flags.String("jobs-storage", "", "storage of JETLOOP_JOBS: memory or file (jobs are derived from the logs again after a server restart); default: as the stream is, memory for a new one")
 	eventsMaxAge := c.flags.Duration("events-max-age", 30*24*time.Hour, "how long a turn's log is kept")
 	eventsMaxBytes := c.flags.String("events-max-bytes", "unlimited", "bound of JETLOOP_EVENTS (e.g. 50GiB)")
 	maxBytes := c.flags.String("max-bytes", "1GiB", "bound of JETLOOP_INBOX, JETLOOP_JOBS and JETLOOP_DEAD each")
@@ -30,9 +31,11 @@ func streams(ctx context.Context, c *command, args []string) int {
 	if *replicas != 1 && *replicas != 3 {
 		return c.usageErr("--replicas must be 1 or 3, got %d", *replicas)
 	}
-	var storage jetstream.StorageType
-	if err := storage.UnmarshalJSON([]byte(`"` + *jobsStorage + `"`)); err != nil {
-		return c.usageErr("--jobs-storage must be file or memory, got %q", *jobsStorage)
+	storage := jetstream.MemoryStorage
+	if *jobsStorage != "" {
+		if err := storage.UnmarshalJSON([]byte(`"` + *jobsStorage + `"`)); err != nil {
+			return c.usageErr("--jobs-storage must be memory or file, got %q", *jobsStorage)
+		}
 	}
 	evBytes, err := parseBytes(*eventsMaxBytes)
 	if err != nil {
@@ -53,24 +56,32 @@ func streams(ctx context.Context, c *command, args []string) int {
 	p := bus.DefaultProvision(nc.MaxPayload())
 	p.Replicas, p.JobsStorage, p.EventsMaxAge, p.EventsMaxBytes = *replicas, storage, *eventsMaxAge, evBytes
 	p.MaxBytes, p.DeadMaxAge = bytes, *deadMaxAge
+
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if *jobsStorage == "" {
+		// A deployment made when file was the default keeps its jobs
+		// where they are: their storage cannot change in place, and an
+		// upgrade should not fail on a flag nobody gave.
+		if s, err := js.Stream(ctx, events.StreamJobs); err == nil {
+			p.JobsStorage = s.CachedInfo().Config.Storage
+		}
+	}
 	// A tenant's streams must fit its account's storage, which the server
-	// says (a tenant's account, or any other with a max_file), with
+	// says (a tenant's account, or any other with a max_file or max_mem), with
 	// --tenant or --creds alike.
 	ictx, icancel := context.WithTimeout(ctx, 10*time.Second)
 	info, err := js.AccountInfo(ictx)
 	icancel()
 	if err == nil {
-		p = tenants.Fit(p, info.Limits.MaxStore)
+		p = tenants.Fit(p, info.Limits.MaxStore, info.Limits.MaxMemory)
 	}
-
 	if c.flags.Arg(0) == "apply" {
 		if err := c.applyStreams(ctx, js, p); err != nil {
 			return c.fail("%v", err)
 		}
 		return ExitOK
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
 	diffs, err := bus.Check(ctx, js, p)
 	if err != nil {
 		return c.fail("%v", err)

@@ -200,3 +200,43 @@ func replicated(c *jetstream.ClusterInfo) bool {
 	}
 	return true
 }
+
+// TestStreamsJobsStorage: apply puts the jobs of a new deployment in memory
+// storage; a deployment whose jobs are on file (the default before) keeps
+// them there through apply and check without the flag, and the flag still
+// says which storage a new stream gets.
+func TestStreamsJobsStorage(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first []string // the flags of the first apply
+		want  jetstream.StorageType
+	}{
+		{"default", nil, jetstream.MemoryStorage},
+		{"file kept", []string{"--jobs-storage", "file"}, jetstream.FileStorage},
+		{"memory asked", []string{"--jobs-storage", "memory"}, jetstream.MemoryStorage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := natstest.Start(t)
+			_, js := srv.Connect(t)
+			jl := func(args ...string) {
+				t.Helper()
+				var out bytes.Buffer
+				if code := Main(context.Background(), append([]string{"streams", "--nats", srv.ClientURL()}, args...), &out, &out); code != 0 {
+					t.Fatalf("streams %v: exit %d:\n%s", args, code, out.String())
+				}
+			}
+			jl(append(tc.first, "apply")...)
+			jl("apply") // without the flag: as it is
+			jl("check")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s, err := js.Stream(ctx, events.StreamJobs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.CachedInfo().Config.Storage; got != tc.want {
+				t.Fatalf("%s on %s storage, want %s", events.StreamJobs, got, tc.want)
+			}
+		})
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jetloop/jetloop/internal/lru"
 	"hash/fnv"
 	"log/slog"
 	"slices"
@@ -357,7 +356,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 	var wg sync.WaitGroup
 	var stopping atomic.Bool
 	for i := range shards {
-		shards[i] = &shard{o: o, in: newQueue(), cache: lru.New[string, *entry](max(o.cacheSize/o.shards, 1)), flows: map[string]*flow{}, stopping: &stopping}
+		shards[i] = newShard(o, max(o.cacheSize/o.shards, 1), &stopping)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -519,6 +518,12 @@ func (o *Orchestrator) takeOver(ctx context.Context, p int, before, now []string
 }
 
 func (o *Orchestrator) shardOf(msg jetstream.Msg, n int) int {
+	return shardIndex(inputTurn(msg), n)
+}
+
+// inputTurn is the turn or workflow an inbox message is an input of: a
+// submission names it in its body.
+func inputTurn(msg jetstream.Msg) string {
 	_, turn := inputKind(msg.Subject())
 	if turn == "" {
 		var s struct {
@@ -528,7 +533,7 @@ func (o *Orchestrator) shardOf(msg jetstream.Msg, n int) int {
 		_ = json.Unmarshal(msg.Data(), &s) // an invalid submit goes anywhere
 		turn = s.TurnID + s.WorkflowID
 	}
-	return shardIndex(turn, n)
+	return turn
 }
 
 // shardIndex is the shard of n that handles a turn's inputs.

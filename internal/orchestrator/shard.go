@@ -29,40 +29,173 @@ type entry struct {
 	gen       uint64 // of the turn's partition when cached (Orchestrator.gens)
 }
 
-// shard advances the turns that hash to it, one input at a time, and owns
-// their cached states: no locks, and one turn's inputs stay in order.
+// shard advances the turns that hash to it and owns their cached states.
+// One turn's inputs are handled one at a time, in order, by a lane of its
+// own; the shard handles one input at a time (slot), as a single loop
+// would, until an input takes longer than parkAfter: then that input is
+// parked — its lane goes on with it, and with the rest of its turn's inputs
+// after it — and the shard takes the next turn's input. A turn whose I/O
+// stalls (a stream failing over, a 5 s timeout) thus holds up its own
+// inputs only, never a result of another turn of the shard.
 type shard struct {
 	o        *Orchestrator
 	in       *queue
-	cache    *lru.Cache[string, *entry]
-	flows    map[string]*flow // workflows, uncapped: few and small
-	stopping *atomic.Bool     // the process is stopping: hand inputs back
-	dead     bool             // a crash hook fired: behave like a dead process
-	// preloaded is a turn's log read ahead of its input's decision (a
-	// submission's, with what its start reads), used by its first load.
-	preloaded *preloaded
+	cache    *locked[*entry]
+	flows    *locked[*flow] // workflows, uncapped: few and small
+	stopping *atomic.Bool   // the process is stopping: hand inputs back
+	dead     atomic.Bool    // a crash hook fired: behave like a dead process
+	// preloaded are turns' logs read ahead of an input's decision (a
+	// submission's, with what its start reads), used by the turn's first
+	// load.
+	preloaded *locked[*preloaded]
+
+	// slot is held by the input being handled, until it is parked; lanes
+	// bounds the turns handled at once, parked ones included, so that a
+	// server slow for everyone is not met with ever more requests.
+	slot  chan struct{}
+	lanes chan struct{}
+	mu    sync.Mutex
+	// waiting are the turns with a lane, each with the inputs that wait
+	// behind the one its lane handles.
+	waiting map[string][]input
+	running sync.WaitGroup
 }
 
+// parkAfter is how long an input holds its shard before the shard goes on
+// with other turns' inputs: well above a step's handling on a loaded
+// machine (a few ms), well below the I/O timeouts of a server failing over.
+const parkAfter = 100 * time.Millisecond
+
+// maxLanes bounds the turns one shard handles at once, parked ones
+// included.
+const maxLanes = 64
+
+func newShard(o *Orchestrator, cacheSize int, stopping *atomic.Bool) *shard {
+	return &shard{o: o, in: newQueue(), cache: newLocked[*entry](cacheSize), flows: newLocked[*flow](0),
+		preloaded: newLocked[*preloaded](0), stopping: stopping,
+		slot: make(chan struct{}, 1), lanes: make(chan struct{}, maxLanes), waiting: map[string][]input{}}
+}
+
+// run hands each input to its turn's lane, starting one when the turn has
+// none, until the queue is closed and every lane is done.
 func (s *shard) run() {
 	for {
 		in, ok := s.in.pop()
 		if !ok {
+			s.running.Wait()
 			return
 		}
-		switch {
-		case in.answer != nil:
-			in.answer.verdict <- s.answer(in.answer.res)
-		case s.dead:
-		case s.stopping.Load():
-			_ = in.msg.Nak() // not started: another process takes it now
-		case s.o.fair != nil:
-			s.o.fair.acquire(s.o.tenant)
-			s.handle(in.msg)
-			s.o.fair.release(s.o.tenant)
-		default:
-			s.handle(in.msg)
+		turn := in.turn()
+		s.mu.Lock()
+		if q, busy := s.waiting[turn]; busy {
+			s.waiting[turn] = append(q, in)
+			s.mu.Unlock()
+			continue
 		}
+		s.waiting[turn] = nil
+		s.mu.Unlock()
+		s.lanes <- struct{}{}
+		s.running.Add(1)
+		go s.lane(turn, in)
 	}
+}
+
+// lane handles one turn's inputs in order until none waits.
+func (s *shard) lane(turn string, in input) {
+	defer s.running.Done()
+	defer func() { <-s.lanes }()
+	for {
+		s.take(in)
+		s.mu.Lock()
+		q := s.waiting[turn]
+		if len(q) == 0 {
+			delete(s.waiting, turn)
+			s.mu.Unlock()
+			return
+		}
+		in, q[0] = q[0], input{}
+		s.waiting[turn] = q[1:]
+		s.mu.Unlock()
+	}
+}
+
+// take handles one input in the shard's slot, which it gives up when the
+// input is parked.
+func (s *shard) take(in input) {
+	s.slot <- struct{}{}
+	var once sync.Once
+	release := func() { once.Do(func() { <-s.slot }) }
+	park := time.AfterFunc(parkAfter, release)
+	defer release()
+	defer park.Stop()
+	switch {
+	case in.answer != nil:
+		in.answer.verdict <- s.answer(in.answer.res)
+	case s.dead.Load():
+	case s.stopping.Load():
+		_ = in.msg.Nak() // not started: another process takes it now
+	case s.o.fair != nil:
+		s.o.fair.acquire(s.o.tenant)
+		s.handle(in.msg)
+		s.o.fair.release(s.o.tenant)
+	default:
+		s.handle(in.msg)
+	}
+}
+
+// locked is a cache (or, of size 0, a map) that the lanes of a shard share.
+// An entry is only ever used by its turn's lane.
+type locked[V any] struct {
+	mu sync.Mutex
+	c  *lru.Cache[string, V]
+	m  map[string]V
+}
+
+func newLocked[V any](size int) *locked[V] {
+	if size == 0 {
+		return &locked[V]{m: map[string]V{}}
+	}
+	return &locked[V]{c: lru.New[string, V](size)}
+}
+
+func (l *locked[V]) Get(key string) (V, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil {
+		return l.c.Get(key)
+	}
+	v, ok := l.m[key]
+	return v, ok
+}
+
+func (l *locked[V]) Contains(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil {
+		return l.c.Contains(key)
+	}
+	_, ok := l.m[key]
+	return ok
+}
+
+func (l *locked[V]) Put(key string, v V) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil {
+		l.c.Put(key, v)
+		return
+	}
+	l.m[key] = v
+}
+
+func (l *locked[V]) Delete(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil {
+		l.c.Delete(key)
+		return
+	}
+	delete(l.m, key)
 }
 
 // input is what a shard handles: an inbox message, or the answer of a model
@@ -70,6 +203,14 @@ func (s *shard) run() {
 type input struct {
 	msg    jetstream.Msg
 	answer *answer
+}
+
+// turn is the turn (or workflow) whose lane handles the input.
+func (in input) turn() string {
+	if in.answer != nil {
+		return in.answer.res.TurnID
+	}
+	return inputTurn(in.msg)
 }
 
 // answer is a model call's answer handed to a shard, which says on verdict
@@ -165,7 +306,7 @@ func (o *Orchestrator) deliver(res events.ModelResult) error {
 // it back to the runner, which publishes it to the inbox.
 func (s *shard) answer(res events.ModelResult) error {
 	switch {
-	case s.dead:
+	case s.dead.Load():
 		return errCrashed
 	case s.stopping.Load():
 		return errNotHere
@@ -174,7 +315,7 @@ func (s *shard) answer(res events.ModelResult) error {
 	defer cancel()
 	err := s.apply(ctx, s.o.log.With("input", "model", "turn", res.TurnID), res.TurnID, fsm.ModelAnswer(res), false)
 	if errors.Is(err, errCrashed) {
-		s.dead = true
+		s.dead.Store(true)
 	}
 	if err == nil {
 		s.o.countInput("model", nil, 1)
@@ -226,7 +367,7 @@ func (s *shard) handle(msg jetstream.Msg) {
 			log.Warn("ack failed; the input will come again and change nothing", "err", err)
 		}
 	case errors.Is(err, errCrashed):
-		s.dead = true
+		s.dead.Store(true)
 	case errors.As(err, &d):
 		log.Warn("dead letter", "reason", d.reason)
 		s.bury(log, msg, kind, d.reason)
@@ -394,8 +535,8 @@ func (s *shard) load(ctx context.Context, turn string) (*entry, error) {
 		}
 		s.cache.Delete(turn) // another process owned the turn since
 	}
-	if p := s.preloaded; p != nil && p.turn == turn {
-		s.preloaded = nil // a second load (a lost race) reads the log again
+	if p, ok := s.preloaded.Get(turn); ok {
+		s.preloaded.Delete(turn) // a second load (a lost race) reads the log again
 		return p.e, p.err
 	}
 	return s.o.loadEntry(ctx, turn)
@@ -697,6 +838,10 @@ const (
 func (s *shard) crash(stage string) error {
 	if s.o.beforeAck == nil {
 		return nil
+	}
+	if s.dead.Load() {
+		// Another lane of the shard died already: so did this one.
+		return errCrashed
 	}
 	if err := s.o.beforeAck(stage); err != nil {
 		return errCrashed

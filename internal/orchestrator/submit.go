@@ -154,8 +154,8 @@ func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit,
 		}
 	}
 	if r.log != nil || r.lerr != nil {
-		s.preloaded = &preloaded{turn: sub.TurnID, e: r.log, err: r.lerr}
-		defer func() { s.preloaded = nil }()
+		s.preloaded.Put(sub.TurnID, &preloaded{turn: sub.TurnID, e: r.log, err: r.lerr})
+		defer s.preloaded.Delete(sub.TurnID)
 	}
 	err = s.apply(ctx, log, sub.TurnID, start, redelivered)
 	if errors.Is(err, fsm.ErrTurnExists) && sub.Parent == nil {

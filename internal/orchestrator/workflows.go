@@ -111,7 +111,7 @@ func (s *shard) rejectWorkflow(ctx context.Context, log *slog.Logger, id, sessio
 
 // isWorkflow tells whether id names a workflow's log rather than a turn's.
 func (s *shard) isWorkflow(ctx context.Context, id string) (bool, error) {
-	if _, ok := s.flows[id]; ok {
+	if s.flows.Contains(id) {
 		return true, nil
 	}
 	if s.cache.Contains(id) {
@@ -125,11 +125,11 @@ func (s *shard) isWorkflow(ctx context.Context, id string) (bool, error) {
 }
 
 func (s *shard) loadFlow(ctx context.Context, id string) (*flow, error) {
-	if f, ok := s.flows[id]; ok {
+	if f, ok := s.flows.Get(id); ok {
 		if f.gen == s.o.gens[bus.Partition(id)].Load() {
 			return f, nil
 		}
-		delete(s.flows, id)
+		s.flows.Delete(id)
 	}
 	st, seq, err := s.o.store.LoadWorkflow(ctx, id)
 	if errors.Is(err, bus.ErrIsTurn) {
@@ -145,7 +145,7 @@ func (s *shard) loadFlow(ctx context.Context, id string) (*flow, error) {
 // append, checkpoint to KV, gate, publish the task's turn, arm the deadline.
 func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, in workflow.Input) error {
 	for range 8 {
-		_, cached := s.flows[id]
+		cached := s.flows.Contains(id)
 		f, err := s.loadFlow(ctx, id)
 		if err != nil {
 			return err
@@ -160,7 +160,7 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 		case errors.Is(err, workflow.ErrExists):
 			return err
 		case cached && (errors.Is(err, workflow.ErrUnknownWorkflow) || errors.As(err, &ie)):
-			delete(s.flows, id)
+			s.flows.Delete(id)
 			continue
 		case errors.Is(err, workflow.ErrUnknownWorkflow):
 			return &deadLetter{fmt.Sprintf("no workflow %q", id)}
@@ -175,13 +175,13 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 				return &retry{err}
 			}
 			if seq != f.seq {
-				delete(s.flows, id)
+				s.flows.Delete(id)
 				continue
 			}
 		}
 		seq, err := s.o.store.Append(ctx, f.seq, d.Events)
 		if err != nil {
-			delete(s.flows, id)
+			s.flows.Delete(id)
 			switch {
 			case errors.Is(err, bus.ErrConflict):
 				continue
@@ -209,7 +209,7 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 		// Gate that follows the put below, whatever the input.
 		_, gating := in.(workflow.Gate)
 		if err := s.o.publishFlowJobs(ctx, st, gating); err != nil {
-			delete(s.flows, id)
+			s.flows.Delete(id)
 			return &retry{err}
 		}
 		if err := s.crash(StagePublished); err != nil {
@@ -217,7 +217,7 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 		}
 		s.o.timers.arm(st.ID, workflowTimers(st))
 		if st.Done() {
-			delete(s.flows, id)
+			s.flows.Delete(id)
 			if len(d.Events) > 0 && f.state.Exists() {
 				s.o.markDone(ctx, id)
 			}
@@ -230,7 +230,7 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 		next := &flow{state: st, seq: seq, checkpoint: f.checkpoint}
 		if p := bus.Partition(id); s.o.owns[p].Load() {
 			next.gen = s.o.gens[p].Load()
-			s.flows[id] = next
+			s.flows.Put(id, next)
 		}
 		if st.AwaitsGate() && !gating {
 			// The checkpoint's second half, then the gate: in that order,

@@ -1,22 +1,36 @@
 package tenants
 
-import "github.com/jetloop/jetloop/internal/bus"
+import (
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // Provision is p sized to fit t's storage (Fit).
-func (t *Tenant) Provision(p bus.Provision) bus.Provision { return Fit(p, int64(t.Storage)) }
+func (t *Tenant) Provision(p bus.Provision) bus.Provision {
+	return Fit(p, int64(t.Storage), int64(t.Memory))
+}
 
 // Fit is p sized to fit an account whose file storage is limited to
 // maxStore bytes (its max_file; 0 or less: unlimited). The server reserves
 // each stream's max_bytes against that limit when the stream is made, so
 // the inbox, the jobs and the dead letters are given an eighth of it each
 // at most; the logs, the buckets and the blobs share the rest, up to the
-// account's limit.
-func Fit(p bus.Provision, maxStore int64) bus.Provision {
+// account's limit. With the jobs in memory storage, whose max_bytes the
+// server reserves against the account's max_mem (maxMem), the bounded
+// streams get at most half of that.
+func Fit(p bus.Provision, maxStore, maxMem int64) bus.Provision {
+	if maxStore > 0 {
+		if share := maxStore / 8; p.MaxBytes <= 0 || p.MaxBytes > share {
+			p.MaxBytes = share
+		}
+	}
+	if maxMem > 0 && p.JobsStorage == jetstream.MemoryStorage {
+		if share := maxMem / 2; p.MaxBytes <= 0 || p.MaxBytes > share {
+			p.MaxBytes = share
+		}
+	}
 	if maxStore <= 0 {
 		return p
-	}
-	if share := maxStore / 8; p.MaxBytes <= 0 || p.MaxBytes > share {
-		p.MaxBytes = share
 	}
 	if p.EventsMaxBytes > maxStore {
 		p.EventsMaxBytes = -1 // the account's limit bounds it
