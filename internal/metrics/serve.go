@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
