@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/logstore"
 
 	"github.com/google/uuid"
 	"github.com/jetloop/jetloop/internal/events"
@@ -73,7 +74,7 @@ type Client struct {
 	apiPrefix string
 
 	mu    sync.Mutex
-	store *bus.Store // bound on first use: the stream may be created after New
+	store *logstore.Store // bound on first use: the stream may be created after New
 }
 
 // Option configures a Client.
@@ -130,13 +131,13 @@ func (c *Client) bounded(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, c.timeout)
 }
 
-func (c *Client) events(ctx context.Context) (*bus.Store, error) {
+func (c *Client) events(ctx context.Context) (*logstore.Store, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.store != nil {
 		return c.store, nil
 	}
-	s, err := bus.NewStore(ctx, c.js)
+	s, err := logstore.New(ctx, c.js)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}

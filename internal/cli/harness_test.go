@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 
 	"github.com/jetloop/jetloop/internal/agents"
@@ -67,7 +68,7 @@ type env struct {
 	srv   *natstest.Server
 	nc    *nats.Conn
 	js    jetstream.JetStream
-	store *bus.Store
+	store *logstore.Store
 	dir   string
 	stopO func()
 	calls *modelJobs
@@ -93,7 +94,7 @@ func newEnvOn(t *testing.T, srv *natstest.Server, connect func(testing.TB) (*nat
 	if err := bus.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	store, err := bus.NewStore(ctx, js)
+	store, err := logstore.New(ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}

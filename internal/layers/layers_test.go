@@ -31,8 +31,9 @@ func deps(t *testing.T) map[string][]string {
 
 // TestLayering fails when a package links what its layer must not: the
 // tool worker and the public packages never the embedded server or a model
-// SDK (a user's worker would carry both), the I/O-free core never the
-// transport, and no lower layer an upper one.
+// SDK (a user's worker would carry both), the tool worker never the
+// machines, the orchestrator binary never the CLI, the I/O-free core never
+// the transport, and no lower layer an upper one.
 func TestLayering(t *testing.T) {
 	all := deps(t)
 	rules := []struct {
@@ -49,6 +50,16 @@ func TestLayering(t *testing.T) {
 			pkgs:      []string{"internal/fsm", "internal/workflow", "internal/events", "internal/agents"},
 			forbidden: []string{"github.com/nats-io/", module + "internal/bus", module + "internal/orchestrator", module + "internal/cli", module + "internal/model"},
 			why:       "the machines and the wire types do no I/O",
+		},
+		{
+			pkgs:      []string{"cmd/orchestrator"},
+			forbidden: []string{module + "internal/cli", module + "internal/bench"},
+			why:       "the orchestrator binary runs turns, not the CLI, its web UI or the bench harness",
+		},
+		{
+			pkgs:      []string{"cmd/toolworker", "worker", "internal/bus", "internal/tools"},
+			forbidden: []string{module + "internal/fsm", module + "internal/workflow", module + "internal/logstore", "github.com/looplab/fsm"},
+			why:       "what runs tools moves messages and folds no log: neither machine is linked (internal/logstore folds)",
 		},
 		{
 			pkgs:      []string{"internal/orchestrator", "internal/bus", "internal/turnlog", "client", "worker"},

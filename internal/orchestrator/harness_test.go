@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 
 	"github.com/jetloop/jetloop/internal/agents"
@@ -70,7 +71,7 @@ type harness struct {
 	srv   *natstest.Server
 	nc    *nats.Conn
 	js    jetstream.JetStream
-	store *bus.Store
+	store *logstore.Store
 	set   *agents.Set
 	log   *slog.Logger
 	calls *counter
@@ -169,7 +170,7 @@ func newHarnessOn(t *testing.T, srv *natstest.Server, p *bus.Provision) *harness
 	if err := bus.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	store, err := bus.NewStore(ctx, js)
+	store, err := logstore.New(ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}

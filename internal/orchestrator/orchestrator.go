@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jetloop/jetloop/internal/lru"
 	"hash/fnv"
 	"log/slog"
 	"slices"
@@ -20,6 +19,8 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/lru"
 	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/tracing"
@@ -51,7 +52,7 @@ type Orchestrator struct {
 	beforeAck  func(stage string) error
 	drainGrace time.Duration
 
-	store   *bus.Store
+	store   *logstore.Store
 	tools   *toolCatalog
 	timers  *timers
 	history *historyCache
@@ -227,7 +228,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if o.store, err = bus.NewStore(setup, o.js); err != nil {
+	if o.store, err = logstore.New(setup, o.js); err != nil {
 		return err
 	}
 	if o.tools, err = watchTools(ctx, o.js); err != nil {
@@ -822,7 +823,7 @@ func (o *Orchestrator) rederive(ctx context.Context) error {
 		}
 		for _, id := range ids {
 			st, _, err := o.store.Load(ctx, id)
-			if errors.Is(err, bus.ErrIsWorkflow) {
+			if errors.Is(err, logstore.ErrIsWorkflow) {
 				continue // a workflow's jobs go to the inbox, on file
 			}
 			if err != nil {

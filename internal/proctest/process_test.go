@@ -17,9 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
-
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -355,7 +354,7 @@ func turnLog(t *testing.T, js jetstream.JetStream, turn string) []events.Envelop
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	store, err := bus.NewStore(ctx, js)
+	store, err := logstore.New(ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}
