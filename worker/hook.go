@@ -240,6 +240,6 @@ func (w *Worker) deadJob(msg jetstream.Msg, reason string) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	w.obs.metrics.DeadLetter("job")
+	w.obs.deadLetter("job")
 	_ = msg.TermWithReason(reason)
 }

@@ -19,11 +19,11 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/output"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Options, the same as the toolworker's flags.
@@ -70,6 +70,12 @@ type Options struct {
 	// default finds it: the prefix when the account imports it, else
 	// $JS.API.
 	APIPrefix string
+	// Metrics receives the worker's measurements (default none).
+	Metrics Metrics
+	// TracerProvider makes the spans of the calls the worker runs, each a
+	// child of the orchestrator's span of the call (default none). Pass
+	// the OpenTelemetry SDK's provider, or any other.
+	TracerProvider trace.TracerProvider
 }
 
 // Call is one call of a tool, as its job asks for it.
@@ -176,8 +182,10 @@ func New(nc *nats.Conn, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &Worker{nc: nc, js: js, confined: strings.TrimSuffix(prefix, ".") != bus.DefaultAPIPrefix, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), calls: bus.NewRan[events.ToolResult](), tools: map[string]tool{},
-		hooks: map[string]Hook{}, ready: make(chan struct{})}, nil
+	w := &Worker{nc: nc, js: js, confined: strings.TrimSuffix(prefix, ".") != bus.DefaultAPIPrefix, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), calls: bus.NewRan[events.ToolResult](), tools: map[string]tool{},
+		hooks: map[string]Hook{}, ready: make(chan struct{})}
+	w.obs.use(opts.Metrics, opts.TracerProvider)
+	return w, nil
 }
 
 // cmp returns v, or def when v is zero.
@@ -538,12 +546,12 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	case aborted.Load():
 		// The turn has finished: nobody waits for this result.
 		log.Info("call aborted with its turn")
-		run.end(metrics.Aborted, duration)
+		run.end(OutcomeAborted, duration)
 		_ = msg.Ack()
 		return
 	case stop.Err() != nil && ctx.Err() != nil && !deadlinePassed(job.Deadline):
 		log.Info("call cut short by shutdown; handed back")
-		run.end(metrics.HandedBack, duration)
+		run.end(OutcomeHandedBack, duration)
 		_ = msg.Nak()
 		return
 	case deadlinePassed(job.Deadline):
@@ -658,7 +666,7 @@ func (w *Worker) reject(msg jetstream.Msg, reason string) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	w.obs.metrics.DeadLetter("job")
+	w.obs.deadLetter("job")
 	_ = msg.TermWithReason(reason)
 }
 

@@ -21,7 +21,6 @@ import (
 	"github.com/jetloop/jetloop/internal/proc"
 
 	"github.com/jetloop/jetloop/internal/tools"
-	"github.com/jetloop/jetloop/internal/workerobs"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 )
@@ -175,10 +174,16 @@ func run() int {
 		log.Error("bad configuration: --concurrency, --max-deliver and --ack-wait must be positive")
 		return 2
 	}
+	var wm worker.Metrics
+	if m != nil {
+		wm = m
+	}
 	w, err := worker.New(nc, worker.Options{Name: *name, Concurrency: *concurrency, AckWait: *ackWait,
-		MaxDeliver: *maxDeliver, Logger: log, APIPrefix: auth.APIPrefix})
+		MaxDeliver: *maxDeliver, Logger: log, APIPrefix: auth.APIPrefix, Metrics: wm, TracerProvider: tracer.Provider()})
 	if err == nil {
-		workerobs.Set(w, m, tracer)
+		// Not ready until the worker serves: its consumers bound and its
+		// tools advertised, the connection up.
+		m.AddCheck("toolworker "+w.Name(), w.Serving)
 		err = tools.Register(w, served...)
 	}
 	if err != nil {

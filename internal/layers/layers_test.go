@@ -62,6 +62,12 @@ func TestLayering(t *testing.T) {
 			why:       "what runs tools moves messages and folds no log: neither machine is linked (internal/logstore folds)",
 		},
 		{
+			pkgs: []string{"client", "worker"},
+			forbidden: []string{"google.golang.org/grpc", "github.com/prometheus/", "go.opentelemetry.io/otel/sdk",
+				"go.opentelemetry.io/otel/exporters/", "go.opentelemetry.io/proto/", module + "internal/metrics", module + "internal/tracing"},
+			why: "observability enters the public packages through their options (small interfaces, the OpenTelemetry API); exporters are the commands'",
+		},
+		{
 			pkgs:      []string{"internal/orchestrator", "internal/bus", "internal/turnlog", "client", "worker"},
 			forbidden: []string{module + "internal/cli", module + "cmd/"},
 			why:       "nothing below the CLI imports it",
