@@ -145,14 +145,14 @@ func (c *Client) events(ctx context.Context) (*logstore.Store, error) {
 	return s, nil
 }
 
-// Submit is a turn request: TurnID, SessionID (earlier finished turns of
+// TurnRequest is what Submit sends: TurnID, SessionID (earlier finished turns of
 // the session are the new turn's history), Agent, Input, Model (an
 // override), Script (an inline scripted model), Limits (which only
 // tighten the agent's), Metadata (copied to turn.started) and ForkedFrom.
 // Only Input is needed when the orchestrator defines exactly one agent;
 // TurnID defaults to a new UUIDv7 and SessionID to the turn id. See
 // docs/protocol.md, "Submit".
-type Submit = events.Submit
+type TurnRequest = events.Submit
 
 // Text is the input of a turn that says one thing as the user.
 func Text(s string) []Message { return []Message{{Role: RoleUser, Content: s}} }
@@ -171,7 +171,7 @@ func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 // message's id, so another request under a turn id already used is dropped
 // as a duplicate within that window too, and Wait follows the first turn:
 // choose fresh ids (NewID).
-func (c *Client) Submit(ctx context.Context, s Submit) (string, error) {
+func (c *Client) Submit(ctx context.Context, s TurnRequest) (string, error) {
 	if s.TurnID == "" {
 		s.TurnID = NewID()
 	}

@@ -178,8 +178,12 @@ func run() int {
 	if m != nil {
 		wm = m
 	}
-	w, err := worker.New(nc, worker.Options{Name: *name, Concurrency: *concurrency, AckWait: *ackWait,
-		MaxDeliver: *maxDeliver, Logger: log, APIPrefix: auth.APIPrefix, Metrics: wm, TracerProvider: tracer.Provider()})
+	wopts := []worker.Option{worker.WithConcurrency(*concurrency), worker.WithAckWait(*ackWait), worker.WithMaxDeliver(*maxDeliver),
+		worker.WithLogger(log), worker.WithAPIPrefix(auth.APIPrefix), worker.WithMetrics(wm), worker.WithTracerProvider(tracer.Provider())}
+	if *name != "" {
+		wopts = append(wopts, worker.WithName(*name))
+	}
+	w, err := worker.New(nc, wopts...)
 	if err == nil {
 		// Not ready until the worker serves: its consumers bound and its
 		// tools advertised, the connection up.

@@ -181,7 +181,7 @@ func (s *site) startWorker(ctx context.Context, g *errgroup.Group, log *slog.Log
 	if s.metrics != nil {
 		wm = s.metrics
 	}
-	w, err := worker.New(nc, worker.Options{Logger: log.With("process", "toolworker"), Metrics: wm})
+	w, err := worker.New(nc, worker.WithLogger(log.With("process", "toolworker")), worker.WithMetrics(wm))
 	if err == nil {
 		s.metrics.AddCheck("toolworker "+w.Name(), w.Serving)
 		err = tools.Register(w, echo...)

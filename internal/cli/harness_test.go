@@ -144,7 +144,7 @@ func (e *env) worker() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	w, err := worker.New(nc, worker.Options{Logger: e.logger()})
+	w, err := worker.New(nc, worker.WithLogger(e.logger()))
 	if err == nil {
 		err = tools.Register(w, builtins...)
 	}

@@ -92,7 +92,7 @@ func startStack(ctx context.Context, url, dir string, set *agents.Set, root stri
 	if obs.metrics != nil {
 		wm = obs.metrics
 	}
-	w, err := worker.New(nc, worker.Options{Logger: log.With("process", "toolworker"), Metrics: wm, TracerProvider: obs.tracer.Provider()})
+	w, err := worker.New(nc, worker.WithLogger(log.With("process", "toolworker")), worker.WithMetrics(wm), worker.WithTracerProvider(obs.tracer.Provider()))
 	if err == nil {
 		obs.metrics.AddCheck("toolworker "+w.Name(), w.Serving)
 		err = tools.Register(w, builtins...)

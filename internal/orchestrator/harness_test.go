@@ -259,21 +259,19 @@ func (h *harness) worker(setup ...func(*worker.Worker)) (stop func()) {
 // workerIn runs a tool worker whose file tools are confined to root.
 func (h *harness) workerIn(root string, setup ...func(*worker.Worker)) (stop func()) {
 	h.t.Helper()
-	return h.workerWith(root, func(*worker.Options) {}, setup...)
+	return h.workerWith(root, nil, setup...)
 }
 
 // workerWith runs a tool worker whose file tools are confined to root,
 // with options opts sets.
-func (h *harness) workerWith(root string, opts func(*worker.Options), setup ...func(*worker.Worker)) (stop func()) {
+func (h *harness) workerWith(root string, opts []worker.Option, setup ...func(*worker.Worker)) (stop func()) {
 	h.t.Helper()
 	nc, _ := h.srv.Connect(h.t)
 	builtins, err := tools.Builtins(root, false)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	o := worker.Options{Logger: h.log.With("process", "toolworker")}
-	opts(&o)
-	w, err := worker.New(nc, o)
+	w, err := worker.New(nc, append([]worker.Option{worker.WithLogger(h.log.With("process", "toolworker"))}, opts...)...)
 	if err == nil {
 		for _, f := range setup {
 			f(w)

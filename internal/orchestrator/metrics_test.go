@@ -96,7 +96,7 @@ func TestMetricsOfARun(t *testing.T) {
 	}
 
 	h := newHarness(t)
-	h.workerWith(t.TempDir(), func(o *worker.Options) { o.Metrics = m }, func(w *worker.Worker) { m.AddCheck("toolworker "+w.Name(), w.Serving) })
+	h.workerWith(t.TempDir(), []worker.Option{worker.WithMetrics(m)}, func(w *worker.Worker) { m.AddCheck("toolworker "+w.Name(), w.Serving) })
 	h.orchestrator(orchestrator.WithMetrics(m))
 	h.waitFor("/readyz", func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK })
 
@@ -214,7 +214,7 @@ func TestReadinessFollowsTheServer(t *testing.T) {
 		}
 	})
 	h := newHarness(t)
-	h.workerWith(t.TempDir(), func(o *worker.Options) { o.Metrics = m }, func(w *worker.Worker) { m.AddCheck("toolworker "+w.Name(), w.Serving) })
+	h.workerWith(t.TempDir(), []worker.Option{worker.WithMetrics(m)}, func(w *worker.Worker) { m.AddCheck("toolworker "+w.Name(), w.Serving) })
 	stop := h.orchestrator(orchestrator.WithMetrics(m))
 	ready := func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }
 	h.waitFor("ready", ready)

@@ -116,7 +116,7 @@ func TestTraceOfATurn(t *testing.T) {
 	defer func() { _ = orchTracer.Shutdown(ctx); _ = workerTracer.Shutdown(ctx) }()
 
 	h := newHarness(t)
-	h.workerWith(t.TempDir(), func(o *worker.Options) { o.TracerProvider = workerTracer.Provider() })
+	h.workerWith(t.TempDir(), []worker.Option{worker.WithTracerProvider(workerTracer.Provider())})
 	h.orchestrator(orchestrator.WithTracer(orchTracer))
 	h.submit(script("traced", "General", `{"responses": [
 		{"text": "Echoing.", "tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]},

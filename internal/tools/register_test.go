@@ -40,12 +40,12 @@ func newEnv(t *testing.T) *env {
 
 // worker serves ts through a worker.Worker until the test ends, and returns
 // once they are advertised.
-func (e *env) worker(ts []tools.Tool, opts worker.Options) {
+func (e *env) worker(ts []tools.Tool, opts ...worker.Option) {
 	e.t.Helper()
 	nc, _ := e.srv.Connect(e.t)
-	opts.Logger = slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	opts.DrainGrace = 50 * time.Millisecond
-	w, err := worker.New(nc, opts)
+	opts = append(opts, worker.WithLogger(slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		worker.WithDrainGrace(50*time.Millisecond))
+	w, err := worker.New(nc, opts...)
 	must(e.t, err)
 	must(e.t, tools.Register(w, ts...))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -119,7 +119,7 @@ func TestBuiltinsThroughTheWorker(t *testing.T) {
 	e := newEnv(t)
 	ts, err := tools.Builtins(t.TempDir(), false)
 	must(t, err)
-	e.worker(ts, worker.Options{Name: "w1"})
+	e.worker(ts, worker.WithName("w1"))
 	if info := e.info("read_file"); info == nil || info.Workers != 1 || info.TimeoutMs != 30_000 || len(info.Parameters) == 0 {
 		t.Fatalf("read_file advertised as %+v", info)
 	}
