@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/machine"
 )
 
 // Expected outcomes of Decide that are not decisions.
@@ -23,15 +24,13 @@ var (
 
 // InputError is an input the turn cannot take, such as a reply for a call
 // that asked nothing: the sender's mistake, worth a dead letter.
-type InputError struct{ Reason string }
+type InputError = machine.InputError
 
-func (e *InputError) Error() string { return "fsm: " + e.Reason }
+// inputError is an input the turn machine refuses, saying why.
+func inputError(reason string) *InputError { return &InputError{Machine: "fsm", Reason: reason} }
 
 // Env carries what a pure machine cannot make itself.
-type Env struct {
-	Now   time.Time
-	NewID func() string
-}
+type Env = machine.Env
 
 // Input is one thing that can happen to a turn.
 type Input interface{ input() }
@@ -252,10 +251,10 @@ func (d *decider) apply(in Input) error {
 		}
 		c := s.call(in.CallID)
 		if c == nil && !s.asked(in.CallID) {
-			return &InputError{Reason: fmt.Sprintf("a result for call %q, which turn %q never requested", in.CallID, s.TurnID)}
+			return inputError(fmt.Sprintf("a result for call %q, which turn %q never requested", in.CallID, s.TurnID))
 		}
 		if c != nil && c.Name != in.Tool {
-			return &InputError{Reason: fmt.Sprintf("a result of tool %q for call %q, a call of %q", in.Tool, in.CallID, c.Name)}
+			return inputError(fmt.Sprintf("a result of tool %q for call %q, a call of %q", in.Tool, in.CallID, c.Name))
 		}
 		if c == nil || !c.Runnable() {
 			// Late, duplicate, or from an earlier step; a subagent call's
@@ -431,7 +430,7 @@ func (d *decider) command(in Command) error {
 			if gate == GateApproval {
 				what = "approval"
 			}
-			return &InputError{Reason: fmt.Sprintf("no %s waits for call %q", what, in.CallID)}
+			return inputError(fmt.Sprintf("no %s waits for call %q", what, in.CallID))
 		}
 		if gate == GateInput {
 			d.emit(events.TurnResumed, events.TurnResumedData{CallID: in.CallID, Answer: in.Answer})
@@ -440,7 +439,7 @@ func (d *decider) command(in Command) error {
 			return nil
 		}
 		if in.Approved == nil {
-			return &InputError{Reason: "approve needs approved: true or false"}
+			return inputError("approve needs approved: true or false")
 		}
 		d.emit(events.TurnResumed, events.TurnResumedData{CallID: in.CallID, Approved: in.Approved, Note: in.Note})
 		if !*in.Approved {
@@ -452,7 +451,7 @@ func (d *decider) command(in Command) error {
 				Output: out, IsError: true, Worker: Orchestrator, Attempts: 1})
 		}
 	default:
-		return &InputError{Reason: fmt.Sprintf("unknown action %q", in.Action)}
+		return inputError(fmt.Sprintf("unknown action %q", in.Action))
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ func TestLayering(t *testing.T) {
 			why:       "what runs tools or embeds jetloop in a user's program links neither a server nor a model",
 		},
 		{
-			pkgs:      []string{"internal/fsm", "internal/workflow", "internal/events", "internal/agents"},
+			pkgs:      []string{"internal/fsm", "internal/workflow", "internal/machine", "internal/events", "internal/agents"},
 			forbidden: []string{"github.com/nats-io/", module + "internal/bus", module + "internal/orchestrator", module + "internal/cli", module + "internal/model"},
 			why:       "the machines and the wire types do no I/O",
 		},

@@ -13,7 +13,7 @@ import (
 // pure are the packages whose code must be deterministic: the machines
 // decide and fold the same way on every replay, so time, ids and results
 // arrive as fields of their inputs (internal/fsm/doc.go).
-var pure = []string{"../fsm", "../workflow"}
+var pure = []string{"../fsm", "../workflow", "../machine"}
 
 // forbiddenImports are packages a machine may not import at all: the
 // environment, I/O, randomness, logging and the transport.
