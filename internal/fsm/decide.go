@@ -38,33 +38,12 @@ type Input interface{ input() }
 // Start begins a turn. The runtime resolves the agent, the tools offered and
 // the session's history before it asks the machine.
 type Start struct {
-	TurnID       string
-	SessionID    string
-	Agent        string
-	Model        string
-	System       string
-	Input        []events.Message
-	Limits       Limits
-	Tools        []events.ToolSpec // allowed by the agent and served now, ask_user included
-	Approval     []string
-	FinalTools   []string
-	History      []events.Message
-	HistoryTurns []string
-	Script       json.RawMessage
-	Metadata     map[string]string
-	ForkedFrom   *events.ForkedFrom
-	// Workflow is set on the turn of a workflow's task.
-	Workflow *events.WorkflowRef
-	Digest   string
-	// KeepSteps is the agent's compaction: each model call sends the first
-	// user message and the last KeepSteps steps (see Compact); 0 sends the
-	// whole conversation.
-	KeepSteps int
-	// ScriptIndex is where the scripted model starts answering: a fork that
-	// keeps the original's script goes on from the fork's step.
-	ScriptIndex int
-	// Parent is set on a subagent's turn.
-	Parent *events.ParentRef
+	TurnID    string
+	SessionID string
+	Input     []events.Message
+	History   []events.Message
+	// Setup is what turn.started records and State keeps.
+	Setup
 }
 
 // Reject records a submission that cannot start a turn.
@@ -202,25 +181,7 @@ func (d *decider) apply(in Input) error {
 			return ErrTurnExists
 		}
 		s.TurnID, s.SessionID = in.TurnID, in.SessionID
-		tools := in.Tools
-		if in.Limits.Steps == 0 {
-			tools = nil // a text-only turn offers no tools
-		}
-		steps := in.Limits.Steps
-		var compaction *events.Compaction
-		if in.KeepSteps > 0 {
-			compaction = &events.Compaction{KeepSteps: in.KeepSteps}
-		}
-		d.emit(events.TurnStarted, events.TurnStartedData{
-			Agent: in.Agent, Model: in.Model, Input: in.Input, History: len(in.History),
-			Tools: names(tools),
-			Limits: events.Limits{Steps: &steps, Budget: in.Limits.Budget,
-				TimeoutMs: in.Limits.Timeout.Milliseconds(), DoomLoop: in.Limits.DoomLoop},
-			Metadata: in.Metadata, ForkedFrom: in.ForkedFrom, Workflow: in.Workflow, HistoryTurns: in.HistoryTurns,
-			Script: in.Script, System: in.System, Approval: in.Approval, FinalTools: in.FinalTools,
-			ToolSpecs: tools, SubmitDigest: in.Digest, Compaction: compaction, ScriptIndex: in.ScriptIndex,
-			Parent: in.Parent,
-		})
+		d.emit(events.TurnStarted, in.Setup.started(in.Input, len(in.History)))
 		d.s.History = in.History
 
 	case Reject:
