@@ -52,6 +52,11 @@ func TestLayering(t *testing.T) {
 			why:       "the machines and the wire types do no I/O",
 		},
 		{
+			pkgs:      []string{"client", "worker", "cmd/toolworker", "cmd/orchestrator", "cmd/jetloop"},
+			forbidden: []string{module + "jetlooptest", module + "internal/sdktest", module + "internal/natstest"},
+			why:       "the test kits are for tests: no program links them",
+		},
+		{
 			pkgs:      []string{"cmd/orchestrator"},
 			forbidden: []string{module + "internal/cli", module + "internal/bench"},
 			why:       "the orchestrator binary runs turns, not the CLI, its web UI or the bench harness",
