@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/turntest"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
@@ -179,20 +180,10 @@ func (e *env) publish(subject string, data []byte) {
 // result waits for the result of a turn's call in the inbox.
 func (e *env) result(turn string) events.ToolResult {
 	e.t.Helper()
-	var msg *jetstream.RawStreamMsg
-	e.waitFor("a result of "+turn, func() bool {
-		s, err := e.js.Stream(context.Background(), events.StreamInbox)
-		if err != nil {
-			return false
-		}
-		msg, err = s.GetLastMsgForSubject(context.Background(), bus.Stored(events.ResultSubject(turn)))
-		return err == nil
-	})
-	if id := msg.Header.Get(jetstream.MsgIDHeader); !strings.HasPrefix(id, "result:") {
+	r, h := turntest.Result(e.t, e.js, turn)
+	if id := h.Get(jetstream.MsgIDHeader); !strings.HasPrefix(id, "result:") {
 		e.t.Errorf("result published with id %q", id)
 	}
-	var r events.ToolResult
-	must(e.t, json.Unmarshal(msg.Data, &r))
 	return r
 }
 

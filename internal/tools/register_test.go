@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/turntest"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
@@ -94,17 +95,7 @@ func (e *env) job(j events.ToolJob) {
 // result waits for the result of a turn's call in the inbox.
 func (e *env) result(turn string) events.ToolResult {
 	e.t.Helper()
-	var msg *jetstream.RawStreamMsg
-	natstest.WaitFor(e.t, "a result of "+turn, func() bool {
-		s, err := e.js.Stream(context.Background(), events.StreamInbox)
-		if err != nil {
-			return false
-		}
-		msg, err = s.GetLastMsgForSubject(context.Background(), bus.Stored(events.ResultSubject(turn)))
-		return err == nil
-	})
-	var r events.ToolResult
-	must(e.t, json.Unmarshal(msg.Data, &r))
+	r, _ := turntest.Result(e.t, e.js, turn)
 	return r
 }
 
