@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -102,34 +101,7 @@ func (e *env) worker(extra []tools.Tool, opts ...worker.Option) (stop, kill func
 // returns once they are advertised.
 func (e *env) serve(opts []worker.Option, register func(*worker.Worker) []string) (stop, kill func()) {
 	e.t.Helper()
-	nc, _ := e.srv.Connect(e.t)
-	// Calls still running when a test ends are cut short at once, unless
-	// opts say otherwise.
-	opts = append([]worker.Option{worker.WithLogger(slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-		worker.WithDrainGrace(50 * time.Millisecond)}, opts...)
-	w, err := worker.New(nc, opts...)
-	must(e.t, err)
-	names := register(w)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
-			e.t.Errorf("worker: %v", err)
-		}
-	}()
-	e.waitFor("the worker's tools", func() bool {
-		for _, name := range names {
-			if e.info(name) == nil {
-				return false
-			}
-		}
-		return true
-	})
-	stop = func() { cancel(); <-done; nc.Close() }
-	kill = func() { nc.Close(); cancel(); <-done }
-	e.t.Cleanup(func() { cancel(); <-done; nc.Close() })
-	return stop, kill
+	return turntest.Serve(e.t, e.srv, register, opts...)
 }
 
 func must(t *testing.T, err error) {
@@ -139,34 +111,16 @@ func must(t *testing.T, err error) {
 	}
 }
 
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
-
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
 	natstest.WaitFor(e.t, what, cond)
 }
 
-func (e *env) info(tool string) *events.ToolInfo {
-	kv, err := e.js.KeyValue(context.Background(), events.BucketTools)
-	if err != nil {
-		return nil
-	}
-	entry, err := kv.Get(context.Background(), tool)
-	if err != nil {
-		return nil
-	}
-	var info events.ToolInfo
-	must(e.t, json.Unmarshal(entry.Value(), &info))
-	return &info
-}
+func (e *env) info(tool string) *events.ToolInfo { return turntest.ToolInfo(e.t, e.js, tool) }
 
 func (e *env) job(j events.ToolJob) {
 	e.t.Helper()
-	data, err := json.Marshal(j)
-	must(e.t, err)
-	e.publish(events.ToolSubject(j.Tool), data)
+	turntest.Job(e.t, e.js, j)
 }
 
 func (e *env) publish(subject string, data []byte) {

@@ -53,7 +53,7 @@ func TestLayering(t *testing.T) {
 		},
 		{
 			pkgs:      []string{"client", "worker", "cmd/toolworker", "cmd/orchestrator", "cmd/jetloop"},
-			forbidden: []string{module + "jetlooptest", module + "internal/sdktest", module + "internal/natstest"},
+			forbidden: []string{module + "jetlooptest", module + "internal/sdktest", module + "internal/natstest", module + "internal/turntest"},
 			why:       "the test kits are for tests: no program links them",
 		},
 		{
