@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/logstore"
 
 	"github.com/google/uuid"
 	"github.com/jetloop/jetloop/internal/events"
@@ -73,7 +74,7 @@ type Client struct {
 	apiPrefix string
 
 	mu    sync.Mutex
-	store *bus.Store // bound on first use: the stream may be created after New
+	store *logstore.Store // bound on first use: the stream may be created after New
 }
 
 // Option configures a Client.
@@ -130,13 +131,13 @@ func (c *Client) bounded(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, c.timeout)
 }
 
-func (c *Client) events(ctx context.Context) (*bus.Store, error) {
+func (c *Client) events(ctx context.Context) (*logstore.Store, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.store != nil {
 		return c.store, nil
 	}
-	s, err := bus.NewStore(ctx, c.js)
+	s, err := logstore.New(ctx, c.js)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
@@ -144,14 +145,14 @@ func (c *Client) events(ctx context.Context) (*bus.Store, error) {
 	return s, nil
 }
 
-// Submit is a turn request: TurnID, SessionID (earlier finished turns of
+// TurnRequest is what Submit sends: TurnID, SessionID (earlier finished turns of
 // the session are the new turn's history), Agent, Input, Model (an
 // override), Script (an inline scripted model), Limits (which only
 // tighten the agent's), Metadata (copied to turn.started) and ForkedFrom.
 // Only Input is needed when the orchestrator defines exactly one agent;
 // TurnID defaults to a new UUIDv7 and SessionID to the turn id. See
 // docs/protocol.md, "Submit".
-type Submit = events.Submit
+type TurnRequest = events.Submit
 
 // Text is the input of a turn that says one thing as the user.
 func Text(s string) []Message { return []Message{{Role: RoleUser, Content: s}} }
@@ -170,7 +171,7 @@ func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 // message's id, so another request under a turn id already used is dropped
 // as a duplicate within that window too, and Wait follows the first turn:
 // choose fresh ids (NewID).
-func (c *Client) Submit(ctx context.Context, s Submit) (string, error) {
+func (c *Client) Submit(ctx context.Context, s TurnRequest) (string, error) {
 	if s.TurnID == "" {
 		s.TurnID = NewID()
 	}

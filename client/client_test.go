@@ -34,7 +34,7 @@ func newClient(t *testing.T) (*client.Client, context.Context) {
 // paused submits a turn of agent and returns it once it waits.
 func paused(t *testing.T, c *client.Client, ctx context.Context, agent string) (string, client.Waiting) {
 	t.Helper()
-	id, err := c.Submit(ctx, client.Submit{Agent: agent, Input: client.Text("go")})
+	id, err := c.Submit(ctx, client.TurnRequest{Agent: agent, Input: client.Text("go")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestControlSaysWhatIsWrong(t *testing.T) {
 	if err := c.Abort(ctx, "no-such-turn", "x"); !errors.Is(err, client.ErrTurnNotFound) {
 		t.Errorf("abort of no turn: %v", err)
 	}
-	done, err := c.Submit(ctx, client.Submit{Agent: "Greeter", Input: client.Text("hi")})
+	done, err := c.Submit(ctx, client.TurnRequest{Agent: "Greeter", Input: client.Text("hi")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestTurnsFilter(t *testing.T) {
 	session := client.NewID()
 	var ids []string
 	for range 2 {
-		id, err := c.Submit(ctx, client.Submit{SessionID: session, Agent: "Greeter", Input: client.Text("hi")})
+		id, err := c.Submit(ctx, client.TurnRequest{SessionID: session, Agent: "Greeter", Input: client.Text("hi")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,10 +332,10 @@ func watching(t *testing.T, turn string) bool {
 // A submission that fails the schema is refused before it is sent.
 func TestSubmitChecksTheSchema(t *testing.T) {
 	c, ctx := newClient(t)
-	if _, err := c.Submit(ctx, client.Submit{TurnID: "bad id!", Input: client.Text("hi")}); err == nil {
+	if _, err := c.Submit(ctx, client.TurnRequest{TurnID: "bad id!", Input: client.Text("hi")}); err == nil {
 		t.Error("a bad turn id was submitted")
 	}
-	if _, err := c.Submit(ctx, client.Submit{Input: []client.Message{{Role: "robot", Content: "hi"}}}); err == nil {
+	if _, err := c.Submit(ctx, client.TurnRequest{Input: []client.Message{{Role: "robot", Content: "hi"}}}); err == nil {
 		t.Error("a bad role was submitted")
 	}
 	for _, err := range c.Watch(ctx, "bad id!") {

@@ -3,7 +3,7 @@
 //
 //	c, err := client.New(nc)
 //	if err != nil { ... }
-//	id, err := c.Submit(ctx, client.Submit{Agent: "Refactorer", Input: client.Text("Rename Foo to Bar")})
+//	id, err := c.Submit(ctx, client.TurnRequest{Agent: "Refactorer", Input: client.Text("Rename Foo to Bar")})
 //	if err != nil { ... }
 //	for ev, err := range c.Watch(ctx, id) {
 //		if err != nil { ... }

@@ -25,7 +25,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	id, err := c.Submit(ctx, client.Submit{Agent: "Greeter", Input: client.Text("Say hello")})
+	id, err := c.Submit(ctx, client.TurnRequest{Agent: "Greeter", Input: client.Text("Say hello")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func ExampleClient_Watch() {
 	}
 	defer nc.Close()
 	c, _ := client.New(nc)
-	id, err := c.Submit(ctx, client.Submit{Agent: "Asker", Input: client.Text("Paint the fence")})
+	id, err := c.Submit(ctx, client.TurnRequest{Agent: "Asker", Input: client.Text("Paint the fence")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func ExampleClient_StreamDeltas() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := c.Submit(ctx, client.Submit{TurnID: id, Agent: "Greeter", Input: client.Text("Say hello")}); err != nil {
+	if _, err := c.Submit(ctx, client.TurnRequest{TurnID: id, Agent: "Greeter", Input: client.Text("Say hello")}); err != nil {
 		log.Fatal(err)
 	}
 	var text strings.Builder
@@ -110,7 +110,7 @@ func ExampleClient_Events() {
 	}
 	defer nc.Close()
 	c, _ := client.New(nc)
-	id, _ := c.Submit(ctx, client.Submit{Agent: "Greeter", Input: client.Text("Say hello")})
+	id, _ := c.Submit(ctx, client.TurnRequest{Agent: "Greeter", Input: client.Text("Say hello")})
 	if _, err := c.Wait(ctx, id); err != nil {
 		log.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func ExampleRejectedError() {
 	}
 	defer nc.Close()
 	c, _ := client.New(nc)
-	id, _ := c.Submit(ctx, client.Submit{Agent: "Nobody", Input: client.Text("Hello?")})
+	id, _ := c.Submit(ctx, client.TurnRequest{Agent: "Nobody", Input: client.Text("Hello?")})
 	_, err = c.Wait(ctx, id)
 	var rejected *client.RejectedError
 	if errors.As(err, &rejected) {
@@ -209,7 +209,7 @@ func ExampleNew_tenant() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	id, err := c.Submit(context.Background(), client.Submit{Agent: "Greeter", Input: client.Text("Say hello")})
+	id, err := c.Submit(context.Background(), client.TurnRequest{Agent: "Greeter", Input: client.Text("Say hello")})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer nc.Close()
-	w, err := worker.New(nc, worker.Options{Name: "echoer", Logger: slog.New(slog.DiscardHandler)})
+	w, err := worker.New(nc, worker.WithName("echoer"), worker.WithLogger(slog.New(slog.DiscardHandler)))
 	if err == nil {
 		err = w.Handle("echo", "Returns text.", `{"type":"object","properties":{"text":{"type":"string"}}}`,
 			func(_ context.Context, c worker.Call) (worker.Result, error) {

@@ -14,13 +14,28 @@ import (
 // Result is how a turn ended: its turn.finished event.
 type Result = TurnFinished
 
-// WatchOption changes where Watch starts.
-type WatchOption func(*turnlog.From)
+// WatchOption changes where Watch and WatchWorkflow start.
+type WatchOption func(*watchOptions)
+
+// watchOptions are what WatchOptions set.
+type watchOptions struct {
+	from turnlog.From
+}
+
+// watchFrom returns where opts say to start: the first event unless they
+// say otherwise.
+func watchFrom(opts []WatchOption) turnlog.From {
+	o := watchOptions{from: turnlog.FromFirst}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o.from
+}
 
 // FromNow makes Watch skip the events already in the log and yield only
 // those written from now on.
 func FromNow() WatchOption {
-	return func(f *turnlog.From) { *f = turnlog.FromNext }
+	return func(o *watchOptions) { o.from = turnlog.FromNext }
 }
 
 // Watch yields a turn's events from its first one (or, with FromNow, from
@@ -28,10 +43,7 @@ func FromNow() WatchOption {
 // not submitted yet is waited for. A failure is yielded once with a nil
 // event and ends the sequence, as does ctx ending (with ctx's error).
 func (c *Client) Watch(ctx context.Context, turnID string, opts ...WatchOption) iter.Seq2[Event, error] {
-	from := turnlog.FromFirst
-	for _, opt := range opts {
-		opt(&from)
-	}
+	from := watchFrom(opts)
 	return func(yield func(Event, error) bool) {
 		if !events.ValidID(turnID) {
 			yield(nil, fmt.Errorf("client: invalid turn id %q", turnID))

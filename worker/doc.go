@@ -2,7 +2,7 @@
 // a name, a description, a JSON Schema of its arguments and a function, and
 // the orchestrator offers it to models as soon as a worker runs it.
 //
-//	w, err := worker.New(nc, worker.Options{Name: "billing-1"})
+//	w, err := worker.New(nc, worker.WithName("billing-1"))
 //	if err != nil { ... }
 //	type lookup struct {
 //		Customer string `json:"customer" description:"the customer id, e.g. C-42"`
@@ -23,18 +23,18 @@
 //
 //   - One durable consumer per tool, tool_<name>, shared by every worker of
 //     the tool: run more processes for more capacity.
-//   - Each of a tool's Concurrency slots pulls a job only when it is free, so
-//     no job waits in a buffer while its ack timer runs.
-//   - A running call is heartbeated (InProgress) every third of AckWait; a
-//     worker that dies loses its jobs to another after AckWait.
+//   - Each of a tool's slots (WithConcurrency) pulls a job only when it is
+//     free, so no job waits in a buffer while its ack timer runs.
+//   - A running call is heartbeated (InProgress) every third of the ack wait
+//     (WithAckWait); a worker that dies loses its jobs to another after it.
 //   - A call's context ends at the job's deadline, when its turn is aborted
-//     (jetloop.cancel.<turn_id>), and DrainGrace after Run's context ends.
+//     (jetloop.cancel.<turn_id>), and the drain grace (WithDrainGrace) after Run's context ends.
 //   - Arguments are checked against the tool's schema before the function
 //     sees them; invalid arguments, a returned error and a panic become error
 //     results the model reads, and an output over MaxOutput is cut.
 //   - A job that is not valid JSON or names another tool is a dead letter
 //     (jetloop.dead.job), answered with an error result when it names its
-//     call; a job delivered MaxDeliver times is answered with an error.
+//     call; a job delivered as often as WithMaxDeliver allows is answered with an error.
 //   - A result is published (with Nats-Msg-Id result:<call_id>) before its
 //     job is acknowledged.
 //   - The tools are advertised in KV JETLOOP_TOOLS, with the number of live

@@ -56,7 +56,7 @@ func Example() {
 	}
 	defer nc.Close()
 
-	w, err := worker.New(nc, worker.Options{Name: "billing-1", Logger: slog.New(slog.DiscardHandler)})
+	w, err := worker.New(nc, worker.WithName("billing-1"), worker.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func Example() {
 
 	// A turn whose model calls the tool.
 	c, _ := client.New(nc)
-	id, err := c.Submit(ctx, client.Submit{Agent: "Billing", Input: client.Text("What does C-42 owe?")})
+	id, err := c.Submit(ctx, client.TurnRequest{Agent: "Billing", Input: client.Text("What does C-42 owe?")})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -23,7 +23,7 @@ type invoiceArgs struct {
 // checks calls against it and hands the function typed arguments.
 func TestHandleFuncTypesArguments(t *testing.T) {
 	e := newEnv(t)
-	e.serve(worker.Options{Name: "billing"}, func(w *worker.Worker) []string {
+	e.serve([]worker.Option{worker.WithName("billing")}, func(w *worker.Worker) []string {
 		must(t, worker.HandleFunc(w, "invoice", "Sums a customer's invoices.",
 			func(_ context.Context, a invoiceArgs) (worker.Result, error) {
 				if a.Customer == "boom" {
@@ -73,7 +73,7 @@ func TestHandleFuncTypesArguments(t *testing.T) {
 // call; huge arguments are answered like any others. None stops the worker.
 func TestHostileJobs(t *testing.T) {
 	e := newEnv(t)
-	e.serve(worker.Options{}, func(w *worker.Worker) []string {
+	e.serve(nil, func(w *worker.Worker) []string {
 		must(t, w.Handle("size", "Counts its arguments' bytes.", nil, func(_ context.Context, c worker.Call) (worker.Result, error) {
 			return worker.Result{Output: fmt.Sprint(len(c.Arguments))}, nil
 		}))
@@ -110,23 +110,30 @@ func TestHostileJobs(t *testing.T) {
 func TestConfigurationErrors(t *testing.T) {
 	e := newEnv(t)
 	nc, _ := e.srv.Connect(t)
-	if _, err := worker.New(nil, worker.Options{}); err == nil {
+	if _, err := worker.New(nil); err == nil {
 		t.Error("New without a connection")
 	}
-	for _, o := range []worker.Options{{Name: "no spaces"}, {Concurrency: -1}, {AckWait: 1}, {MaxDeliver: -2}} {
+	if _, err := worker.New(nc, worker.WithName("no spaces")); !errors.Is(err, worker.ErrInvalidName) {
+		t.Errorf("New with a name that has spaces: %v", err)
+	}
+	for i, o := range []worker.Option{worker.WithConcurrency(-1), worker.WithConcurrency(0), worker.WithAckWait(1), worker.WithMaxDeliver(-2),
+		worker.WithDrainGrace(0), worker.WithLogger(nil)} {
 		if _, err := worker.New(nc, o); err == nil {
-			t.Errorf("New(%+v) accepted", o)
+			t.Errorf("New with option %d accepted", i)
 		}
 	}
-	w, err := worker.New(nc, worker.Options{})
+	w, err := worker.New(nc)
 	must(t, err)
 	if w.Name() == "" {
 		t.Error("no default name")
 	}
-	if err := w.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "no tools") {
+	if err := w.Run(t.Context()); !errors.Is(err, worker.ErrNoTools) {
 		t.Errorf("Run without tools: %v", err)
 	}
-	w, err = worker.New(nc, worker.Options{})
+	if err := w.Run(t.Context()); !errors.Is(err, worker.ErrRunning) {
+		t.Errorf("Run twice: %v", err)
+	}
+	w, err = worker.New(nc)
 	must(t, err)
 	ok := func(context.Context, worker.Call) (worker.Result, error) { return worker.Result{}, nil }
 	for _, tc := range []struct {
@@ -147,16 +154,27 @@ func TestConfigurationErrors(t *testing.T) {
 			t.Errorf("Handle(%q, %v) accepted", tc.name, tc.params)
 		}
 	}
+	if err := w.Handle("bad.name", "", nil, ok); !errors.Is(err, worker.ErrInvalidName) {
+		t.Errorf("a tool name with a dot: %v", err)
+	}
 	must(t, w.Handle("fine", "", map[string]any{"type": "object"}, ok))
-	if err := w.Handle("fine", "", nil, ok); err == nil {
-		t.Error("a tool registered twice")
+	if err := w.Handle("fine", "", nil, ok); !errors.Is(err, worker.ErrDuplicate) {
+		t.Errorf("a tool registered twice: %v", err)
+	}
+	hook := worker.HookFunc(func(context.Context, worker.Checkpoint) (worker.Decision, error) { return worker.Continue(""), nil })
+	must(t, w.HandleHook("audit", hook))
+	if err := w.HandleHook("audit", hook); !errors.Is(err, worker.ErrDuplicate) {
+		t.Errorf("a hook registered twice: %v", err)
+	}
+	if err := w.HandleHook("rules", hook); !errors.Is(err, worker.ErrInvalidName) {
+		t.Errorf("a hook named rules: %v", err)
 	}
 }
 
 // A worker's Run that stops at once is a graceful stop.
 func TestRunStopsGracefully(t *testing.T) {
 	e := newEnv(t)
-	stop, _ := e.serve(worker.Options{}, func(w *worker.Worker) []string {
+	stop, _ := e.serve(nil, func(w *worker.Worker) []string {
 		must(t, w.Handle("noop", "", nil, func(context.Context, worker.Call) (worker.Result, error) { return worker.Result{}, nil }))
 		return []string{"noop"}
 	})

@@ -90,15 +90,15 @@ func (w *Worker) HandleHook(name string, h Hook) error {
 		return fmt.Errorf("worker: hook %s: nil hook", name)
 	}
 	if !events.ValidID(name) || name == events.GateByRules || name == events.GateByApproval {
-		return fmt.Errorf("worker: hook name %q must match [A-Za-z0-9_-]{1,64} and be neither rules nor approval", name)
+		return fmt.Errorf("worker: hook name %q must match [A-Za-z0-9_-]{1,64} and be neither rules nor approval: %w", name, ErrInvalidName)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.running {
-		return fmt.Errorf("worker: hook %s registered after Run", name)
+		return fmt.Errorf("worker: hook %s registered after Run: %w", name, ErrRunning)
 	}
 	if _, dup := w.hooks[name]; dup {
-		return fmt.Errorf("worker: hook %s registered twice", name)
+		return fmt.Errorf("worker: hook %s %w", name, ErrDuplicate)
 	}
 	w.hooks[name] = h
 	return nil
@@ -145,11 +145,11 @@ func (w *Worker) handleHook(stop context.Context, hook string, msg jetstream.Msg
 	ctx, cancel := context.WithDeadline(context.Background(), job.Deadline)
 	defer cancel()
 	grace := context.AfterFunc(stop, func() {
-		t := time.AfterFunc(w.opts.DrainGrace, cancel)
+		t := time.AfterFunc(w.opts.drainGrace, cancel)
 		context.AfterFunc(ctx, func() { t.Stop() })
 	})
 	defer grace()
-	beat := bus.Heartbeat(ctx, msg, w.opts.AckWait/3)
+	beat := bus.Heartbeat(ctx, msg, w.opts.ackWait/3)
 	defer beat()
 
 	d, err := w.check(ctx, hook, Checkpoint{WorkflowID: job.WorkflowID, SessionID: job.SessionID, Task: job.Task,
@@ -175,7 +175,7 @@ func (w *Worker) handleHook(stop context.Context, hook string, msg jetstream.Msg
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	actx, acancel := context.WithTimeout(context.Background(), w.opts.AckWait)
+	actx, acancel := context.WithTimeout(context.Background(), w.opts.ackWait)
 	defer acancel()
 	if err := bus.AckSure(actx, msg); err != nil {
 		log.Warn("ack not confirmed; a redelivery's answer is deduplicated", "err", err)
@@ -210,7 +210,7 @@ func (w *Worker) check(ctx context.Context, hook string, cp Checkpoint) (d Decis
 // answerHook publishes a hook's answer under its id, trying again when a
 // publish fails: the same answer published twice is one.
 func (w *Worker) answerHook(msg jetstream.Msg, a events.HookAnswer, log *slog.Logger) error {
-	beat := bus.Heartbeat(context.Background(), msg, w.opts.AckWait/3)
+	beat := bus.Heartbeat(context.Background(), msg, w.opts.ackWait/3)
 	defer beat()
 	data, err := events.Marshal(a)
 	if err != nil {
@@ -240,6 +240,6 @@ func (w *Worker) deadJob(msg jetstream.Msg, reason string) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	w.obs.metrics.DeadLetter("job")
+	w.obs.deadLetter("job")
 	_ = msg.TermWithReason(reason)
 }

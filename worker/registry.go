@@ -207,7 +207,7 @@ func (w *Worker) gaveUp(m *nats.Msg) {
 	}
 	w.log.Warn("job delivered too often; answering with an error", "turn", job.TurnID, "call", job.CallID,
 		"tool", tool, "deliveries", adv.Deliveries)
-	res := events.ToolResult{TurnID: job.TurnID, CallID: job.CallID, Tool: tool, IsError: true, Worker: w.opts.Name,
+	res := events.ToolResult{TurnID: job.TurnID, CallID: job.CallID, Tool: tool, IsError: true, Worker: w.opts.name,
 		Attempt: max(adv.Deliveries, 1),
 		Output:  fmt.Sprintf("%s: no worker finished the call in %d attempts (a worker crashed or timed out each time)", tool, adv.Deliveries)}
 	if err := w.publish(res); err != nil {

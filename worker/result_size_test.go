@@ -8,7 +8,6 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/tools"
-	"github.com/jetloop/jetloop/worker"
 )
 
 // angles is a tool whose output is 200 KB of '<': an HTML-escaping encoder
@@ -26,7 +25,7 @@ func (angles) Call(context.Context, json.RawMessage) (tools.Result, error) {
 // on the wire and is neither cut nor refused by the server.
 func TestResultsAreNotHTMLEscaped(t *testing.T) {
 	e := newEnv(t)
-	e.worker([]tools.Tool{angles{}}, worker.Options{})
+	e.worker([]tools.Tool{angles{}})
 	e.job(job("t1", "angles", `{}`))
 	r := e.result("t1")
 	if r.IsError || r.Output != strings.Repeat("<", 200_000) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jetloop/jetloop/internal/backoff"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -16,17 +15,18 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/backoff"
 	"github.com/jetloop/jetloop/internal/bus"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/output"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
-// Defaults of Options, the same as the toolworker's flags.
+// Defaults of the options, the same as the toolworker's flags.
 const (
 	DefaultConcurrency = 4
 	DefaultAckWait     = 30 * time.Second
@@ -35,41 +35,145 @@ const (
 	ioTimeout          = 5 * time.Second
 )
 
+// Errors of the worker's configuration, for errors.Is.
+var (
+	// ErrInvalidName: a worker, tool or hook name the contract does not
+	// allow.
+	ErrInvalidName = errors.New("invalid name")
+	// ErrDuplicate: a tool or hook of this name is registered already.
+	ErrDuplicate = errors.New("registered twice")
+	// ErrRunning: Run was called twice, or a tool or hook registered once
+	// Run had started.
+	ErrRunning = errors.New("the worker runs already")
+	// ErrNoTools: Run was called with neither a tool nor a hook registered.
+	ErrNoTools = errors.New("worker: no tools: register them with Handle (or hooks with HandleHook) before Run")
+)
+
 // MaxOutput bounds a result's output (256 KiB): a longer one is cut to fit,
 // with a note that says how much was dropped. A model cannot use more, and a result
 // must fit in one NATS message.
 const MaxOutput = output.Max
 
-// Options configure a Worker. The zero value of each field is its default.
-type Options struct {
-	// Name names the worker in results and the registry (default
-	// host-pid); it must match [A-Za-z0-9_-]{1,64}.
-	Name string
-	// Concurrency is how many calls of each tool the worker runs at once
-	// (default 4). Slots are per tool, so a slow tool never starves a fast
-	// one, and a slot asks for a job only when it is free.
-	Concurrency int
-	// AckWait is how long a job stays with this worker without a heartbeat
-	// before it goes to another (default 30 s). Running calls are
-	// heartbeated every third of it, so it bounds how long a dead worker
-	// holds a job, not how long a call may run. All workers of a tool
-	// share one consumer: the last one to start sets it.
-	AckWait time.Duration
-	// MaxDeliver is how many times a job is delivered before the worker
-	// side answers it with an error result (default 5).
-	MaxDeliver int
-	// DrainGrace is how long running calls may go on once Run's context
-	// ends (default 10 s); a call still running then is cut short and its
-	// job handed back for another worker.
-	DrainGrace time.Duration
-	// Logger gets the worker's warnings and errors (default slog.Default()).
-	Logger *slog.Logger
-	// APIPrefix is the JetStream API prefix of the worker's account:
-	// "JETLOOP.API" for a worker deployment's account of the shipped
-	// nats.conf, which imports its tools' consumers and keys under it. The
-	// default finds it: the prefix when the account imports it, else
-	// $JS.API.
-	APIPrefix string
+// options are a worker's settings; New fills in the defaults.
+type options struct {
+	name           string
+	concurrency    int
+	ackWait        time.Duration
+	maxDeliver     int
+	drainGrace     time.Duration
+	logger         *slog.Logger
+	apiPrefix      string
+	metrics        Metrics
+	tracerProvider trace.TracerProvider
+}
+
+// Option configures a Worker.
+type Option func(*Worker) error
+
+// WithName names the worker in results and the registry (default
+// host-pid); it must match [A-Za-z0-9_-]{1,64}.
+func WithName(name string) Option {
+	return func(w *Worker) error {
+		if !events.ValidID(name) {
+			return fmt.Errorf("worker: name %q must match [A-Za-z0-9_-]{1,64}: %w", name, ErrInvalidName)
+		}
+		w.opts.name = name
+		return nil
+	}
+}
+
+// WithConcurrency sets how many calls of each tool the worker runs at once
+// (default 4). Slots are per tool, so a slow tool never starves a fast
+// one, and a slot asks for a job only when it is free.
+func WithConcurrency(n int) Option {
+	return func(w *Worker) error {
+		if n < 1 {
+			return fmt.Errorf("worker: concurrency must be ≥ 1, got %d", n)
+		}
+		w.opts.concurrency = n
+		return nil
+	}
+}
+
+// WithAckWait sets how long a job stays with this worker without a
+// heartbeat before it goes to another (default 30 s, at least 100 ms).
+// Running calls are heartbeated every third of it, so it bounds how long a
+// dead worker holds a job, not how long a call may run. All workers of a
+// tool share one consumer: the last one to start sets it.
+func WithAckWait(d time.Duration) Option {
+	return func(w *Worker) error {
+		if d < 100*time.Millisecond {
+			return fmt.Errorf("worker: ack wait must be ≥ 100ms, got %s", d)
+		}
+		w.opts.ackWait = d
+		return nil
+	}
+}
+
+// WithMaxDeliver sets how many times a job is delivered before the worker
+// side answers it with an error result (default 5).
+func WithMaxDeliver(n int) Option {
+	return func(w *Worker) error {
+		if n < 1 {
+			return fmt.Errorf("worker: max deliver must be ≥ 1, got %d", n)
+		}
+		w.opts.maxDeliver = n
+		return nil
+	}
+}
+
+// WithDrainGrace sets how long running calls may go on once Run's context
+// ends (default 10 s); a call still running then is cut short and its job
+// handed back for another worker.
+func WithDrainGrace(d time.Duration) Option {
+	return func(w *Worker) error {
+		if d <= 0 {
+			return fmt.Errorf("worker: drain grace must be > 0, got %s", d)
+		}
+		w.opts.drainGrace = d
+		return nil
+	}
+}
+
+// WithLogger gives the worker's warnings and errors to log (default
+// slog.Default()).
+func WithLogger(log *slog.Logger) Option {
+	return func(w *Worker) error {
+		if log == nil {
+			return errors.New("worker: nil logger")
+		}
+		w.opts.logger = log
+		return nil
+	}
+}
+
+// WithAPIPrefix sets the JetStream API prefix of the worker's account:
+// "JETLOOP.API" for a worker deployment's account of the shipped nats.conf,
+// which imports its tools' consumers and keys under it. Without it New
+// finds it: the prefix when the account imports it, else $JS.API.
+func WithAPIPrefix(prefix string) Option {
+	return func(w *Worker) error {
+		w.opts.apiPrefix = prefix
+		return nil
+	}
+}
+
+// WithMetrics gives the worker's measurements to m (default none).
+func WithMetrics(m Metrics) Option {
+	return func(w *Worker) error {
+		w.opts.metrics = m
+		return nil
+	}
+}
+
+// WithTracerProvider makes the spans of the calls the worker runs with tp,
+// each a child of the orchestrator's span of the call (default none). Pass
+// the OpenTelemetry SDK's provider, or any other.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(w *Worker) error {
+		w.opts.tracerProvider = tp
+		return nil
+	}
 }
 
 // Call is one call of a tool, as its job asks for it.
@@ -121,7 +225,7 @@ type Worker struct {
 	// prefix: one deployment's account, which reaches only its tools.
 	confined bool
 	log      *slog.Logger
-	opts     Options
+	opts     options
 	cancels  *bus.Cancels
 	// jobsStream is JETLOOP_JOBS as found at start.
 	jobsStream jetstream.StreamConfig
@@ -137,38 +241,24 @@ type Worker struct {
 }
 
 // New returns a worker on nc with no tools yet. The connection stays the
-// caller's; close it after Run returns. Unless Options.APIPrefix is set it
-// asks the server once which JetStream API prefix the connection's account
-// uses.
-func New(nc *nats.Conn, opts Options) (*Worker, error) {
+// caller's; close it after Run returns. Unless WithAPIPrefix says, it asks
+// the server once which JetStream API prefix the connection's account uses.
+func New(nc *nats.Conn, opts ...Option) (*Worker, error) {
 	if nc == nil {
 		return nil, errors.New("worker: nil connection")
 	}
-	if opts.Name == "" {
+	w := &Worker{nc: nc, opts: options{concurrency: DefaultConcurrency, ackWait: DefaultAckWait, maxDeliver: DefaultMaxDeliver,
+		drainGrace: DefaultDrainGrace, logger: slog.Default()}}
+	for _, o := range opts {
+		if err := o(w); err != nil {
+			return nil, err
+		}
+	}
+	if w.opts.name == "" {
 		host, _ := os.Hostname()
-		opts.Name = sanitize(fmt.Sprintf("%s-%d", host, os.Getpid()))
+		w.opts.name = sanitize(fmt.Sprintf("%s-%d", host, os.Getpid()))
 	}
-	if !events.ValidID(opts.Name) {
-		return nil, fmt.Errorf("worker: name %q must match [A-Za-z0-9_-]{1,64}", opts.Name)
-	}
-	switch {
-	case opts.Concurrency < 0:
-		return nil, fmt.Errorf("worker: concurrency must be ≥ 1, got %d", opts.Concurrency)
-	case opts.AckWait < 0 || opts.AckWait > 0 && opts.AckWait < 100*time.Millisecond:
-		return nil, fmt.Errorf("worker: ack wait must be ≥ 100ms, got %s", opts.AckWait)
-	case opts.MaxDeliver < 0:
-		return nil, fmt.Errorf("worker: max deliver must be ≥ 1, got %d", opts.MaxDeliver)
-	case opts.DrainGrace < 0:
-		return nil, fmt.Errorf("worker: drain grace must be ≥ 0, got %s", opts.DrainGrace)
-	}
-	opts.Concurrency = cmp(opts.Concurrency, DefaultConcurrency)
-	opts.AckWait = cmp(opts.AckWait, DefaultAckWait)
-	opts.MaxDeliver = cmp(opts.MaxDeliver, DefaultMaxDeliver)
-	opts.DrainGrace = cmp(opts.DrainGrace, DefaultDrainGrace)
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	prefix := opts.APIPrefix
+	prefix := w.opts.apiPrefix
 	if prefix == "" || prefix == "auto" {
 		prefix = bus.DetectAPIPrefix(context.Background(), nc)
 	}
@@ -176,21 +266,16 @@ func New(nc *nats.Conn, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	return &Worker{nc: nc, js: js, confined: strings.TrimSuffix(prefix, ".") != bus.DefaultAPIPrefix, log: opts.Logger, opts: opts, cancels: bus.NewCancels(), calls: bus.NewRan[events.ToolResult](), tools: map[string]tool{},
-		hooks: map[string]Hook{}, ready: make(chan struct{})}, nil
-}
-
-// cmp returns v, or def when v is zero.
-func cmp[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
+	w.js, w.log = js, w.opts.logger
+	w.confined = strings.TrimSuffix(prefix, ".") != bus.DefaultAPIPrefix
+	w.cancels, w.calls = bus.NewCancels(), bus.NewRan[events.ToolResult]()
+	w.tools, w.hooks, w.ready = map[string]tool{}, map[string]Hook{}, make(chan struct{})
+	w.obs.use(w.opts.metrics, w.opts.tracerProvider)
+	return w, nil
 }
 
 // Name is the worker's name in results and the registry.
-func (w *Worker) Name() string { return w.opts.Name }
+func (w *Worker) Name() string { return w.opts.name }
 
 // Ready is closed once Run serves the tools: their consumers are bound and
 // the registry lists them, so a turn that starts now is offered them. It is
@@ -241,7 +326,7 @@ func (w *Worker) Handle(name, description string, params any, fn Func, opts ...T
 func (w *Worker) add(t tool) error {
 	name := t.spec.Name
 	if !events.ValidID(name) {
-		return fmt.Errorf("worker: tool name %q must match [A-Za-z0-9_-]{1,64}", name)
+		return fmt.Errorf("worker: tool name %q must match [A-Za-z0-9_-]{1,64}: %w", name, ErrInvalidName)
 	}
 	if len(t.spec.Parameters) > 0 {
 		if err := schemas.CheckParameters(t.spec.Parameters); err != nil {
@@ -251,10 +336,10 @@ func (w *Worker) add(t tool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.running {
-		return fmt.Errorf("worker: tool %s registered after Run", name)
+		return fmt.Errorf("worker: tool %s registered after Run: %w", name, ErrRunning)
 	}
 	if _, dup := w.tools[name]; dup {
-		return fmt.Errorf("worker: tool %s registered twice", name)
+		return fmt.Errorf("worker: tool %s %w", name, ErrDuplicate)
 	}
 	w.tools[name] = t
 	return nil
@@ -295,13 +380,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.running {
 		w.mu.Unlock()
-		return errors.New("worker: Run called twice")
+		return fmt.Errorf("worker: Run called twice: %w", ErrRunning)
 	}
 	w.running = true
 	n := len(w.tools) + len(w.hooks)
 	w.mu.Unlock()
 	if n == 0 {
-		return errors.New("worker: no tools: register them with Handle (or hooks with HandleHook) before Run")
+		return ErrNoTools
 	}
 	err := w.run(ctx)
 	if err != nil && ctx.Err() != nil {
@@ -323,7 +408,7 @@ func (w *Worker) run(ctx context.Context) error {
 			return err
 		}
 	}
-	reg, err := newRegistry(setup, w.js, w.opts.Name, w.specs())
+	reg, err := newRegistry(setup, w.js, w.opts.name, w.specs())
 	if err != nil {
 		return err
 	}
@@ -379,17 +464,17 @@ func (w *Worker) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { reg.keepAlive(ctx, w.log) })
 	for name, c := range consumers {
-		for range w.opts.Concurrency {
+		for range w.opts.concurrency {
 			wg.Go(func() { w.pull(ctx, name, c) })
 		}
 	}
 	for name, c := range hooks {
-		for range w.opts.Concurrency {
+		for range w.opts.concurrency {
 			wg.Go(func() { w.pullHook(ctx, name, c) })
 		}
 	}
 	w.obs.ready.Store(true)
-	w.log.Info("serving", "worker", w.opts.Name, "tools", len(w.tools), "hooks", len(w.hooks), "concurrency", w.opts.Concurrency)
+	w.log.Info("serving", "worker", w.opts.name, "tools", len(w.tools), "hooks", len(w.hooks), "concurrency", w.opts.concurrency)
 	close(w.ready)
 	wg.Wait()
 	w.obs.ready.Store(false)
@@ -434,8 +519,8 @@ func (w *Worker) consumerConfig(tool string) jetstream.ConsumerConfig {
 		Durable:       events.ToolConsumer(tool),
 		FilterSubject: events.ToolSubject(tool),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       w.opts.AckWait,
-		MaxDeliver:    w.opts.MaxDeliver,
+		AckWait:       w.opts.ackWait,
+		MaxDeliver:    w.opts.maxDeliver,
 		MaxAckPending: 10_000,
 	}
 }
@@ -491,7 +576,7 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
-		actx, acancel := context.WithTimeout(context.Background(), w.opts.AckWait)
+		actx, acancel := context.WithTimeout(context.Background(), w.opts.ackWait)
 		defer acancel()
 		_ = bus.AckSure(actx, msg)
 		return
@@ -513,15 +598,15 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	// On shutdown a call gets the drain grace to finish before it is cut
 	// short.
 	grace := context.AfterFunc(stop, func() {
-		t := time.AfterFunc(w.opts.DrainGrace, cancel)
+		t := time.AfterFunc(w.opts.drainGrace, cancel)
 		context.AfterFunc(ctx, func() { t.Stop() })
 	})
 	defer grace()
-	beat := bus.Heartbeat(ctx, msg, w.opts.AckWait/3)
+	beat := bus.Heartbeat(ctx, msg, w.opts.ackWait/3)
 	defer beat()
 
 	began := time.Now()
-	run := w.obs.begin(msg, &job, w.opts.Name, attempt)
+	run := w.obs.begin(msg, &job, w.opts.name, attempt)
 	var res Result
 	var err error
 	if deadlinePassed(job.Deadline) {
@@ -538,12 +623,12 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	case aborted.Load():
 		// The turn has finished: nobody waits for this result.
 		log.Info("call aborted with its turn")
-		run.end(metrics.Aborted, duration)
+		run.end(OutcomeAborted, duration)
 		_ = msg.Ack()
 		return
 	case stop.Err() != nil && ctx.Err() != nil && !deadlinePassed(job.Deadline):
 		log.Info("call cut short by shutdown; handed back")
-		run.end(metrics.HandedBack, duration)
+		run.end(OutcomeHandedBack, duration)
 		_ = msg.Nak()
 		return
 	case deadlinePassed(job.Deadline):
@@ -552,7 +637,7 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 		res = Result{Output: err.Error(), IsError: true}
 	}
 	r := events.ToolResult{TurnID: job.TurnID, CallID: job.CallID, Tool: tool, Output: output.Cap(res.Output),
-		IsError: res.IsError, Final: res.Final, DurationMs: duration.Milliseconds(), Worker: w.opts.Name, Attempt: attempt}
+		IsError: res.IsError, Final: res.Final, DurationMs: duration.Milliseconds(), Worker: w.opts.name, Attempt: attempt}
 	run.end(callOutcome(err, r.IsError, job.Deadline), duration)
 	kept = &r
 	if err := w.answer(msg, r, log); err != nil {
@@ -562,9 +647,9 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	}
 	// Confirmed, and heartbeated until it is: a lost ack would run the
 	// call again after the ack wait.
-	actx, acancel := context.WithTimeout(context.Background(), w.opts.AckWait)
+	actx, acancel := context.WithTimeout(context.Background(), w.opts.ackWait)
 	defer acancel()
-	keep := bus.Heartbeat(actx, msg, w.opts.AckWait/3)
+	keep := bus.Heartbeat(actx, msg, w.opts.ackWait/3)
 	defer keep()
 	if err := bus.AckSure(actx, msg); err != nil {
 		log.Warn("ack not confirmed; a redelivery's result is deduplicated, but the call may run again", "err", err)
@@ -600,7 +685,7 @@ const (
 // dropped as a duplicate. The job is heartbeated meanwhile, so it stays
 // with this worker.
 func (w *Worker) answer(msg jetstream.Msg, r events.ToolResult, log *slog.Logger) error {
-	beat := bus.Heartbeat(context.Background(), msg, w.opts.AckWait/3)
+	beat := bus.Heartbeat(context.Background(), msg, w.opts.ackWait/3)
 	defer beat()
 	// The tries go on through a drain (the call's work is done; only its
 	// answer is left), bounded by their number, and end when the
@@ -646,7 +731,7 @@ func (w *Worker) reject(msg jetstream.Msg, reason string) {
 	if json.Unmarshal(msg.Data(), &ids) == nil && events.ValidID(ids.TurnID) && events.ValidID(ids.CallID) {
 		tool := bus.TurnOf(msg.Subject())
 		if err := w.publish(events.ToolResult{TurnID: ids.TurnID, CallID: ids.CallID, Tool: tool,
-			Output: "invalid job: " + reason, IsError: true, Worker: w.opts.Name, Attempt: 1}); err != nil {
+			Output: "invalid job: " + reason, IsError: true, Worker: w.opts.name, Attempt: 1}); err != nil {
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
@@ -658,7 +743,7 @@ func (w *Worker) reject(msg jetstream.Msg, reason string) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	w.obs.metrics.DeadLetter("job")
+	w.obs.deadLetter("job")
 	_ = msg.TermWithReason(reason)
 }
 

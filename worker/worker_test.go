@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/turntest"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
@@ -82,7 +82,7 @@ func newEnvTTL(t *testing.T, ttl time.Duration) *env {
 
 // worker runs a worker with the built-ins plus extra tools on its own
 // connection; kill closes that connection under it, like a crash.
-func (e *env) worker(extra []tools.Tool, opts worker.Options) (stop, kill func()) {
+func (e *env) worker(extra []tools.Tool, opts ...worker.Option) (stop, kill func()) {
 	e.t.Helper()
 	ts, err := tools.Builtins(e.t.TempDir(), false)
 	must(e.t, err)
@@ -99,37 +99,9 @@ func (e *env) worker(extra []tools.Tool, opts worker.Options) (stop, kill func()
 
 // serve runs a worker with the tools register registers and names, and
 // returns once they are advertised.
-func (e *env) serve(opts worker.Options, register func(*worker.Worker) []string) (stop, kill func()) {
+func (e *env) serve(opts []worker.Option, register func(*worker.Worker) []string) (stop, kill func()) {
 	e.t.Helper()
-	nc, _ := e.srv.Connect(e.t)
-	opts.Logger = slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	// Calls still running when a test ends are cut short at once.
-	if opts.DrainGrace == 0 {
-		opts.DrainGrace = 50 * time.Millisecond
-	}
-	w, err := worker.New(nc, opts)
-	must(e.t, err)
-	names := register(w)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
-			e.t.Errorf("worker: %v", err)
-		}
-	}()
-	e.waitFor("the worker's tools", func() bool {
-		for _, name := range names {
-			if e.info(name) == nil {
-				return false
-			}
-		}
-		return true
-	})
-	stop = func() { cancel(); <-done; nc.Close() }
-	kill = func() { nc.Close(); cancel(); <-done }
-	e.t.Cleanup(func() { cancel(); <-done; nc.Close() })
-	return stop, kill
+	return turntest.Serve(e.t, e.srv, register, opts...)
 }
 
 func must(t *testing.T, err error) {
@@ -139,34 +111,16 @@ func must(t *testing.T, err error) {
 	}
 }
 
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
-
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
 	natstest.WaitFor(e.t, what, cond)
 }
 
-func (e *env) info(tool string) *events.ToolInfo {
-	kv, err := e.js.KeyValue(context.Background(), events.BucketTools)
-	if err != nil {
-		return nil
-	}
-	entry, err := kv.Get(context.Background(), tool)
-	if err != nil {
-		return nil
-	}
-	var info events.ToolInfo
-	must(e.t, json.Unmarshal(entry.Value(), &info))
-	return &info
-}
+func (e *env) info(tool string) *events.ToolInfo { return turntest.ToolInfo(e.t, e.js, tool) }
 
 func (e *env) job(j events.ToolJob) {
 	e.t.Helper()
-	data, err := json.Marshal(j)
-	must(e.t, err)
-	e.publish(events.ToolSubject(j.Tool), data)
+	turntest.Job(e.t, e.js, j)
 }
 
 func (e *env) publish(subject string, data []byte) {
@@ -180,20 +134,10 @@ func (e *env) publish(subject string, data []byte) {
 // result waits for the result of a turn's call in the inbox.
 func (e *env) result(turn string) events.ToolResult {
 	e.t.Helper()
-	var msg *jetstream.RawStreamMsg
-	e.waitFor("a result of "+turn, func() bool {
-		s, err := e.js.Stream(context.Background(), events.StreamInbox)
-		if err != nil {
-			return false
-		}
-		msg, err = s.GetLastMsgForSubject(context.Background(), bus.Stored(events.ResultSubject(turn)))
-		return err == nil
-	})
-	if id := msg.Header.Get(jetstream.MsgIDHeader); !strings.HasPrefix(id, "result:") {
+	r, h := turntest.Result(e.t, e.js, turn)
+	if id := h.Get(jetstream.MsgIDHeader); !strings.HasPrefix(id, "result:") {
 		e.t.Errorf("result published with id %q", id)
 	}
-	var r events.ToolResult
-	must(e.t, json.Unmarshal(msg.Data, &r))
 	return r
 }
 
@@ -220,7 +164,7 @@ func job(turn, tool, args string) events.ToolJob {
 
 func TestWorkerAnswersJobsAndAcknowledgesThem(t *testing.T) {
 	e := newEnv(t)
-	e.worker([]tools.Tool{answer{}}, worker.Options{Name: "w1"})
+	e.worker([]tools.Tool{answer{}}, worker.WithName("w1"))
 	e.job(job("t1", "echo", `{"text":"hi"}`))
 	r := e.result("t1")
 	want := events.ToolResult{TurnID: "t1", CallID: "c-t1", Tool: "echo", Output: "hi", Worker: "w1", Attempt: 1, DurationMs: r.DurationMs}
@@ -250,7 +194,7 @@ func TestWorkerAnswersJobsAndAcknowledgesThem(t *testing.T) {
 
 func TestInvalidJobsAreDeadLettered(t *testing.T) {
 	e := newEnv(t)
-	e.worker(nil, worker.Options{})
+	e.worker(nil)
 	e.publish(events.ToolSubject("echo"), []byte(`{not json`))
 	e.publish(events.ToolSubject("echo"), []byte(`{"turn_id":"t1","call_id":"c1","tool":"echo"}`))
 	dead := func() []*jetstream.RawStreamMsg {
@@ -281,7 +225,7 @@ func TestInvalidJobsAreDeadLettered(t *testing.T) {
 func TestCancelStopsRunningCallsOfTheTurn(t *testing.T) {
 	e := newEnv(t)
 	h := &hang{}
-	e.worker([]tools.Tool{h}, worker.Options{})
+	e.worker([]tools.Tool{h})
 	e.job(job("t1", "hang", `{}`))
 	e.waitFor("the call to start", func() bool { return h.entered.Load() == 1 })
 	nc, _ := e.srv.Connect(t)
@@ -296,24 +240,22 @@ func TestCancelStopsRunningCallsOfTheTurn(t *testing.T) {
 func TestJobOfACrashedWorkerGoesToAnother(t *testing.T) {
 	e := newEnv(t)
 	h := &hang{}
-	_, kill := e.worker([]tools.Tool{h}, worker.Options{AckWait: 300 * time.Millisecond, Name: "a"})
+	_, kill := e.worker([]tools.Tool{h}, worker.WithAckWait(300*time.Millisecond), worker.WithName("a"))
 	e.job(job("t1", "hang", `{}`))
 	e.waitFor("the call to start", func() bool { return h.entered.Load() == 1 })
 	kill()
 	// The second worker gets the job after the first one's lease ends, and
 	// runs it (attempt 2) until the turn is cancelled.
-	e.worker([]tools.Tool{h}, worker.Options{AckWait: 300 * time.Millisecond, Name: "b"})
+	e.worker([]tools.Tool{h}, worker.WithAckWait(300*time.Millisecond), worker.WithName("b"))
 	e.waitFor("the redelivery", func() bool { return h.entered.Load() == 2 })
 }
 
 func TestExhaustedJobsAreAnsweredWithAnError(t *testing.T) {
 	e := newEnv(t)
 	h := &hang{}
-	opts := worker.Options{AckWait: 300 * time.Millisecond, MaxDeliver: 1}
-	a, b := opts, opts
-	a.Name, b.Name = "a", "b"
-	_, kill := e.worker([]tools.Tool{h}, a)
-	e.worker([]tools.Tool{&hang{}}, b)
+	opts := []worker.Option{worker.WithAckWait(300 * time.Millisecond), worker.WithMaxDeliver(1)}
+	_, kill := e.worker([]tools.Tool{h}, append(opts, worker.WithName("a"))...)
+	e.worker([]tools.Tool{&hang{}}, append(opts, worker.WithName("b"))...)
 	e.job(job("t1", "hang", `{}`))
 	e.waitFor("the call to start on a", func() bool { return h.entered.Load() == 1 })
 	kill()
@@ -326,11 +268,11 @@ func TestExhaustedJobsAreAnsweredWithAnError(t *testing.T) {
 
 func TestRegistryCountsWorkers(t *testing.T) {
 	e := newEnv(t)
-	stop1, _ := e.worker(nil, worker.Options{Name: "w1"})
+	stop1, _ := e.worker(nil, worker.WithName("w1"))
 	if info := e.info("read_file"); info == nil || info.Workers != 1 || info.TimeoutMs == 0 || len(info.Parameters) == 0 {
 		t.Fatalf("read_file advertised as %+v", info)
 	}
-	stop2, _ := e.worker(nil, worker.Options{Name: "w2"})
+	stop2, _ := e.worker(nil, worker.WithName("w2"))
 	e.waitFor("two workers", func() bool { i := e.info("echo"); return i != nil && i.Workers == 2 })
 	stop1()
 	e.waitFor("one worker", func() bool { i := e.info("echo"); return i != nil && i.Workers == 1 })
@@ -341,7 +283,7 @@ func TestRegistryCountsWorkers(t *testing.T) {
 func TestParallelCallsOfOneTool(t *testing.T) {
 	e := newEnv(t)
 	h := &hang{}
-	e.worker([]tools.Tool{h}, worker.Options{Concurrency: 3})
+	e.worker([]tools.Tool{h}, worker.WithConcurrency(3))
 	for _, turn := range []string{"p1", "p2", "p3"} {
 		e.job(job(turn, "hang", `{}`))
 	}
@@ -353,8 +295,8 @@ func TestParallelCallsOfOneTool(t *testing.T) {
 // count of workers corrected, and a tool it alone served disappears.
 func TestKilledWorkersToolsExpire(t *testing.T) {
 	e := newEnvTTL(t, time.Second)
-	_, killA := e.worker([]tools.Tool{&hang{}}, worker.Options{Name: "a"})
-	e.worker(nil, worker.Options{Name: "b"})
+	_, killA := e.worker([]tools.Tool{&hang{}}, worker.WithName("a"))
+	e.worker(nil, worker.WithName("b"))
 	e.waitFor("two workers of echo", func() bool { i := e.info("echo"); return i != nil && i.Workers == 2 })
 	if i := e.info("hang"); i == nil || i.Workers != 1 {
 		t.Fatalf("hang advertised as %+v", i)
@@ -373,8 +315,8 @@ func TestLongCallsAreNotRedelivered(t *testing.T) {
 	e := newEnv(t)
 	// Heartbeats come every third of the ack wait: only a stall of more
 	// than 600 ms on a loaded machine could make this redeliver.
-	e.worker(nil, worker.Options{AckWait: 600 * time.Millisecond, Name: "a"})
-	e.worker(nil, worker.Options{AckWait: 600 * time.Millisecond, Name: "b"})
+	e.worker(nil, worker.WithAckWait(600*time.Millisecond), worker.WithName("a"))
+	e.worker(nil, worker.WithAckWait(600*time.Millisecond), worker.WithName("b"))
 	e.job(job("t1", "sleep", `{"ms":2400}`)) // four ack waits
 	if r := e.result("t1"); r.IsError || r.Output != "slept" || r.Attempt != 1 {
 		t.Errorf("a long call answered with %+v", r)
@@ -392,7 +334,7 @@ func TestLongCallsAreNotRedelivered(t *testing.T) {
 // one truncation marker.
 func TestResultsAreCapped(t *testing.T) {
 	e := newEnv(t)
-	e.worker([]tools.Tool{flood{}}, worker.Options{})
+	e.worker([]tools.Tool{flood{}})
 	e.job(job("t1", "flood", `{}`))
 	r := e.result("t1")
 	if len(r.Output) > worker.MaxOutput || strings.Count(r.Output, "[output truncated: ") != 1 || !strings.HasPrefix(r.Output, "<&><&>") {
@@ -406,8 +348,8 @@ func TestResultsAreCapped(t *testing.T) {
 func TestWorkersPullOnlyForFreeSlots(t *testing.T) {
 	e := newEnv(t)
 	h := &hang{}
-	e.worker([]tools.Tool{h}, worker.Options{Concurrency: 2, Name: "a"})
-	e.worker([]tools.Tool{h}, worker.Options{Concurrency: 2, Name: "b"})
+	e.worker([]tools.Tool{h}, worker.WithConcurrency(2), worker.WithName("a"))
+	e.worker([]tools.Tool{h}, worker.WithConcurrency(2), worker.WithName("b"))
 	for i := range 5 {
 		e.job(job(fmt.Sprintf("s%d", i), "hang", `{}`))
 	}
@@ -448,7 +390,7 @@ func (g *gate) Call(ctx context.Context, _ json.RawMessage) (tools.Result, error
 func TestAFailedPublishIsRetriedWithoutRunningTheCallAgain(t *testing.T) {
 	e := newEnv(t)
 	g := &gate{open: make(chan struct{})}
-	e.worker([]tools.Tool{g}, worker.Options{Name: "w1"})
+	e.worker([]tools.Tool{g}, worker.WithName("w1"))
 	e.job(job("t1", "gate", `{}`))
 	e.waitFor("the call to start", func() bool { return g.entered.Load() == 1 })
 	// Without the inbox stream, the result's publish reaches this
@@ -496,7 +438,7 @@ func (binary) Call(context.Context, json.RawMessage) (tools.Result, error) {
 // sequences), and says it was cut.
 func TestResultsOfBinaryOutputFitInAMessage(t *testing.T) {
 	e := newEnv(t)
-	e.worker([]tools.Tool{binary{}}, worker.Options{})
+	e.worker([]tools.Tool{binary{}})
 	e.job(job("t1", "binary", `{}`))
 	r := e.result("t1")
 	if r.Attempt != 1 || !strings.HasPrefix(r.Output, "\x00\x1b\ufffd") || !strings.Contains(r.Output, "[output truncated: ") {
@@ -523,7 +465,7 @@ func (c *counted) Call(context.Context, json.RawMessage) (tools.Result, error) {
 func TestJobOfACallRunOnceIsAnsweredAgain(t *testing.T) {
 	e := newEnv(t)
 	c := &counted{}
-	e.worker([]tools.Tool{c}, worker.Options{Name: "w1"})
+	e.worker([]tools.Tool{c}, worker.WithName("w1"))
 	e.job(job("once", "counted", `{}`))
 	if r := e.result("once"); r.Output != "1" {
 		t.Fatalf("first result %+v", r)
@@ -543,7 +485,7 @@ func TestJobOfACallRunOnceIsAnsweredAgain(t *testing.T) {
 // first turn's result, on the first turn's subject, and deduplicated away.
 func TestTwoTurnsReuseACallID(t *testing.T) {
 	e := newEnv(t)
-	e.worker(nil, worker.Options{Name: "w1"})
+	e.worker(nil, worker.WithName("w1"))
 	for _, turn := range []string{"u1", "u2"} {
 		j := job(turn, "echo", `{"text":"`+turn+`"}`)
 		j.CallID = "call_1"

@@ -22,7 +22,6 @@ import (
 	"github.com/jetloop/jetloop/internal/proc"
 
 	"github.com/jetloop/jetloop/internal/tools"
-	"github.com/jetloop/jetloop/internal/workerobs"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 )
@@ -153,7 +152,6 @@ func run() int {
 		log.Error("bad configuration: --concurrency, --max-deliver and --ack-wait must be positive")
 		return 2
 	}
-	opts := worker.Options{Name: *name, Concurrency: *concurrency, AckWait: *ackWait, MaxDeliver: *maxDeliver, Logger: log}
 	serve := func(ctx context.Context, log *slog.Logger, auth bus.Auth, m *metrics.Metrics, served []tools.Tool) (code int) {
 		copts, err := auth.Options()
 		if err != nil {
@@ -170,11 +168,20 @@ func run() int {
 			return 1
 		}
 		defer nc.Close()
-		opts := opts
-		opts.Logger, opts.APIPrefix = log, auth.APIPrefix
-		w, err := worker.New(nc, opts)
+		var wm worker.Metrics
+		if m != nil {
+			wm = m
+		}
+		wopts := []worker.Option{worker.WithConcurrency(*concurrency), worker.WithAckWait(*ackWait), worker.WithMaxDeliver(*maxDeliver),
+			worker.WithLogger(log), worker.WithAPIPrefix(auth.APIPrefix), worker.WithMetrics(wm), worker.WithTracerProvider(tracer.Provider())}
+		if *name != "" {
+			wopts = append(wopts, worker.WithName(*name))
+		}
+		w, err := worker.New(nc, wopts...)
 		if err == nil {
-			workerobs.Set(w, m, tracer)
+			// Not ready until the worker serves: its consumers bound and its
+			// tools advertised, the connection up.
+			m.AddCheck("toolworker "+w.Name(), w.Serving)
 			err = tools.Register(w, served...)
 		}
 		if err != nil {

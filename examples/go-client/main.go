@@ -42,7 +42,7 @@ func run(ctx context.Context, nc *nats.Conn, agent string, script json.RawMessag
 	if err != nil {
 		return err
 	}
-	sub := client.Submit{TurnID: id, Agent: agent, Input: client.Text(text)}
+	sub := client.TurnRequest{TurnID: id, Agent: agent, Input: client.Text(text)}
 	if script != nil {
 		sub.Model, sub.Script = "script", script
 	}

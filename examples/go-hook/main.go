@@ -69,7 +69,7 @@ func costGuard(max int) worker.HookFunc {
 
 // run serves both hooks until ctx ends.
 func run(ctx context.Context, nc *nats.Conn, auditFile string, maxCalls int) error {
-	w, err := worker.New(nc, worker.Options{})
+	w, err := worker.New(nc)
 	if err == nil {
 		err = w.HandleHook("audit", &audit{path: auditFile})
 	}

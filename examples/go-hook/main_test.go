@@ -36,7 +36,7 @@ func Example() {
 	defer nc.Close()
 
 	// The tasks' tool, served elsewhere as any tool is.
-	tools, err := worker.New(nc, worker.Options{Logger: slog.New(slog.DiscardHandler)})
+	tools, err := worker.New(nc, worker.WithLogger(slog.New(slog.DiscardHandler)))
 	if err == nil {
 		err = worker.HandleFunc(tools, "echo", "Echoes its text.", func(_ context.Context, a struct {
 			Text string `json:"text"`

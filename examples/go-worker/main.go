@@ -21,7 +21,7 @@ type lookup struct { // the tool's arguments: models are told their JSON Schema
 
 // run serves invoice_total until ctx ends, then lets running calls finish.
 func run(ctx context.Context, nc *nats.Conn) error {
-	w, err := worker.New(nc, worker.Options{})
+	w, err := worker.New(nc)
 	if err == nil {
 		err = worker.HandleFunc(w, "invoice_total", "Returns what a customer owes.", func(_ context.Context, a lookup) (worker.Result, error) {
 			if total, ok := owed[a.Customer]; ok {

@@ -50,7 +50,7 @@ func TestInvoiceTotalInATurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := c.Submit(ctx, client.Submit{Input: client.Text("What do C-42 and C-99 owe?")})
+	id, err := c.Submit(ctx, client.TurnRequest{Input: client.Text("What do C-42 and C-99 owe?")})
 	if err != nil {
 		t.Fatal(err)
 	}

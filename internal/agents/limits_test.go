@@ -56,8 +56,7 @@ func TestStepCapOnTheRuntimePath(t *testing.T) {
 			limits := fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, tt.submit)
 			n := 0
 			env := fsm.Env{Now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), NewID: func() string { n++; return "ev-" + strconv.Itoa(n) }}
-			d, err := fsm.Decide(fsm.New("t1"), fsm.Start{TurnID: "t1", SessionID: "t1", Agent: a.Name, Model: a.Model,
-				System: a.Prompt, Input: []events.Message{{Role: events.RoleUser, Content: "hi"}}, Limits: limits}, env)
+			d, err := fsm.Decide(fsm.New("t1"), fsm.Start{TurnID: "t1", SessionID: "t1", Input: []events.Message{{Role: events.RoleUser, Content: "hi"}}, Setup: fsm.Setup{Agent: a.Name, Model: a.Model, System: a.Prompt, Limits: limits}}, env)
 			if err != nil {
 				t.Fatalf("Decide: %v", err)
 			}

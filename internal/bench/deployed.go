@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/logstore"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/nats-io/nats-server/v2/server"
@@ -592,7 +593,7 @@ func (sh *shape) sequential(ctx context.Context, sz sizes, d *Deployed) error {
 		d.Wire = append(d.Wire, Wire{Process: name, SentMsgs: (b.SentMsgs - a.SentMsgs) / n, SentBytes: (b.SentBytes - a.SentBytes) / n,
 			ReceivedMsgs: (b.ReceivedMsgs - a.ReceivedMsgs) / n, ReceivedBytes: (b.ReceivedBytes - a.ReceivedBytes) / n})
 	}
-	store, err := bus.NewStore(ctx, sh.ajs)
+	store, err := logstore.New(ctx, sh.ajs)
 	if err != nil {
 		return err
 	}

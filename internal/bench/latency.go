@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/logstore"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
@@ -181,7 +182,7 @@ func (b *run) overhead(ctx context.Context, sz sizes) error {
 			turns = append(turns, turn)
 		}
 	}
-	store, err := bus.NewStore(ctx, s.js)
+	store, err := logstore.New(ctx, s.js)
 	if err != nil {
 		return err
 	}
@@ -230,7 +231,7 @@ func checkLog(log []events.Envelope) error {
 
 // stepStarts reads a turn's log, checks it, and returns when each of its
 // steps started, by step.
-func stepStarts(ctx context.Context, store *bus.Store, turn string) (map[int]time.Time, error) {
+func stepStarts(ctx context.Context, store *logstore.Store, turn string) (map[int]time.Time, error) {
 	log, _, err := store.Read(ctx, turn)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 
 	"github.com/jetloop/jetloop/internal/agents"
@@ -323,7 +324,7 @@ func (b *run) recovery(ctx context.Context, sz sizes) error {
 		b.res.RecoveryS = max(b.res.RecoveryS, s.after.Sub(killed).Seconds())
 	}
 	_ = l.w.until(ctx, time.Minute, "every turn to finish", func() bool { return l.w.finished >= sz.recoveryTurns })
-	store, err := bus.NewStore(ctx, l.js)
+	store, err := logstore.New(ctx, l.js)
 	if err != nil {
 		return err
 	}

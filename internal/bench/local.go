@@ -49,9 +49,7 @@ func (l *local) turn(turn string, k int, stepped func()) ([]events.Envelope, err
 	limits := fsm.EffectiveLimits(nil, 1000, 0, 0, nil)
 	st := fsm.New(turn)
 	var log []events.Envelope
-	var in fsm.Input = fsm.Start{TurnID: turn, SessionID: turn, Agent: "Bench", Model: "script",
-		System: "You are the benchmark agent.", Limits: limits, Tools: l.specs, Script: raw,
-		Input: []events.Message{{Role: events.RoleUser, Content: "Echo a few things, then answer."}}}
+	var in fsm.Input = fsm.Start{TurnID: turn, SessionID: turn, Input: []events.Message{{Role: events.RoleUser, Content: "Echo a few things, then answer."}}, Setup: fsm.Setup{Agent: "Bench", Model: "script", System: "You are the benchmark agent.", Limits: limits, Tools: l.specs, Script: raw}}
 	for {
 		d, err := fsm.Decide(st, in, localEnv())
 		if err != nil {

@@ -25,7 +25,6 @@ import (
 	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/tools"
-	"github.com/jetloop/jetloop/internal/workerobs"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -178,9 +177,13 @@ func (s *site) startWorker(ctx context.Context, g *errgroup.Group, log *slog.Log
 	if err != nil {
 		return err
 	}
-	w, err := worker.New(nc, worker.Options{Logger: log.With("process", "toolworker")})
+	var wm worker.Metrics
+	if s.metrics != nil {
+		wm = s.metrics
+	}
+	w, err := worker.New(nc, worker.WithLogger(log.With("process", "toolworker")), worker.WithMetrics(wm))
 	if err == nil {
-		workerobs.Set(w, s.metrics, nil)
+		s.metrics.AddCheck("toolworker "+w.Name(), w.Serving)
 		err = tools.Register(w, echo...)
 	}
 	if err != nil {

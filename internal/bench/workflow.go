@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
-
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
@@ -80,7 +79,7 @@ func measureWorkflow(ctx context.Context, submitJS, readJS jetstream.JetStream, 
 		return nil, err
 	}
 	elapsed := time.Since(began)
-	store, err := bus.NewStore(ctx, readJS)
+	store, err := logstore.New(ctx, readJS)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +88,7 @@ func measureWorkflow(ctx context.Context, submitJS, readJS jetstream.JetStream, 
 
 // workflowCost reads the figures off the logs of workflow id and its n
 // tasks' turns.
-func workflowCost(ctx context.Context, store *bus.Store, id string, n int, elapsed time.Duration) (*WorkflowCost, error) {
+func workflowCost(ctx context.Context, store *logstore.Store, id string, n int, elapsed time.Duration) (*WorkflowCost, error) {
 	wf, _, err := store.Read(ctx, id)
 	if err != nil {
 		return nil, err

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jetloop/jetloop/internal/backoff"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/backoff"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )

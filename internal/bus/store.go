@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/fsm"
-	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -188,54 +186,6 @@ func (s *Store) readSubject(ctx context.Context, subject string, upTo uint64) (l
 type logWithSeq struct {
 	events  []events.Envelope
 	lastSeq uint64
-}
-
-// ErrIsWorkflow: the id names a workflow's log, not a turn's (the two share
-// one namespace).
-var ErrIsWorkflow = errors.New("bus: the id is a workflow's")
-
-// LoadWorkflow folds a workflow's log into its state and returns the stream
-// sequence of its last event. A workflow without a log is workflow.New; a
-// turn's log is ErrIsTurn.
-func (s *Store) LoadWorkflow(ctx context.Context, id string) (*workflow.State, uint64, error) {
-	log, lastSeq, err := s.Read(ctx, id)
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(log) > 0 && !log[0].Type.Workflow() {
-		return nil, 0, fmt.Errorf("%w: %s", ErrIsTurn, id)
-	}
-	st, err := workflow.Fold(log)
-	if err != nil {
-		return nil, 0, fmt.Errorf("bus: fold workflow %s: %w", id, err)
-	}
-	if st.ID == "" {
-		st = workflow.New(id)
-	}
-	return st, lastSeq, nil
-}
-
-// ErrIsTurn: the id names a turn's log, not a workflow's.
-var ErrIsTurn = errors.New("bus: the id is a turn's")
-
-// Load folds a turn's log into its state and returns the stream sequence of
-// its last event. A turn without a log is fsm.New.
-func (s *Store) Load(ctx context.Context, turn string) (*fsm.State, uint64, error) {
-	log, lastSeq, err := s.Read(ctx, turn)
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(log) > 0 && log[0].Type.Workflow() {
-		return nil, 0, fmt.Errorf("%w: %s", ErrIsWorkflow, turn)
-	}
-	st, err := fsm.Fold(log)
-	if err != nil {
-		return nil, 0, fmt.Errorf("bus: fold %s: %w", turn, err)
-	}
-	if st.TurnID == "" {
-		st = fsm.New(turn)
-	}
-	return st, lastSeq, nil
 }
 
 // Append writes a decision's events to a turn's log, expecting the turn's

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jetloop/jetloop/internal/backoff"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/backoff"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/nats-io/nats.go/jetstream"
 )

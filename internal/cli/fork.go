@@ -7,10 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
-
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -58,7 +57,7 @@ func fork(ctx context.Context, c *command, args []string) int {
 
 // checkFork fails when the orchestrator would refuse to fork turn from step.
 func checkFork(ctx context.Context, js jetstream.JetStream, turn string, step int) error {
-	store, err := bus.NewStore(ctx, js)
+	store, err := logstore.New(ctx, js)
 	if err != nil {
 		return err
 	}

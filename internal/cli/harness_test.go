@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,7 +12,9 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/turntest"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
@@ -67,7 +68,7 @@ type env struct {
 	srv   *natstest.Server
 	nc    *nats.Conn
 	js    jetstream.JetStream
-	store *bus.Store
+	store *logstore.Store
 	dir   string
 	stopO func()
 	calls *modelJobs
@@ -93,7 +94,7 @@ func newEnvOn(t *testing.T, srv *natstest.Server, connect func(testing.TB) (*nat
 	if err := bus.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	store, err := bus.NewStore(ctx, js)
+	store, err := logstore.New(ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func (e *env) worker() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	w, err := worker.New(nc, worker.Options{Logger: e.logger()})
+	w, err := worker.New(nc, worker.WithLogger(e.logger()))
 	if err == nil {
 		err = tools.Register(w, builtins...)
 	}
@@ -251,23 +252,13 @@ func (e *env) last(turn string) (events.Envelope, bool) {
 // waitType waits until turn's last event is of type typ and returns it.
 func (e *env) waitType(turn string, typ events.Type) events.Envelope {
 	e.t.Helper()
-	var ev events.Envelope
-	natstest.WaitFor(e.t, "turn "+turn+" at "+string(typ), func() bool {
-		var ok bool
-		ev, ok = e.last(turn)
-		return ok && ev.Type == typ
-	})
-	return ev
+	return turntest.WaitLast(e.t, e.js, turn, typ)
 }
 
 // finished waits for a turn to finish and returns its turn.finished data.
 func (e *env) finished(turn string) events.TurnFinishedData {
 	e.t.Helper()
-	ev := e.waitType(turn, events.TurnFinished)
-	var fin events.TurnFinishedData
-	if err := json.Unmarshal(ev.Data, &fin); err != nil {
-		e.t.Fatal(err)
-	}
+	_, fin := turntest.Finished(e.t, e.js, turn)
 	return fin
 }
 

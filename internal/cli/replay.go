@@ -9,10 +9,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
-
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/workflow"
 )
 
@@ -53,7 +52,7 @@ func (c *command) readLogs(ctx context.Context, turns ...string) (map[string][]e
 		return nil, err
 	}
 	defer nc.Close()
-	store, err := bus.NewStore(ctx, js)
+	store, err := logstore.New(ctx, js)
 	if err != nil {
 		return nil, err
 	}

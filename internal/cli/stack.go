@@ -20,7 +20,6 @@ import (
 	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/internal/tracing"
-	"github.com/jetloop/jetloop/internal/workerobs"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -89,9 +88,13 @@ func startStack(ctx context.Context, url, dir string, set *agents.Set, root stri
 	if err != nil {
 		return fail(err)
 	}
-	w, err := worker.New(nc, worker.Options{Logger: log.With("process", "toolworker")})
+	var wm worker.Metrics
+	if obs.metrics != nil {
+		wm = obs.metrics
+	}
+	w, err := worker.New(nc, worker.WithLogger(log.With("process", "toolworker")), worker.WithMetrics(wm), worker.WithTracerProvider(obs.tracer.Provider()))
 	if err == nil {
-		workerobs.Set(w, obs.metrics, obs.tracer)
+		obs.metrics.AddCheck("toolworker "+w.Name(), w.Serving)
 		err = tools.Register(w, builtins...)
 	}
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/turnlog"
 
 	"github.com/jetloop/jetloop/internal/events"
@@ -237,7 +237,7 @@ type prior struct {
 // duplicate of its id, or the orchestrator make it a dead letter, and the
 // turn's log would never say.
 func priorOf(ctx context.Context, js jetstream.JetStream, sub events.Submit) (prior, error) {
-	store, err := bus.NewStore(ctx, js)
+	store, err := logstore.New(ctx, js)
 	if err != nil {
 		return prior{}, err
 	}
@@ -340,7 +340,7 @@ func watch(ctx context.Context, c *command, args []string) int {
 	if *wait {
 		// Say what it waits for: a mistyped id would otherwise wait in
 		// silence.
-		if store, err := bus.NewStore(ctx, js); err == nil {
+		if store, err := logstore.New(ctx, js); err == nil {
 			if _, _, ok, err := store.Last(ctx, turn); err == nil && !ok {
 				fmt.Fprintf(c.stderr, "jetloop watch: turn %q has no events yet; waiting for it to start\n", turn)
 			}

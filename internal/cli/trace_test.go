@@ -14,9 +14,7 @@ import (
 // Text streamed for a step may arrive before the step's step.started; the
 // trace prints it under that row, not above it.
 func TestTraceHoldsTextOfAStepNotYetStarted(t *testing.T) {
-	d, err := fsm.Decide(fsm.New("t1"), fsm.Start{TurnID: "t1", SessionID: "t1", Agent: "A", Model: "script",
-		Input:  []events.Message{{Role: events.RoleUser, Content: "hi"}},
-		Limits: fsm.Limits{Steps: 3, Budget: 5, DoomLoop: 3}},
+	d, err := fsm.Decide(fsm.New("t1"), fsm.Start{TurnID: "t1", SessionID: "t1", Input: []events.Message{{Role: events.RoleUser, Content: "hi"}}, Setup: fsm.Setup{Agent: "A", Model: "script", Limits: fsm.Limits{Steps: 3, Budget: 5, DoomLoop: 3}}},
 		fsm.Env{Now: time.Now(), NewID: func() string { return "id" }})
 	if err != nil || len(d.Events) != 2 {
 		t.Fatalf("start: %v %d", err, len(d.Events))
@@ -59,14 +57,12 @@ func TestTracePrintsChildUnderItsCall(t *testing.T) {
 	call := events.ToolCall{CallID: "c1", Name: "Researcher", Arguments: []byte(`{"task":"find"}`)}
 	child := fsm.ChildTurnID("p", "c1")
 	_, clog := run(fsm.New(child),
-		fsm.Start{TurnID: child, SessionID: child, Agent: "Researcher", Model: "script", Input: []events.Message{{Role: events.RoleUser, Content: "find"}},
-			Limits: fsm.Limits{Steps: 3, Budget: 5, DoomLoop: 3}, Parent: &events.ParentRef{TurnID: "p", CallID: "c1", Depth: 1}},
+		fsm.Start{TurnID: child, SessionID: child, Input: []events.Message{{Role: events.RoleUser, Content: "find"}}, Setup: fsm.Setup{Agent: "Researcher", Model: "script", Limits: fsm.Limits{Steps: 3, Budget: 5, DoomLoop: 3}, Parent: &events.ParentRef{TurnID: "p", CallID: "c1", Depth: 1}}},
 		fsm.ModelAnswer{TurnID: child, Step: 1, Text: "found it"})
 	var fin events.TurnFinishedData
 	_ = json.Unmarshal(clog[len(clog)-1].Data, &fin)
 	_, plog := run(fsm.New("p"),
-		fsm.Start{TurnID: "p", SessionID: "p", Agent: "Lead", Model: "script", Input: []events.Message{{Role: events.RoleUser, Content: "go"}},
-			Limits: fsm.Limits{Steps: 3, Budget: 5, DoomLoop: 3}, Tools: []events.ToolSpec{spec}},
+		fsm.Start{TurnID: "p", SessionID: "p", Input: []events.Message{{Role: events.RoleUser, Content: "go"}}, Setup: fsm.Setup{Agent: "Lead", Model: "script", Limits: fsm.Limits{Steps: 3, Budget: 5, DoomLoop: 3}, Tools: []events.ToolSpec{spec}}},
 		fsm.ModelAnswer{TurnID: "p", Step: 1, ToolCalls: []events.ToolCall{call}},
 		fsm.ChildAnswer{TurnID: "p", CallID: "c1", ChildTurnID: child, Finished: &fin},
 		fsm.ModelAnswer{TurnID: "p", Step: 2, Text: "done"})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/logstore"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
@@ -24,7 +25,7 @@ func seedTurns(tb testing.TB, n int) *natstest.Server {
 	if err := bus.EnsureStreams(ctx, js); err != nil {
 		tb.Fatal(err)
 	}
-	store, err := bus.NewStore(ctx, js)
+	store, err := logstore.New(ctx, js)
 	if err != nil {
 		tb.Fatal(err)
 	}

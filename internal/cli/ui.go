@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/logstore"
 
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
@@ -52,7 +53,7 @@ type uiServer struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	lister *turnlog.Lister
-	store  *bus.Store
+	store  *logstore.Store
 	dead   jetstream.Stream
 	// anyHost accepts requests for any host name: set when the server is
 	// bound to other than loopback. On loopback, only loopback names are

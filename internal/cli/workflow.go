@@ -14,9 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
-
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/jetloop/jetloop/schemas"
@@ -257,12 +256,12 @@ func (c *command) showWorkflow(ctx context.Context, js jetstream.JetStream, id s
 func loadWorkflow(ctx context.Context, js jetstream.JetStream, id string) (*workflow.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	store, err := bus.NewStore(ctx, js)
+	store, err := logstore.New(ctx, js)
 	if err != nil {
 		return nil, err
 	}
 	st, _, err := store.LoadWorkflow(ctx, id)
-	if errors.Is(err, bus.ErrIsTurn) {
+	if errors.Is(err, logstore.ErrIsTurn) {
 		return nil, fmt.Errorf("%s is a turn, not a workflow", id)
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/machine"
 )
 
 // Expected outcomes of Decide that are not decisions.
@@ -23,15 +24,13 @@ var (
 
 // InputError is an input the turn cannot take, such as a reply for a call
 // that asked nothing: the sender's mistake, worth a dead letter.
-type InputError struct{ Reason string }
+type InputError = machine.InputError
 
-func (e *InputError) Error() string { return "fsm: " + e.Reason }
+// inputError is an input the turn machine refuses, saying why.
+func inputError(reason string) *InputError { return &InputError{Machine: "fsm", Reason: reason} }
 
 // Env carries what a pure machine cannot make itself.
-type Env struct {
-	Now   time.Time
-	NewID func() string
-}
+type Env = machine.Env
 
 // Input is one thing that can happen to a turn.
 type Input interface{ input() }
@@ -39,33 +38,12 @@ type Input interface{ input() }
 // Start begins a turn. The runtime resolves the agent, the tools offered and
 // the session's history before it asks the machine.
 type Start struct {
-	TurnID       string
-	SessionID    string
-	Agent        string
-	Model        string
-	System       string
-	Input        []events.Message
-	Limits       Limits
-	Tools        []events.ToolSpec // allowed by the agent and served now, ask_user included
-	Approval     []string
-	FinalTools   []string
-	History      []events.Message
-	HistoryTurns []string
-	Script       json.RawMessage
-	Metadata     map[string]string
-	ForkedFrom   *events.ForkedFrom
-	// Workflow is set on the turn of a workflow's task.
-	Workflow *events.WorkflowRef
-	Digest   string
-	// KeepSteps is the agent's compaction: each model call sends the first
-	// user message and the last KeepSteps steps (see Compact); 0 sends the
-	// whole conversation.
-	KeepSteps int
-	// ScriptIndex is where the scripted model starts answering: a fork that
-	// keeps the original's script goes on from the fork's step.
-	ScriptIndex int
-	// Parent is set on a subagent's turn.
-	Parent *events.ParentRef
+	TurnID    string
+	SessionID string
+	Input     []events.Message
+	History   []events.Message
+	// Setup is what turn.started records and State keeps.
+	Setup
 }
 
 // Reject records a submission that cannot start a turn.
@@ -203,25 +181,7 @@ func (d *decider) apply(in Input) error {
 			return ErrTurnExists
 		}
 		s.TurnID, s.SessionID = in.TurnID, in.SessionID
-		tools := in.Tools
-		if in.Limits.Steps == 0 {
-			tools = nil // a text-only turn offers no tools
-		}
-		steps := in.Limits.Steps
-		var compaction *events.Compaction
-		if in.KeepSteps > 0 {
-			compaction = &events.Compaction{KeepSteps: in.KeepSteps}
-		}
-		d.emit(events.TurnStarted, events.TurnStartedData{
-			Agent: in.Agent, Model: in.Model, Input: in.Input, History: len(in.History),
-			Tools: names(tools),
-			Limits: events.Limits{Steps: &steps, Budget: in.Limits.Budget,
-				TimeoutMs: in.Limits.Timeout.Milliseconds(), DoomLoop: in.Limits.DoomLoop},
-			Metadata: in.Metadata, ForkedFrom: in.ForkedFrom, Workflow: in.Workflow, HistoryTurns: in.HistoryTurns,
-			Script: in.Script, System: in.System, Approval: in.Approval, FinalTools: in.FinalTools,
-			ToolSpecs: tools, SubmitDigest: in.Digest, Compaction: compaction, ScriptIndex: in.ScriptIndex,
-			Parent: in.Parent,
-		})
+		d.emit(events.TurnStarted, in.Setup.started(in.Input, len(in.History)))
 		d.s.History = in.History
 
 	case Reject:
@@ -252,10 +212,10 @@ func (d *decider) apply(in Input) error {
 		}
 		c := s.call(in.CallID)
 		if c == nil && !s.asked(in.CallID) {
-			return &InputError{Reason: fmt.Sprintf("a result for call %q, which turn %q never requested", in.CallID, s.TurnID)}
+			return inputError(fmt.Sprintf("a result for call %q, which turn %q never requested", in.CallID, s.TurnID))
 		}
 		if c != nil && c.Name != in.Tool {
-			return &InputError{Reason: fmt.Sprintf("a result of tool %q for call %q, a call of %q", in.Tool, in.CallID, c.Name)}
+			return inputError(fmt.Sprintf("a result of tool %q for call %q, a call of %q", in.Tool, in.CallID, c.Name))
 		}
 		if c == nil || !c.Runnable() {
 			// Late, duplicate, or from an earlier step; a subagent call's
@@ -431,7 +391,7 @@ func (d *decider) command(in Command) error {
 			if gate == GateApproval {
 				what = "approval"
 			}
-			return &InputError{Reason: fmt.Sprintf("no %s waits for call %q", what, in.CallID)}
+			return inputError(fmt.Sprintf("no %s waits for call %q", what, in.CallID))
 		}
 		if gate == GateInput {
 			d.emit(events.TurnResumed, events.TurnResumedData{CallID: in.CallID, Answer: in.Answer})
@@ -440,7 +400,7 @@ func (d *decider) command(in Command) error {
 			return nil
 		}
 		if in.Approved == nil {
-			return &InputError{Reason: "approve needs approved: true or false"}
+			return inputError("approve needs approved: true or false")
 		}
 		d.emit(events.TurnResumed, events.TurnResumedData{CallID: in.CallID, Approved: in.Approved, Note: in.Note})
 		if !*in.Approved {
@@ -452,7 +412,7 @@ func (d *decider) command(in Command) error {
 				Output: out, IsError: true, Worker: Orchestrator, Attempts: 1})
 		}
 	default:
-		return &InputError{Reason: fmt.Sprintf("unknown action %q", in.Action)}
+		return inputError(fmt.Sprintf("unknown action %q", in.Action))
 	}
 	return nil
 }

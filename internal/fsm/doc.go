@@ -17,6 +17,11 @@
 //   - no goroutines and no global mutable state beyond caches of pure
 //     results.
 //
+// internal/layers' TestMachinesArePure holds this package, internal/workflow
+// and internal/machine (the scaffolding both share: Env, InputError,
+// TransitionError, the indexed table) to the clock, timer, randomness and
+// I/O rules, as Temporal's workflowcheck does workflow code.
+//
 // The transition table is a looplab/fsm table; Evolve rejects every
 // transition it does not hold (through an index of it that a test proves
 // equal to looplab's machine); docs/fsm.md holds its Mermaid diagram,

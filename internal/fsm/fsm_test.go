@@ -35,10 +35,7 @@ func echoSpec() events.ToolSpec {
 }
 
 func start(mut ...func(*Start)) Start {
-	s := Start{TurnID: "t1", SessionID: "s1", Agent: "General", Model: "script",
-		Input:  []events.Message{{Role: events.RoleUser, Content: "hi"}},
-		Limits: Limits{Steps: MaxSteps, Budget: DefaultBudget, DoomLoop: DefaultDoomLoop},
-		Tools:  []events.ToolSpec{echoSpec(), {Name: "write_file"}, {Name: "submit"}, AskUserSpec}}
+	s := Start{TurnID: "t1", SessionID: "s1", Input: []events.Message{{Role: events.RoleUser, Content: "hi"}}, Setup: Setup{Agent: "General", Model: "script", Limits: Limits{Steps: MaxSteps, Budget: DefaultBudget, DoomLoop: DefaultDoomLoop}, Tools: []events.ToolSpec{echoSpec(), {Name: "write_file"}, {Name: "submit"}, AskUserSpec}}}
 	for _, m := range mut {
 		m(&s)
 	}

@@ -1,8 +1,7 @@
 package fsm
 
 import (
-	"fmt"
-
+	"github.com/jetloop/jetloop/internal/machine"
 	lfsm "github.com/looplab/fsm"
 )
 
@@ -65,52 +64,19 @@ var table = lfsm.Events{
 	{Name: tFinish, Src: live, Dst: string(PhaseDone)},
 }
 
-func newMachine(p Phase) *lfsm.FSM { return lfsm.NewFSM(string(p), table, nil) }
+// index is the table indexed once (see machine.Table).
+var index = machine.NewTable[Phase]("fsm", table)
+
+func newMachine(p Phase) *lfsm.FSM { return index.Looplab(p) }
 
 // TransitionError is an event that the machine cannot take in its phase: a
 // corrupt or foreign log.
-type TransitionError struct {
-	From       Phase
-	Event      string
-	Transition string
-	Seq        int
-}
-
-func (e *TransitionError) Error() string {
-	return fmt.Sprintf("fsm: illegal transition %s (event %s, seq %d) from %s", e.Transition, e.Event, e.Seq, e.From)
-}
-
-// move is a transition taken from a phase.
-type move struct {
-	from Phase
-	name string
-}
-
-// moves is the transition table indexed once: looplab/fsm's machine is built
-// from the same table for the diagram and, in the tests, to prove the two
-// agree on every phase and transition. A machine per state would cost every
-// fold and every cached turn its maps.
-var moves = func() map[move]Phase {
-	m := map[move]Phase{}
-	for _, e := range table {
-		for _, src := range e.Src {
-			m[move{Phase(src), e.Name}] = Phase(e.Dst)
-		}
-	}
-	return m
-}()
+type TransitionError = machine.TransitionError[Phase]
 
 // step moves the machine along one transition of the table, or refuses it.
 func (s *State) step(name string, ev string) error {
-	dst, ok := moves[move{s.Phase, name}]
-	if !ok {
-		return &TransitionError{From: s.Phase, Event: ev, Transition: name, Seq: s.Seq + 1}
-	}
-	s.Phase = dst
-	return nil
+	return index.Step(&s.Phase, name, ev, s.Seq+1)
 }
 
 // Diagram renders the transition table as a Mermaid state diagram.
-func Diagram() (string, error) {
-	return lfsm.VisualizeWithType(newMachine(PhaseNew), lfsm.MERMAID)
-}
+func Diagram() (string, error) { return index.Diagram(PhaseNew) }

@@ -94,29 +94,10 @@ type State struct {
 	Started   time.Time
 	LastTime  time.Time
 
-	Agent      string
-	Model      string
-	System     string
-	Limits     Limits
-	Tools      []events.ToolSpec // offered, ask_user included where allowed
-	Approval   []string
-	FinalTools []string
-	Script     json.RawMessage
-	Digest     string
-	Metadata   map[string]string
-	ForkedFrom *events.ForkedFrom
-	// Workflow is the workflow task the turn runs, if any: its end is
-	// reported to the workflow.
-	Workflow *events.WorkflowRef
-	// Parent is the call of another turn that runs this one (a subagent's
-	// turn): its end is that call's result.
-	Parent *events.ParentRef
+	// Setup is how the turn was set up, from its turn.started.
+	Setup
 
-	// KeepSteps is the turn's compaction (see Compact); 0 means none.
-	KeepSteps int
-
-	HistoryTurns []string
-	HistoryLen   int
+	HistoryLen int
 	// History is the conversation of the session's earlier turns. It is not
 	// in this turn's log (turn.started names its turns), so whoever folds the
 	// log sets it; Jobs needs it only to build model calls.
@@ -135,11 +116,10 @@ type State struct {
 	// StepStarted is the time of the current step's step.started.
 	StepStarted time.Time
 
-	ScriptIndex int
-	Used        int               // calls that got a tool.completed, the budget's count
-	planned     []events.ToolCall // the calls the step's model answer runs
-	runSig      string
-	runLen      int
+	Used    int               // calls that got a tool.completed, the budget's count
+	planned []events.ToolCall // the calls the step's model answer runs
+	runSig  string
+	runLen  int
 
 	ModelCalls   int
 	InputTokens  int
@@ -273,20 +253,8 @@ func evolveStarted(s *State, e events.Envelope, d events.TurnStartedData) error 
 		return err
 	}
 	s.TurnID, s.SessionID, s.Started = e.TurnID, e.SessionID, e.Time
-	s.Agent, s.Model, s.System = d.Agent, d.Model, d.System
-	s.Limits = Limits{Budget: d.Limits.Budget, Timeout: time.Duration(d.Limits.TimeoutMs) * time.Millisecond, DoomLoop: d.Limits.DoomLoop, Steps: MaxSteps}
-	if d.Limits.Steps != nil {
-		s.Limits.Steps = *d.Limits.Steps
-	}
-	s.Tools = toolSpecs(d)
-	s.Approval, s.FinalTools = d.Approval, d.FinalTools
-	s.Script, s.Digest, s.Metadata, s.ForkedFrom, s.Workflow = d.Script, d.SubmitDigest, d.Metadata, d.ForkedFrom, d.Workflow
-	s.Parent = d.Parent
-	s.HistoryTurns, s.HistoryLen = d.HistoryTurns, d.History
-	if d.Compaction != nil {
-		s.KeepSteps = d.Compaction.KeepSteps
-	}
-	s.ScriptIndex = d.ScriptIndex
+	s.Setup = setupOf(d)
+	s.HistoryLen = d.History
 	s.Messages = append(s.Messages, d.Input...)
 	return nil
 }

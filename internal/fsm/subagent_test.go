@@ -26,9 +26,7 @@ func TestSubagentCall(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	env := func(d time.Duration) Env { return Env{Now: t0.Add(d), NewID: func() string { return "id" }} }
 	spec := events.ToolSpec{Name: "Researcher", Parameters: SubagentParameters, Agent: "Researcher", SharedSession: true}
-	d, err := Decide(New("p"), Start{TurnID: "p", SessionID: "s", Agent: "Lead", Model: "script",
-		Input: []events.Message{{Role: events.RoleUser, Content: "go"}}, Tools: []events.ToolSpec{spec},
-		Limits: Limits{Steps: 3, Budget: 5, DoomLoop: 3, Timeout: time.Minute}}, env(0))
+	d, err := Decide(New("p"), Start{TurnID: "p", SessionID: "s", Input: []events.Message{{Role: events.RoleUser, Content: "go"}}, Setup: Setup{Agent: "Lead", Model: "script", Tools: []events.ToolSpec{spec}, Limits: Limits{Steps: 3, Budget: 5, DoomLoop: 3, Timeout: time.Minute}}}, env(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +84,7 @@ func TestSubagentRefusals(t *testing.T) {
 		{"Researcher", nil, "cannot start itself"},
 		{"Lead", &events.ParentRef{TurnID: "x", CallID: "y", Depth: 3}, "depth 3"},
 	} {
-		s := &State{TurnID: "p", Agent: tc.agent, Parent: tc.parent,
-			Tools: []events.ToolSpec{{Name: "Researcher", Parameters: SubagentParameters, Agent: "Researcher"}}}
+		s := &State{TurnID: "p", Setup: Setup{Agent: tc.agent, Parent: tc.parent, Tools: []events.ToolSpec{{Name: "Researcher", Parameters: SubagentParameters, Agent: "Researcher"}}}}
 		if got := s.refuse(events.ToolCall{CallID: "c", Name: "Researcher", Arguments: []byte(`{"task":"t"}`)}); !strings.Contains(got, tc.want) {
 			t.Errorf("%s at %+v: %q, want %q", tc.agent, tc.parent, got, tc.want)
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
 )
@@ -203,15 +202,14 @@ func inputOf(s *State, e events.Envelope) (Input, bool) {
 		if json.Unmarshal(e.Data, &d) != nil || d.Limits.Steps == nil {
 			return nil, false
 		}
-		return Start{TurnID: e.TurnID, SessionID: e.SessionID, Agent: d.Agent, Model: d.Model, System: d.System,
-			Input: d.Input, Limits: Limits{Steps: *d.Limits.Steps, Budget: d.Limits.Budget,
-				Timeout: time.Duration(d.Limits.TimeoutMs) * time.Millisecond, DoomLoop: d.Limits.DoomLoop},
-			Tools: d.ToolSpecs, Approval: d.Approval, FinalTools: d.FinalTools,
-			// Only the history's length is in the log; it is all the
-			// machine's events depend on.
-			History: make([]events.Message, d.History), HistoryTurns: d.HistoryTurns, Script: d.Script,
-			Metadata: d.Metadata, ForkedFrom: d.ForkedFrom, Workflow: d.Workflow, Digest: d.SubmitDigest, KeepSteps: keepSteps(d.Compaction), ScriptIndex: d.ScriptIndex,
-			Parent: d.Parent}, true
+		setup := setupOf(d)
+		// The tools as the log names them: a log without specs was
+		// decided without them.
+		setup.Tools = d.ToolSpecs
+		// Only the history's length is in the log; it is all the machine's
+		// events depend on.
+		return Start{TurnID: e.TurnID, SessionID: e.SessionID, Input: d.Input, History: make([]events.Message, d.History),
+			Setup: setup}, true
 	case events.ModelCompleted:
 		var d events.ModelCompletedData
 		if json.Unmarshal(e.Data, &d) != nil {

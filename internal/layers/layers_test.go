@@ -31,8 +31,9 @@ func deps(t *testing.T) map[string][]string {
 
 // TestLayering fails when a package links what its layer must not: the
 // tool worker and the public packages never the embedded server or a model
-// SDK (a user's worker would carry both), the I/O-free core never the
-// transport, and no lower layer an upper one.
+// SDK (a user's worker would carry both), the tool worker never the
+// machines, the orchestrator binary never the CLI, the I/O-free core never
+// the transport, and no lower layer an upper one.
 func TestLayering(t *testing.T) {
 	all := deps(t)
 	rules := []struct {
@@ -46,9 +47,30 @@ func TestLayering(t *testing.T) {
 			why:       "what runs tools or embeds jetloop in a user's program links neither a server nor a model",
 		},
 		{
-			pkgs:      []string{"internal/fsm", "internal/workflow", "internal/events", "internal/agents"},
+			pkgs:      []string{"internal/fsm", "internal/workflow", "internal/machine", "internal/events", "internal/agents"},
 			forbidden: []string{"github.com/nats-io/", module + "internal/bus", module + "internal/orchestrator", module + "internal/cli", module + "internal/model"},
 			why:       "the machines and the wire types do no I/O",
+		},
+		{
+			pkgs:      []string{"client", "worker", "cmd/toolworker", "cmd/orchestrator", "cmd/jetloop"},
+			forbidden: []string{module + "jetlooptest", module + "internal/sdktest", module + "internal/natstest", module + "internal/turntest"},
+			why:       "the test kits are for tests: no program links them",
+		},
+		{
+			pkgs:      []string{"cmd/orchestrator"},
+			forbidden: []string{module + "internal/cli", module + "internal/bench"},
+			why:       "the orchestrator binary runs turns, not the CLI, its web UI or the bench harness",
+		},
+		{
+			pkgs:      []string{"cmd/toolworker", "worker", "internal/bus", "internal/tools"},
+			forbidden: []string{module + "internal/fsm", module + "internal/workflow", module + "internal/logstore", "github.com/looplab/fsm"},
+			why:       "what runs tools moves messages and folds no log: neither machine is linked (internal/logstore folds)",
+		},
+		{
+			pkgs: []string{"client", "worker"},
+			forbidden: []string{"google.golang.org/grpc", "github.com/prometheus/", "go.opentelemetry.io/otel/sdk",
+				"go.opentelemetry.io/otel/exporters/", "go.opentelemetry.io/proto/", module + "internal/metrics", module + "internal/tracing"},
+			why: "observability enters the public packages through their options (small interfaces, the OpenTelemetry API); exporters are the commands'",
 		},
 		{
 			pkgs:      []string{"internal/orchestrator", "internal/bus", "internal/turnlog", "client", "worker"},

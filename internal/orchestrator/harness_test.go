@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/turntest"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
@@ -70,7 +72,7 @@ type harness struct {
 	srv   *natstest.Server
 	nc    *nats.Conn
 	js    jetstream.JetStream
-	store *bus.Store
+	store *logstore.Store
 	set   *agents.Set
 	log   *slog.Logger
 	calls *counter
@@ -178,7 +180,7 @@ func newHarnessAs(t *testing.T, srv *natstest.Server, p *bus.Provision, opts ...
 	if err := bus.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	store, err := bus.NewStore(ctx, js)
+	store, err := logstore.New(ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,12 +269,19 @@ func (h *harness) worker(setup ...func(*worker.Worker)) (stop func()) {
 // workerIn runs a tool worker whose file tools are confined to root.
 func (h *harness) workerIn(root string, setup ...func(*worker.Worker)) (stop func()) {
 	h.t.Helper()
+	return h.workerWith(root, nil, setup...)
+}
+
+// workerWith runs a tool worker whose file tools are confined to root,
+// with options opts sets.
+func (h *harness) workerWith(root string, opts []worker.Option, setup ...func(*worker.Worker)) (stop func()) {
+	h.t.Helper()
 	nc, _ := h.srv.ConnectAs(h.t, h.connOpts...)
 	builtins, err := tools.Builtins(root, false)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	w, err := worker.New(nc, worker.Options{Logger: h.log.With("process", "toolworker")})
+	w, err := worker.New(nc, append([]worker.Option{worker.WithLogger(h.log.With("process", "toolworker"))}, opts...)...)
 	if err == nil {
 		for _, f := range setup {
 			f(w)
@@ -365,13 +374,7 @@ func script(turn, agent string, sc string) events.Submit {
 // events reads a turn's log as it is now.
 func (h *harness) events(turn string) []events.Envelope {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	log, _, err := h.store.Read(ctx, turn)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return log
+	return turntest.Log(h.t, h.js, turn)
 }
 
 // last returns a turn's last event type, "" without a log.
@@ -388,33 +391,14 @@ func (h *harness) last(turn string) events.Type {
 // finished waits for a turn to finish and returns its log and result.
 func (h *harness) finished(turn string) ([]events.Envelope, events.TurnFinishedData) {
 	h.t.Helper()
-	h.waitFor("turn "+turn+" to finish", func() bool { return h.last(turn) == events.TurnFinished })
-	log := h.events(turn)
-	if err := events.CheckLog(log); err != nil {
-		h.t.Fatalf("turn %s: %v\n%s", turn, err, dump(log))
-	}
-	var fin events.TurnFinishedData
-	if err := json.Unmarshal(log[len(log)-1].Data, &fin); err != nil {
-		h.t.Fatal(err)
-	}
-	return log, fin
+	return turntest.Finished(h.t, h.js, turn)
 }
 
 // waitType waits until a turn's log has an event of type typ and returns the
 // first one.
 func (h *harness) waitType(turn string, typ events.Type) events.Envelope {
 	h.t.Helper()
-	var found events.Envelope
-	h.waitFor("a "+string(typ)+" in turn "+turn, func() bool {
-		for _, e := range h.events(turn) {
-			if e.Type == typ {
-				found = e
-				return true
-			}
-		}
-		return false
-	})
-	return found
+	return turntest.WaitType(h.t, h.js, turn, typ)
 }
 
 // checkAllLogs checks every turn log the test produced.
@@ -428,30 +412,12 @@ func mustJSON(v any) []byte {
 	return data
 }
 
-func dump(log []events.Envelope) string {
-	var out []byte
-	for _, e := range log {
-		out = append(out, mustJSON(e)...)
-		out = append(out, '\n')
-	}
-	return string(out)
-}
+func dump(log []events.Envelope) string { return turntest.Dump(log) }
 
 // of decodes the data of the events of one type in a log.
 func of[T any](t *testing.T, log []events.Envelope, typ events.Type) []T {
 	t.Helper()
-	var out []T
-	for _, e := range log {
-		if e.Type != typ {
-			continue
-		}
-		var v T
-		if err := json.Unmarshal(e.Data, &v); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, v)
-	}
-	return out
+	return turntest.Of[T](t, log, typ)
 }
 
 // claimName returns the lowest orchestrator name no running orchestrator of

@@ -3,13 +3,14 @@ package orchestrator
 import (
 	"context"
 	"fmt"
-	"github.com/jetloop/jetloop/internal/lru"
 	"slices"
 	"sync"
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/lru"
 	"github.com/jetloop/jetloop/internal/workflow"
 )
 
@@ -17,7 +18,7 @@ import (
 // so the turns of a long session do not fold their predecessors again and
 // again.
 type historyCache struct {
-	store *bus.Store
+	store *logstore.Store
 	size  int
 
 	mu          sync.Mutex
@@ -42,7 +43,7 @@ type ended struct {
 // least recently is forgotten (and read again if asked).
 const maxEnded = 100_000
 
-func newHistoryCache(store *bus.Store, size int) *historyCache {
+func newHistoryCache(store *logstore.Store, size int) *historyCache {
 	return &historyCache{store: store, size: size, transcripts: lru.New[string, []events.Message](size), ended: lru.New[string, ended](maxEnded)}
 }
 

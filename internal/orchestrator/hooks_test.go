@@ -263,7 +263,7 @@ func TestWorkflowHooksSurviveCrashes(t *testing.T) {
 func TestHookKilledMidJobIsAskedAgain(t *testing.T) {
 	h := newHarness(t).start()
 	serve := func(nc *nats.Conn, fn worker.HookFunc) (stop func()) {
-		w, err := worker.New(nc, worker.Options{AckWait: 500 * time.Millisecond, DrainGrace: 100 * time.Millisecond, Logger: h.log.With("process", "hook")})
+		w, err := worker.New(nc, worker.WithAckWait(500*time.Millisecond), worker.WithDrainGrace(100*time.Millisecond), worker.WithLogger(h.log.With("process", "hook")))
 		if err == nil {
 			err = w.HandleHook("slowpoke", fn)
 		}

@@ -17,10 +17,7 @@ import (
 // conversation: no conversation is ever one message.
 func TestEncodeJob(t *testing.T) {
 	big := strings.Repeat("<history> & more ", 100_000) // 1.7 MB
-	st := &fsm.State{TurnID: "t1", SessionID: "s1", Phase: fsm.PhaseStream, Model: "script", Step: 3,
-		Limits: fsm.Limits{Steps: 10}, Script: json.RawMessage(`{"responses":[]}`),
-		History:  []events.Message{{Role: events.RoleUser, Content: big}},
-		Messages: []events.Message{{Role: events.RoleUser, Content: "hi"}}}
+	st := &fsm.State{TurnID: "t1", SessionID: "s1", Phase: fsm.PhaseStream, Step: 3, History: []events.Message{{Role: events.RoleUser, Content: big}}, Messages: []events.Message{{Role: events.RoleUser, Content: "hi"}}, Setup: fsm.Setup{Model: "script", Limits: fsm.Limits{Steps: 10}, Script: json.RawMessage(`{"responses":[]}`)}}
 	jobs := fsm.Jobs(st)
 	if len(jobs) != 1 || jobs[0].Model == nil {
 		t.Fatalf("jobs %+v, want one model job", jobs)

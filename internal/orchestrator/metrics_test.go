@@ -14,7 +14,6 @@ import (
 
 	"github.com/jetloop/jetloop/internal/orchestrator"
 
-	"github.com/jetloop/jetloop/internal/workerobs"
 	"github.com/jetloop/jetloop/worker"
 
 	"github.com/jetloop/jetloop/internal/events"
@@ -97,7 +96,7 @@ func TestMetricsOfARun(t *testing.T) {
 	}
 
 	h := newHarness(t)
-	h.worker(func(w *worker.Worker) { workerobs.Set(w, m, nil) })
+	h.workerWith(t.TempDir(), []worker.Option{worker.WithMetrics(m)}, func(w *worker.Worker) { m.AddCheck("toolworker "+w.Name(), w.Serving) })
 	h.orchestrator(orchestrator.WithMetrics(m))
 	h.waitFor("/readyz", func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK })
 
@@ -215,7 +214,7 @@ func TestReadinessFollowsTheServer(t *testing.T) {
 		}
 	})
 	h := newHarness(t)
-	h.worker(func(w *worker.Worker) { workerobs.Set(w, m, nil) })
+	h.workerWith(t.TempDir(), []worker.Option{worker.WithMetrics(m)}, func(w *worker.Worker) { m.AddCheck("toolworker "+w.Name(), w.Serving) })
 	stop := h.orchestrator(orchestrator.WithMetrics(m))
 	ready := func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }
 	h.waitFor("ready", ready)

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jetloop/jetloop/internal/backoff"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/backoff"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"

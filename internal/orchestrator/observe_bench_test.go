@@ -24,9 +24,7 @@ type decided struct {
 func benchTurn(b *testing.B, steps int) ([]decided, int) {
 	b.Helper()
 	echo := events.ToolSpec{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`)}
-	var in fsm.Input = fsm.Start{TurnID: "bench", SessionID: "bench", Agent: "Bench", Model: "script",
-		Limits: fsm.EffectiveLimits(nil, 1000, 0, 0, nil), Tools: []events.ToolSpec{echo},
-		Input: []events.Message{{Role: events.RoleUser, Content: "go"}}}
+	var in fsm.Input = fsm.Start{TurnID: "bench", SessionID: "bench", Input: []events.Message{{Role: events.RoleUser, Content: "go"}}, Setup: fsm.Setup{Agent: "Bench", Model: "script", Limits: fsm.EffectiveLimits(nil, 1000, 0, 0, nil), Tools: []events.ToolSpec{echo}}}
 	st := fsm.New("bench")
 	var out []decided
 	for !st.Done() {

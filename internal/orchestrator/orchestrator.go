@@ -19,6 +19,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/tracing"
@@ -50,7 +51,7 @@ type Orchestrator struct {
 	beforeAck  func(stage string) error
 	drainGrace time.Duration
 
-	store   *bus.Store
+	store   *logstore.Store
 	tools   *toolCatalog
 	timers  *timers
 	history *historyCache
@@ -233,7 +234,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if o.store, err = bus.NewStore(setup, o.js); err != nil {
+	if o.store, err = logstore.New(setup, o.js); err != nil {
 		return err
 	}
 	if o.tools, err = watchTools(ctx, o.js); err != nil {
@@ -835,7 +836,7 @@ func (o *Orchestrator) rederive(ctx context.Context) error {
 		}
 		for _, id := range ids {
 			st, _, err := o.store.Load(ctx, id)
-			if errors.Is(err, bus.ErrIsWorkflow) {
+			if errors.Is(err, logstore.ErrIsWorkflow) {
 				continue // a workflow's jobs go to the inbox, on file
 			}
 			if err != nil {

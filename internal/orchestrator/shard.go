@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jetloop/jetloop/internal/lru"
 	"log/slog"
 	"strings"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/lru"
 	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -552,7 +553,7 @@ type preloaded struct {
 // shard's state, so a read ahead of an input's decision runs it too.
 func (o *Orchestrator) loadEntry(ctx context.Context, turn string) (*entry, error) {
 	st, seq, err := o.store.Load(ctx, turn)
-	if errors.Is(err, bus.ErrIsWorkflow) {
+	if errors.Is(err, logstore.ErrIsWorkflow) {
 		return nil, &deadLetter{fmt.Sprintf("%q is a workflow, not a turn", turn)}
 	}
 	if err != nil {

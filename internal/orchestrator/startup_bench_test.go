@@ -12,6 +12,7 @@ import (
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/nats-io/nats.go/jetstream"
@@ -93,7 +94,7 @@ func BenchmarkStartupAfterHistory(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "startup_ms")
 
-	store, err := bus.NewStore(ctx, js)
+	store, err := logstore.New(ctx, js)
 	if err != nil {
 		b.Fatal(err)
 	}

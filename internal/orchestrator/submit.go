@@ -266,10 +266,11 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 		input = []events.Message{}
 	}
 	return fsm.Start{
-		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
-		Input: input, Limits: limits, Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
-		History: history, HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
-		KeepSteps: a.KeepSteps, Workflow: sub.Workflow, Parent: sub.Parent,
+		TurnID: sub.TurnID, SessionID: sub.SessionID, Input: input, History: history,
+		Setup: fsm.Setup{Agent: a.Name, Model: modelName, System: a.Prompt,
+			Limits: limits, Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
+			HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
+			KeepSteps: a.KeepSteps, Workflow: sub.Workflow, Parent: sub.Parent},
 	}, nil
 }
 
@@ -356,11 +357,12 @@ func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm
 		input = []events.Message{}
 	}
 	return fsm.Start{
-		TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: a.Name, Model: modelName, System: a.Prompt,
-		Input: input, Limits: fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits),
-		Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
-		History: history, Script: script, Metadata: sub.Metadata, KeepSteps: a.KeepSteps, ScriptIndex: scriptIndex,
-		ForkedFrom: &events.ForkedFrom{TurnID: sub.ForkedFrom.TurnID, Step: sub.ForkedFrom.Step},
+		TurnID: sub.TurnID, SessionID: sub.SessionID, Input: input, History: history,
+		Setup: fsm.Setup{Agent: a.Name, Model: modelName, System: a.Prompt,
+			Limits: fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits),
+			Tools:  o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
+			Script: script, Metadata: sub.Metadata, KeepSteps: a.KeepSteps, ScriptIndex: scriptIndex,
+			ForkedFrom: &events.ForkedFrom{TurnID: sub.ForkedFrom.TurnID, Step: sub.ForkedFrom.Step}},
 	}, nil
 }
 

@@ -3,12 +3,12 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
-	"github.com/jetloop/jetloop/internal/backoff"
 	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/backoff"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/nats-io/nats.go"

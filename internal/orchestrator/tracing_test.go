@@ -14,7 +14,6 @@ import (
 
 	"github.com/jetloop/jetloop/internal/orchestrator"
 
-	"github.com/jetloop/jetloop/internal/workerobs"
 	"github.com/jetloop/jetloop/worker"
 
 	"github.com/jetloop/jetloop/internal/events"
@@ -117,7 +116,7 @@ func TestTraceOfATurn(t *testing.T) {
 	defer func() { _ = orchTracer.Shutdown(ctx); _ = workerTracer.Shutdown(ctx) }()
 
 	h := newHarness(t)
-	h.worker(func(w *worker.Worker) { workerobs.Set(w, nil, workerTracer) })
+	h.workerWith(t.TempDir(), []worker.Option{worker.WithTracerProvider(workerTracer.Provider())})
 	h.orchestrator(orchestrator.WithTracer(orchTracer))
 	h.submit(script("traced", "General", `{"responses": [
 		{"text": "Echoing.", "tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]},

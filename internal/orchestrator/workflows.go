@@ -10,6 +10,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go"
@@ -132,7 +133,7 @@ func (s *shard) loadFlow(ctx context.Context, id string) (*flow, error) {
 		s.flows.Delete(id)
 	}
 	st, seq, err := s.o.store.LoadWorkflow(ctx, id)
-	if errors.Is(err, bus.ErrIsTurn) {
+	if errors.Is(err, logstore.ErrIsTurn) {
 		return nil, &deadLetter{fmt.Sprintf("%q is a turn, not a workflow", id)}
 	}
 	if err != nil {

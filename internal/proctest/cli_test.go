@@ -1,13 +1,14 @@
 package proctest
 
 import (
-	"github.com/jetloop/jetloop/internal/natstest"
 	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jetloop/jetloop/internal/natstest"
 )
 
 // deadURL is a server URL where nothing listens.

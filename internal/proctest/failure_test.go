@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/turntest"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
@@ -120,35 +121,13 @@ func (s *stack) log(turn string) []events.Envelope {
 // finished waits for a turn to finish and returns its log and outcome.
 func (s *stack) finished(turn string) ([]events.Envelope, events.TurnFinishedData) {
 	s.t.Helper()
-	var log []events.Envelope
-	natstest.WaitFor(s.t, "turn "+turn+" to finish", func() bool {
-		log = s.log(turn)
-		return len(log) > 0 && log[len(log)-1].Type == events.TurnFinished
-	})
-	if err := events.CheckLog(log); err != nil {
-		s.t.Fatalf("turn %s: %v", turn, err)
-	}
-	var fin events.TurnFinishedData
-	if err := json.Unmarshal(log[len(log)-1].Data, &fin); err != nil {
-		s.t.Fatal(err)
-	}
-	return log, fin
+	return turntest.Finished(s.t, s.js, turn)
 }
 
 // of decodes the data of the events of one type in a log.
 func of[T any](t *testing.T, log []events.Envelope, typ events.Type) []T {
 	t.Helper()
-	var out []T
-	for _, e := range log {
-		if e.Type == typ {
-			var v T
-			if err := json.Unmarshal(e.Data, &v); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, v)
-		}
-	}
-	return out
+	return turntest.Of[T](t, log, typ)
 }
 
 // consumer reads the state of a tool's shared durable consumer.

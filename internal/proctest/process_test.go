@@ -17,10 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
-
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -353,15 +352,5 @@ func checkReplay(t *testing.T, root, url string, js jetstream.JetStream, turn st
 // turnLog reads a turn's events as they are now.
 func turnLog(t *testing.T, js jetstream.JetStream, turn string) []events.Envelope {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	store, err := bus.NewStore(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log, _, err := store.Read(ctx, turn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return log
+	return turntest.Log(t, js, turn)
 }

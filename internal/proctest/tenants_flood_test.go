@@ -209,7 +209,7 @@ func TestTenantsUnderFlood(t *testing.T) {
 		wg.Go(func() {
 			id := fmt.Sprintf("b-turn-%d", i)
 			t0 := time.Now()
-			if _, err := b.Submit(ctx, client.Submit{TurnID: id, Agent: "General", Model: "script", Input: client.Text("go"),
+			if _, err := b.Submit(ctx, client.TurnRequest{TurnID: id, Agent: "General", Model: "script", Input: client.Text("go"),
 				Script: scriptOf(`{"tool_calls":[{"name":"echo","arguments":{"text":"b"}}]}`, `{"text":"done"}`)}); err != nil {
 				t.Error(err)
 				return
@@ -293,7 +293,7 @@ func TestTenantsShareAToolWorker(t *testing.T) {
 	for _, tenant := range []string{"a", "b"} {
 		c := s.client(tenant)
 		id := "write-" + tenant
-		if _, err := c.Submit(ctx, client.Submit{TurnID: id, Agent: "General", Model: "script", Input: client.Text("go"),
+		if _, err := c.Submit(ctx, client.TurnRequest{TurnID: id, Agent: "General", Model: "script", Input: client.Text("go"),
 			Script: scriptOf(`{"tool_calls":[{"name":"write_file","arguments":{"path":"x.txt","content":"`+tenant+`"}}]}`, `{"text":"done"}`)}); err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jetloop/jetloop/internal/backoff"
 	"log/slog"
 	"maps"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/backoff"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/modelcontextprotocol/go-sdk/mcp"

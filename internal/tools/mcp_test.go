@@ -265,7 +265,7 @@ func TestMCPServerIsRestartedAfterItDies(t *testing.T) {
 func TestMCPToolsThroughTheWorker(t *testing.T) {
 	e := newEnv(t)
 	m, _ := startMCP(t, everything(t))
-	e.worker(m.Tools(), worker.Options{Name: "w1"})
+	e.worker(m.Tools(), worker.WithName("w1"))
 	info := e.info("everything__get-sum")
 	if info == nil || !strings.Contains(string(info.Parameters), `"required":["a","b"]`) || info.Workers != 1 {
 		t.Fatalf("registry entry %+v", info)

@@ -3,11 +3,11 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/turntest"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
@@ -40,71 +40,31 @@ func newEnv(t *testing.T) *env {
 
 // worker serves ts through a worker.Worker until the test ends, and returns
 // once they are advertised.
-func (e *env) worker(ts []tools.Tool, opts worker.Options) {
+func (e *env) worker(ts []tools.Tool, opts ...worker.Option) {
 	e.t.Helper()
-	nc, _ := e.srv.Connect(e.t)
-	opts.Logger = slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	opts.DrainGrace = 50 * time.Millisecond
-	w, err := worker.New(nc, opts)
-	must(e.t, err)
-	must(e.t, tools.Register(w, ts...))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.Run(ctx); err != nil {
-			e.t.Errorf("worker: %v", err)
+	// Appended: these tests' workers always log to the test and drain in 50 ms.
+	opts = append(opts, worker.WithLogger(turntest.Logger(e.t)), worker.WithDrainGrace(50*time.Millisecond))
+	turntest.Serve(e.t, e.srv, func(w *worker.Worker) []string {
+		must(e.t, tools.Register(w, ts...))
+		names := make([]string, len(ts))
+		for i, tool := range ts {
+			names[i] = tool.Spec().Name
 		}
-	}()
-	e.t.Cleanup(func() { cancel(); <-done })
-	natstest.WaitFor(e.t, "the worker's tools", func() bool {
-		for _, tool := range ts {
-			if e.info(tool.Spec().Name) == nil {
-				return false
-			}
-		}
-		return true
-	})
+		return names
+	}, opts...)
 }
 
-func (e *env) info(tool string) *events.ToolInfo {
-	kv, err := e.js.KeyValue(context.Background(), events.BucketTools)
-	if err != nil {
-		return nil
-	}
-	entry, err := kv.Get(context.Background(), tool)
-	if err != nil {
-		return nil
-	}
-	var info events.ToolInfo
-	must(e.t, json.Unmarshal(entry.Value(), &info))
-	return &info
-}
+func (e *env) info(tool string) *events.ToolInfo { return turntest.ToolInfo(e.t, e.js, tool) }
 
 func (e *env) job(j events.ToolJob) {
 	e.t.Helper()
-	data, err := json.Marshal(j)
-	must(e.t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err = e.js.Publish(ctx, events.ToolSubject(j.Tool), data)
-	must(e.t, err)
+	turntest.Job(e.t, e.js, j)
 }
 
 // result waits for the result of a turn's call in the inbox.
 func (e *env) result(turn string) events.ToolResult {
 	e.t.Helper()
-	var msg *jetstream.RawStreamMsg
-	natstest.WaitFor(e.t, "a result of "+turn, func() bool {
-		s, err := e.js.Stream(context.Background(), events.StreamInbox)
-		if err != nil {
-			return false
-		}
-		msg, err = s.GetLastMsgForSubject(context.Background(), bus.Stored(events.ResultSubject(turn)))
-		return err == nil
-	})
-	var r events.ToolResult
-	must(e.t, json.Unmarshal(msg.Data, &r))
+	r, _ := turntest.Result(e.t, e.js, turn)
 	return r
 }
 
@@ -119,7 +79,7 @@ func TestBuiltinsThroughTheWorker(t *testing.T) {
 	e := newEnv(t)
 	ts, err := tools.Builtins(t.TempDir(), false)
 	must(t, err)
-	e.worker(ts, worker.Options{Name: "w1"})
+	e.worker(ts, worker.WithName("w1"))
 	if info := e.info("read_file"); info == nil || info.Workers != 1 || info.TimeoutMs != 30_000 || len(info.Parameters) == 0 {
 		t.Fatalf("read_file advertised as %+v", info)
 	}

@@ -2,26 +2,23 @@ package tracing
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/tracectx"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
 // Header is the W3C trace-context header a tool job carries.
-const Header = "traceparent"
+const Header = tracectx.Header
 
 // Tracer emits jetloop's spans. A nil *Tracer emits nothing: that is how
 // tracing is off, at the cost of one comparison per call.
@@ -63,7 +60,16 @@ func FromEnv(ctx context.Context, service string) (*Tracer, error) {
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
 		sdktrace.WithIDGenerator(ids{}))
-	return &Tracer{tp: tp, tr: tp.Tracer("github.com/jetloop/jetloop")}, nil
+	return &Tracer{tp: tp, tr: tp.Tracer(tracectx.Scope)}, nil
+}
+
+// Provider is the tracer's provider, for a public worker's options; nil
+// when t is.
+func (t *Tracer) Provider() trace.TracerProvider {
+	if t == nil {
+		return nil
+	}
+	return t.tp
 }
 
 // Shutdown exports the spans not yet sent and stops the tracer.
@@ -74,38 +80,18 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	return t.tp.Shutdown(ctx)
 }
 
-// TraceID is the trace of a turn: the first 16 bytes of the SHA-256 of its
-// id, so every process that touches the turn, and one that takes it up
-// after a crash, joins the same trace with nothing passed around.
-func TraceID(turn string) trace.TraceID {
-	sum := sha256.Sum256([]byte(turn))
-	var id trace.TraceID
-	copy(id[:], sum[:16])
-	return id
-}
+// TraceID is the trace of a turn (see tracectx.TraceID).
+func TraceID(turn string) trace.TraceID { return tracectx.TraceID(turn) }
 
-// TurnSpanID is the id of a turn's invoke_agent span, known before the span
-// is emitted (at the turn's end), so spans emitted earlier name it as their
-// parent.
-func TurnSpanID(turn string) trace.SpanID { return spanID("invoke_agent:" + turn) }
+// TurnSpanID is the id of a turn's invoke_agent span (see tracectx).
+func TurnSpanID(turn string) trace.SpanID { return tracectx.TurnSpanID(turn) }
 
-// CallSpanID is the id of the orchestrator's execute_tool span of a call,
-// the parent a tool worker's span names through the job's traceparent.
-func CallSpanID(call string) trace.SpanID { return spanID("execute_tool:" + call) }
+// CallSpanID is the id of the orchestrator's execute_tool span of a call
+// (see tracectx).
+func CallSpanID(call string) trace.SpanID { return tracectx.CallSpanID(call) }
 
-func spanID(s string) trace.SpanID {
-	sum := sha256.Sum256([]byte(s))
-	var id trace.SpanID
-	copy(id[:], sum[:8])
-	return id
-}
-
-// Traceparent is the W3C traceparent of a turn's call: its worker's span
-// is a child of the orchestrator's execute_tool span of the call.
-func Traceparent(turn, call string) string {
-	tid, sid := TraceID(turn), CallSpanID(call)
-	return "00-" + hex.EncodeToString(tid[:]) + "-" + hex.EncodeToString(sid[:]) + "-01"
-}
+// Traceparent is the W3C traceparent of a turn's call (see tracectx).
+func Traceparent(turn, call string) string { return tracectx.Traceparent(turn, call) }
 
 // parent is a context whose remote parent is the span sid of the turn's trace.
 func parent(turn string, sid trace.SpanID) context.Context {
@@ -284,13 +270,7 @@ func (t *Tracer) Tool(x Tool) {
 }
 
 func toolAttrs(turn, call, name string) []attribute.KeyValue {
-	return []attribute.KeyValue{
-		attribute.String("gen_ai.operation.name", "execute_tool"),
-		attribute.String("gen_ai.tool.name", name),
-		attribute.String("gen_ai.tool.call.id", call),
-		attribute.String("gen_ai.tool.type", "function"),
-		attribute.String("jetloop.turn.id", turn),
-	}
+	return tracectx.ToolAttrs(turn, call, name)
 }
 
 // Run is a tool call running in a tool worker.
@@ -298,20 +278,13 @@ type Run struct {
 	span trace.Span
 }
 
-// StartRun starts the worker's execute_tool span of a call, a child of the
-// span its job's traceparent names. A job without one (from an orchestrator
-// that does not trace) names the same parent, derived from its ids.
+// StartRun starts the worker's execute_tool span of a call (see
+// tracectx.StartRun).
 func (t *Tracer) StartRun(traceparent, turn, call, tool, worker string, attempt int) *Run {
 	if t == nil {
 		return nil
 	}
-	if traceparent == "" {
-		traceparent = Traceparent(turn, call)
-	}
-	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{Header: traceparent})
-	attrs := append(toolAttrs(turn, call, tool), attribute.String("jetloop.worker", worker), attribute.Int("jetloop.attempt", attempt))
-	_, span := t.tr.Start(ctx, "execute_tool "+tool, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return &Run{span: span}
+	return &Run{span: tracectx.StartRun(t.tr, traceparent, turn, call, tool, worker, attempt)}
 }
 
 // End ends the run's span with how the call ended.
@@ -319,10 +292,5 @@ func (r *Run) End(outcome string, isError bool) {
 	if r == nil {
 		return
 	}
-	r.span.SetAttributes(attribute.String("jetloop.outcome", outcome))
-	if isError || (outcome != "ok" && outcome != "error") {
-		r.span.SetAttributes(attribute.String("error.type", strings.ReplaceAll(outcome, " ", "_")))
-		r.span.SetStatus(codes.Error, outcome)
-	}
-	r.span.End()
+	tracectx.EndRun(r.span, outcome, isError)
 }

@@ -15,10 +15,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
-
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 )
@@ -103,7 +102,7 @@ var ErrNoTurn = errors.New("no turn")
 // and on what, depends on more than its last event.
 type Lister struct {
 	stream jetstream.Stream
-	store  *bus.Store
+	store  *logstore.Store
 
 	mu     sync.Mutex
 	folded int
@@ -115,7 +114,7 @@ func NewLister(ctx context.Context, js jetstream.JetStream) (*Lister, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", events.StreamEvents, err)
 	}
-	store, err := bus.NewStore(ctx, js)
+	store, err := logstore.New(ctx, js)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +191,7 @@ func (l *Lister) Each(ctx context.Context, session string, fn func(ctx context.C
 func (l *Lister) Stream() jetstream.Stream { return l.stream }
 
 // Store reads logs from the lister's stream.
-func (l *Lister) Store() *bus.Store { return l.store }
+func (l *Lister) Store() *logstore.Store { return l.store }
 
 // Get summarizes one turn; ErrNoTurn when it has no log.
 func (l *Lister) Get(ctx context.Context, turn string) (Turn, error) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/machine"
 )
 
 // Expected outcomes of Decide.
@@ -22,15 +23,13 @@ var (
 // InputError is an input the workflow cannot take (an approval while it
 // waits for none, the result of a task it is not running): the sender's
 // mistake, worth a dead letter.
-type InputError struct{ Reason string }
+type InputError = machine.InputError
 
-func (e *InputError) Error() string { return "workflow: " + e.Reason }
+// inputError is an input the workflow machine refuses, saying why.
+func inputError(reason string) *InputError { return &InputError{Machine: "workflow", Reason: reason} }
 
 // Env carries what a pure machine cannot make itself.
-type Env struct {
-	Now   time.Time
-	NewID func() string
-}
+type Env = machine.Env
 
 // Input is one thing that can happen to a workflow.
 type Input interface{ input() }
@@ -223,8 +222,8 @@ func (d *decider) taskDone(in TaskDone) error {
 		return nil // a repeat: that task has finished already
 	}
 	if in.Task != s.Task || in.TurnID != TurnID(s.ID, s.Task) {
-		return &InputError{fmt.Sprintf("task %d (turn %s) finished, but the workflow runs task %d (turn %s)",
-			in.Task, in.TurnID, s.Task, TurnID(s.ID, s.Task))}
+		return inputError(fmt.Sprintf("task %d (turn %s) finished, but the workflow runs task %d (turn %s)",
+			in.Task, in.TurnID, s.Task, TurnID(s.ID, s.Task)))
 	}
 	f := in.Finished
 	d.emit(events.TaskFinished, events.TaskFinishedData{Task: in.Task, TurnID: in.TurnID, StopReason: f.StopReason,
@@ -318,7 +317,7 @@ func (d *decider) hookAnswer(in HookAnswer) error {
 		if h != "" {
 			waits = fmt.Sprintf("hook %s about task %d", h, s.Task)
 		}
-		return &InputError{fmt.Sprintf("hook %s answered about task %d, but workflow %s waits for %s", in.Hook, in.Task, s.ID, waits)}
+		return inputError(fmt.Sprintf("hook %s answered about task %d, but workflow %s waits for %s", in.Hook, in.Task, s.ID, waits))
 	}
 	reason := in.Reason
 	if reason == "" {
@@ -338,7 +337,7 @@ func (d *decider) hookAnswer(in HookAnswer) error {
 	case events.GateWait:
 		d.emit(events.WorkflowGated, g)
 	default:
-		return &InputError{fmt.Sprintf("hook %s answered %q: a hook answers continue, stop or wait", h, in.Decision)}
+		return inputError(fmt.Sprintf("hook %s answered %q: a hook answers continue, stop or wait", h, in.Decision))
 	}
 	return nil
 }
@@ -404,7 +403,7 @@ func (d *decider) command(in Command) error {
 		d.finish(events.StopAborted, reason)
 	case events.ActionApprove:
 		if s.Phase != PhasePaused || in.Approved == nil {
-			return &InputError{fmt.Sprintf("workflow %s waits for no approval", s.ID)}
+			return inputError(fmt.Sprintf("workflow %s waits for no approval", s.ID))
 		}
 		d.emit(events.WorkflowResumed, events.WorkflowResumedData{Approved: *in.Approved, Note: in.Note})
 		if *in.Approved {
@@ -421,7 +420,7 @@ func (d *decider) command(in Command) error {
 		}
 		d.finish(events.StopDenied, why)
 	default:
-		return &InputError{fmt.Sprintf("a workflow takes abort and approve, not %s", in.Action)}
+		return inputError(fmt.Sprintf("a workflow takes abort and approve, not %s", in.Action))
 	}
 	return nil
 }

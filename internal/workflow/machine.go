@@ -1,8 +1,7 @@
 package workflow
 
 import (
-	"fmt"
-
+	"github.com/jetloop/jetloop/internal/machine"
 	lfsm "github.com/looplab/fsm"
 )
 
@@ -56,46 +55,17 @@ var table = lfsm.Events{
 	{Name: tFinish, Src: live, Dst: string(PhaseDone)},
 }
 
-type move struct {
-	from Phase
-	name string
-}
-
-// moves indexes the table once, as internal/fsm does; a test proves it
+// index is the table indexed once, as internal/fsm's is; a test proves it
 // agrees with looplab/fsm's machine.
-var moves = func() map[move]Phase {
-	m := map[move]Phase{}
-	for _, e := range table {
-		for _, src := range e.Src {
-			m[move{Phase(src), e.Name}] = Phase(e.Dst)
-		}
-	}
-	return m
-}()
+var index = machine.NewTable[Phase]("workflow", table)
 
 // TransitionError is an event the machine cannot take in its phase: a
 // corrupt or foreign log.
-type TransitionError struct {
-	From       Phase
-	Event      string
-	Transition string
-	Seq        int
-}
-
-func (e *TransitionError) Error() string {
-	return fmt.Sprintf("workflow: illegal transition %s (event %s, seq %d) from %s", e.Transition, e.Event, e.Seq, e.From)
-}
+type TransitionError = machine.TransitionError[Phase]
 
 func (s *State) step(name, ev string) error {
-	dst, ok := moves[move{s.Phase, name}]
-	if !ok {
-		return &TransitionError{From: s.Phase, Event: ev, Transition: name, Seq: s.Seq + 1}
-	}
-	s.Phase = dst
-	return nil
+	return index.Step(&s.Phase, name, ev, s.Seq+1)
 }
 
 // Diagram renders the transition table as a Mermaid state diagram.
-func Diagram() (string, error) {
-	return lfsm.VisualizeWithType(lfsm.NewFSM(string(PhaseInit), table, nil), lfsm.MERMAID)
-}
+func Diagram() (string, error) { return index.Diagram(PhaseInit) }

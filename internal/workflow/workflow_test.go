@@ -270,7 +270,7 @@ func TestMovesAreLooplabsTable(t *testing.T) {
 		for _, e := range table {
 			m.SetState(p)
 			err := m.Event(t.Context(), e.Name)
-			dst, ok := moves[move{Phase(p), e.Name}]
+			dst, ok := index.Next(Phase(p), e.Name)
 			var noTr lfsm.NoTransitionError
 			switch {
 			case ok && err != nil && !errors.As(err, &noTr):
