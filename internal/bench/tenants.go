@@ -65,7 +65,8 @@ func (b *run) tenancy(ctx context.Context, sz sizes) error {
 	b.res.Tenancy = t
 	for round := range sz.tenancyRounds {
 		fmt.Fprintf(b.cfg.Progress, "bench:   tenancy round %d: single-tenant shape\n", round+1)
-		single, err := b.startShape(ctx, bins, repo, "always", "file")
+		// The same jobs storage as the tenants are provisioned with.
+		single, err := b.startShape(ctx, bins, repo, "always", storageName(bus.DefaultProvision(0).JobsStorage))
 		if err != nil {
 			return err
 		}
@@ -403,4 +404,12 @@ func (r *Result) tenancyRatio() string {
 		return ""
 	}
 	return fmt.Sprintf("%.1f× (%.1f / %.1f ms)", r.Tenancy.FloodTurnP50Ms/r.Tenancy.IdleTurnP50Ms, r.Tenancy.FloodTurnP50Ms, r.Tenancy.IdleTurnP50Ms)
+}
+
+// storageName is a storage as streams apply --jobs-storage names it.
+func storageName(s jetstream.StorageType) string {
+	if s == jetstream.MemoryStorage {
+		return "memory"
+	}
+	return "file"
 }
