@@ -39,8 +39,13 @@ func serveTenants(ctx context.Context, path, url string, auth bus.Auth, m *metri
 	fair := orchestrator.NewFairness(shards)
 	opts = append(slices.Clip(opts), orchestrator.WithFairness(fair))
 	defer func() {
+		// Every tenant drains at once: a stop takes one grace, not one
+		// per tenant.
 		for _, s := range running {
-			s.stop()
+			s.cancel()
+		}
+		for _, s := range running {
+			s.done.Wait()
 		}
 	}()
 	var last []byte
@@ -50,12 +55,12 @@ func serveTenants(ctx context.Context, path, url string, auth bus.Auth, m *metri
 		case err != nil:
 			log.Error("cannot read the tenants file: serving the tenants read before", "path", path, "err", err)
 		case !bytes.Equal(data, last):
+			last = data // a bad file is reported once, not every reading
 			f, err := tenants.Load(path)
 			if err != nil {
 				log.Error("bad tenants file: serving the tenants read before", "err", err)
 				break
 			}
-			last = data
 			want := map[string]*tenants.Tenant{}
 			for i := range f.Tenants {
 				want[f.Tenants[i].Name] = &f.Tenants[i]
