@@ -76,7 +76,8 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 
 // TraceID is the trace of a turn: the first 16 bytes of the SHA-256 of its
 // id, so every process that touches the turn, and one that takes it up
-// after a crash, joins the same trace with nothing passed around.
+// after a crash, joins the same trace with nothing passed around. A
+// subagent's turn is in the trace of the turn at the top of its chain.
 func TraceID(turn string) trace.TraceID {
 	sum := sha256.Sum256([]byte(turn))
 	var id trace.TraceID
@@ -89,9 +90,11 @@ func TraceID(turn string) trace.TraceID {
 // parent.
 func TurnSpanID(turn string) trace.SpanID { return spanID("invoke_agent:" + turn) }
 
-// CallSpanID is the id of the orchestrator's execute_tool span of a call,
-// the parent a tool worker's span names through the job's traceparent.
-func CallSpanID(call string) trace.SpanID { return spanID("execute_tool:" + call) }
+// CallSpanID is the id of the orchestrator's execute_tool span of a turn's
+// call, the parent a tool worker's span (or a subagent's invoke_agent span)
+// names. The turn is part of it: the turns of a chain of subagent calls
+// share one trace, and call ids are unique only within a turn.
+func CallSpanID(turn, call string) trace.SpanID { return spanID("execute_tool:" + turn + ":" + call) }
 
 func spanID(s string) trace.SpanID {
 	sum := sha256.Sum256([]byte(s))
@@ -100,17 +103,27 @@ func spanID(s string) trace.SpanID {
 	return id
 }
 
-// Traceparent is the W3C traceparent of a turn's call: its worker's span
-// is a child of the orchestrator's execute_tool span of the call.
-func Traceparent(turn, call string) string {
-	tid, sid := TraceID(turn), CallSpanID(call)
+// Traceparent is the W3C traceparent of a turn's call, in the trace of
+// root (the turn at the top of its chain): its worker's span is a child of
+// the orchestrator's execute_tool span of the call.
+func Traceparent(root, turn, call string) string {
+	tid, sid := TraceID(root), CallSpanID(turn, call)
 	return "00-" + hex.EncodeToString(tid[:]) + "-" + hex.EncodeToString(sid[:]) + "-01"
 }
 
-// parent is a context whose remote parent is the span sid of the turn's trace.
-func parent(turn string, sid trace.SpanID) context.Context {
+// parent is a context whose remote parent is the span sid of root's trace.
+func parent(root string, sid trace.SpanID) context.Context {
 	return trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
-		TraceID: TraceID(turn), SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
+		TraceID: TraceID(root), SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
+}
+
+// rootOf is the turn whose trace a turn's spans join: root, or the turn
+// itself when no subagent call started it.
+func rootOf(root, turn string) string {
+	if root == "" {
+		return turn
+	}
+	return root
 }
 
 // ids makes the ids a context asks for (see withIDs), random ones otherwise.
@@ -159,10 +172,14 @@ func randomSpanID() trace.SpanID {
 // Turn is a finished turn, as its invoke_agent span shows it.
 type Turn struct {
 	TurnID, SessionID, Agent, Model string
-	Start, End                      time.Time
-	StopReason, Error               string
-	Steps, ToolCalls, ModelCalls    int
-	InputTokens, OutputTokens       int
+	// Root, ParentTurn and ParentCall are set on a subagent's turn: the
+	// turn at the top of its chain, whose trace it joins, and the call
+	// whose execute_tool span is its span's parent.
+	Root, ParentTurn, ParentCall string
+	Start, End                   time.Time
+	StopReason, Error            string
+	Steps, ToolCalls, ModelCalls int
+	InputTokens, OutputTokens    int
 }
 
 // Turn emits a turn's invoke_agent span, from turn.started to
@@ -180,8 +197,14 @@ func (t *Tracer) Turn(x Turn) {
 	if start.IsZero() {
 		start = x.End // a rejected submission: no turn.started
 	}
-	ctx := withIDs(context.Background(), TraceID(x.TurnID), TurnSpanID(x.TurnID))
-	_, span := t.tr.Start(ctx, name, trace.WithNewRoot(), trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
+	root := rootOf(x.Root, x.TurnID)
+	ctx, opts := context.Background(), []trace.SpanStartOption{trace.WithNewRoot()}
+	if x.ParentTurn != "" {
+		// A subagent's turn: a child of the call that runs it.
+		ctx, opts = parent(root, CallSpanID(x.ParentTurn, x.ParentCall)), nil
+	}
+	ctx = withIDs(ctx, TraceID(root), TurnSpanID(x.TurnID))
+	opts = append(opts, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
 			attribute.String("gen_ai.operation.name", "invoke_agent"),
 			attribute.String("gen_ai.agent.name", x.Agent),
@@ -195,6 +218,11 @@ func (t *Tracer) Turn(x Turn) {
 			attribute.Int("jetloop.tool_calls", x.ToolCalls),
 			attribute.Int("jetloop.model_calls", x.ModelCalls),
 		))
+	_, span := t.tr.Start(ctx, name, opts...)
+	if x.ParentTurn != "" {
+		span.SetAttributes(attribute.String("jetloop.parent.turn.id", x.ParentTurn),
+			attribute.String("jetloop.parent.call.id", x.ParentCall))
+	}
 	if x.StopReason == "error" || x.StopReason == "rejected" {
 		span.SetAttributes(attribute.String("error.type", x.StopReason))
 		span.SetStatus(codes.Error, x.Error)
@@ -204,7 +232,7 @@ func (t *Tracer) Turn(x Turn) {
 
 // Chat is one model call attempt.
 type Chat struct {
-	TurnID              string
+	TurnID, Root        string // Root as in Turn
 	Step, Attempt       int
 	Provider, Model     string // Model as the provider knows it
 	Start, End          time.Time
@@ -225,7 +253,7 @@ func (t *Tracer) Chat(x Chat) {
 	if model == "" {
 		model = x.Provider
 	}
-	_, span := t.tr.Start(parent(x.TurnID, TurnSpanID(x.TurnID)), "chat "+model,
+	_, span := t.tr.Start(parent(rootOf(x.Root, x.TurnID), TurnSpanID(x.TurnID)), "chat "+model,
 		trace.WithTimestamp(x.Start), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
 			attribute.String("gen_ai.operation.name", "chat"),
@@ -258,6 +286,7 @@ func (t *Tracer) Chat(x Chat) {
 // tool.completed, queueing, approval and the worker's run included.
 type Tool struct {
 	TurnID, CallID string
+	Root           string // as in Turn
 	Name           string // the name the model gave
 	Label          string // Name if the turn was offered it, else "other": span names stay few
 	Start, End     time.Time
@@ -272,7 +301,8 @@ func (t *Tracer) Tool(x Tool) {
 	if t == nil {
 		return
 	}
-	ctx := withIDs(parent(x.TurnID, TurnSpanID(x.TurnID)), TraceID(x.TurnID), CallSpanID(x.CallID))
+	root := rootOf(x.Root, x.TurnID)
+	ctx := withIDs(parent(root, TurnSpanID(x.TurnID)), TraceID(root), CallSpanID(x.TurnID, x.CallID))
 	_, span := t.tr.Start(ctx, "execute_tool "+x.Label, trace.WithTimestamp(x.Start), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(toolAttrs(x.TurnID, x.CallID, x.Name)...))
 	span.SetAttributes(attribute.String("jetloop.worker", x.Worker), attribute.Int("jetloop.attempts", x.Attempts))
@@ -306,7 +336,7 @@ func (t *Tracer) StartRun(traceparent, turn, call, tool, worker string, attempt 
 		return nil
 	}
 	if traceparent == "" {
-		traceparent = Traceparent(turn, call)
+		traceparent = Traceparent(turn, turn, call)
 	}
 	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{Header: traceparent})
 	attrs := append(toolAttrs(turn, call, tool), attribute.String("jetloop.worker", worker), attribute.Int("jetloop.attempt", attempt))
