@@ -153,7 +153,16 @@ type EventInfo struct {
 	Seq       int       // 1, 2, 3 … within the log, without gaps
 	Step      int       // from 1; 0 before the first step (a workflow's: its task)
 	Time      time.Time // the orchestrator's clock when it decided the event
+	// ParentCall names the call of another turn that runs this event's
+	// turn: set on the events of subagents' turns that Watch yields
+	// WithSubagents (a child's TurnStarted says it too, as Parent).
+	ParentCall *ParentRef
 }
+
+// ParentRef names the call that runs a subagent's turn: the parent's TurnID,
+// the CallID, the child's Depth (1 for a child of a turn no call runs), and
+// from depth 2 the RootTurnID at the top of the chain.
+type ParentRef = events.ParentRef
 
 // Info returns i; every event has it through EventInfo.
 func (i EventInfo) Info() EventInfo { return i }
@@ -267,6 +276,11 @@ func decodeEvent(data []byte) (Event, error) {
 // fromEnvelope types an envelope whose data is decoded (d from events.Decode)
 // or still raw (d nil).
 func fromEnvelope(env events.Envelope, d any) (Event, error) {
+	return fromEnvelopeOf(env, d, nil)
+}
+
+// fromEnvelopeOf is fromEnvelope for an event of a turn parent runs.
+func fromEnvelopeOf(env events.Envelope, d any, parent *ParentRef) (Event, error) {
 	mk, ok := typed[env.Type]
 	if !ok {
 		return nil, fmt.Errorf("client: %w %q", events.ErrUnknownType, string(env.Type))
@@ -278,6 +292,6 @@ func fromEnvelope(env events.Envelope, d any) (Event, error) {
 		}
 	}
 	info := EventInfo{ID: env.ID, Type: env.Type, TurnID: env.TurnID, SessionID: env.SessionID, Seq: env.Seq,
-		Step: env.Step, Time: env.Time}
+		Step: env.Step, Time: env.Time, ParentCall: parent}
 	return mk(info, d), nil
 }
