@@ -59,8 +59,12 @@ type Start struct {
 	Digest   string
 	// KeepSteps is the agent's compaction: each model call sends the first
 	// user message and the last KeepSteps steps (see Compact); 0 sends the
-	// whole conversation.
-	KeepSteps int
+	// whole conversation. With Summarizer, a child turn of that agent
+	// summarizes the steps before the last KeepSteps once a model call's
+	// input passes OverTokens (see CompactionDue).
+	KeepSteps  int
+	Summarizer string
+	OverTokens int
 	// ScriptIndex is where the scripted model starts answering: a fork that
 	// keeps the original's script goes on from the fork's step.
 	ScriptIndex int
@@ -211,6 +215,9 @@ func (d *decider) apply(in Input) error {
 		var compaction *events.Compaction
 		if in.KeepSteps > 0 {
 			compaction = &events.Compaction{KeepSteps: in.KeepSteps}
+			if in.Summarizer != "" && in.OverTokens > 0 {
+				compaction.Agent, compaction.OverTokens = in.Summarizer, in.OverTokens
+			}
 		}
 		d.emit(events.TurnStarted, events.TurnStartedData{
 			Agent: in.Agent, Model: in.Model, Input: in.Input, History: len(in.History),
@@ -286,6 +293,12 @@ func (d *decider) apply(in Input) error {
 			Final: slices.Contains(s.FinalTools, c.Name), DurationMs: took,
 			Worker: SubagentWorker + c.Agent, Attempts: 1, ChildTurnID: c.Child,
 		})
+
+	case CompactAnswer:
+		if err := d.live(); err != nil {
+			return err
+		}
+		d.compacted(in)
 
 	case Command:
 		if err := d.live(); err != nil {
@@ -482,6 +495,9 @@ func (d *decider) advance() {
 		s := d.s
 		switch s.Phase {
 		case PhaseStepStart:
+			if s.CompactionDue() > 0 {
+				return // the summary first: its child's end is an input
+			}
 			d.emit(events.StepStarted, struct{}{})
 		case PhaseToolPhase:
 			if d.repair() {

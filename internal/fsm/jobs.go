@@ -43,6 +43,11 @@ func Jobs(s *State) []Job {
 		j := s.modelJob(events.ModelSummary)
 		j.Instruction = fmt.Sprintf(SummaryInstruction, s.causeLine())
 		return []Job{{ID: "model:" + s.TurnID + ":summary", Subject: events.SubjectModel, Model: j}}
+	case PhaseStepStart:
+		if through := s.CompactionDue(); through > 0 {
+			sub := s.CompactSubmit(through)
+			return []Job{{ID: "subagent:" + sub.TurnID, Subject: events.SubjectSubmit, Submit: &sub}}
+		}
 	case PhaseToolPhase, PhasePaused:
 		var jobs []Job
 		for i := range s.Calls {
@@ -80,6 +85,13 @@ func (s *State) modelJob(kind events.ModelKind) *events.ModelJob {
 func (s *State) conversation() ([]events.Message, int) {
 	msgs := make([]events.Message, 0, len(s.History)+len(s.Messages))
 	msgs = append(append(msgs, s.History...), s.Messages...)
+	if s.Summarizer != "" {
+		// Summaries replace steps; keep_steps only says which to keep.
+		if s.Summary == nil {
+			return msgs, 0
+		}
+		return s.summarized(msgs)
+	}
 	if s.KeepSteps <= 0 {
 		return msgs, 0
 	}

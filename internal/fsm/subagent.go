@@ -106,6 +106,12 @@ func (s *State) Children() []string {
 			out = append(out, c.Child)
 		}
 	}
+	if through := s.CompactionDue(); through > 0 {
+		out = append(out, CompactChildID(s.TurnID, through))
+	}
+	if s.endedCompacting != "" {
+		out = append(out, s.endedCompacting)
+	}
 	return out
 }
 

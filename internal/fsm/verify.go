@@ -193,6 +193,20 @@ func keepSteps(c *events.Compaction) int {
 	return c.KeepSteps
 }
 
+func summarizer(c *events.Compaction) string {
+	if c == nil {
+		return ""
+	}
+	return c.Agent
+}
+
+func overTokens(c *events.Compaction) int {
+	if c == nil {
+		return 0
+	}
+	return c.OverTokens
+}
+
 // inputOf recovers the input that made the orchestrator write e, for the
 // events that begin a decision; ok is false for events the machine writes
 // on its own.
@@ -211,7 +225,15 @@ func inputOf(s *State, e events.Envelope) (Input, bool) {
 			// machine's events depend on.
 			History: make([]events.Message, d.History), HistoryTurns: d.HistoryTurns, Script: d.Script,
 			Metadata: d.Metadata, ForkedFrom: d.ForkedFrom, Workflow: d.Workflow, Digest: d.SubmitDigest, KeepSteps: keepSteps(d.Compaction), ScriptIndex: d.ScriptIndex,
-			Parent: d.Parent}, true
+			Parent: d.Parent, Summarizer: summarizer(d.Compaction), OverTokens: overTokens(d.Compaction)}, true
+	case events.TurnCompacted:
+		var d events.TurnCompactedData
+		if json.Unmarshal(e.Data, &d) != nil {
+			return nil, false
+		}
+		// The summary as recorded: replay never runs the child again.
+		return CompactAnswer{TurnID: e.TurnID, ThroughStep: d.ThroughStep, ChildTurnID: d.ChildTurnID,
+			Summary: d.Summary, Error: d.Error}, true
 	case events.ModelCompleted:
 		var d events.ModelCompletedData
 		if json.Unmarshal(e.Data, &d) != nil {
