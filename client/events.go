@@ -23,6 +23,7 @@ const (
 	TypeTurnResumed    = events.TurnResumed
 	TypeStepChecked    = events.StepChecked
 	TypeTurnSentinel   = events.TurnSentinel
+	TypeTurnCompacted  = events.TurnCompacted
 	TypeTurnFinished   = events.TurnFinished
 )
 
@@ -80,6 +81,11 @@ type StepCheckedData = events.StepCheckedData
 // Reason (a StopReason) and Text (the cause line and a summary).
 type TurnSentinelData = events.TurnSentinelData
 
+// TurnCompactedData is turn.compacted's: the Summary that replaces the
+// turn's steps through ThroughStep in its later model calls, written by the
+// child turn ChildTurnID; Error when that turn gave no summary.
+type TurnCompactedData = events.TurnCompactedData
+
 // TurnFinishedData is turn.finished's: StopReason, Output, Error, Metrics.
 type TurnFinishedData = events.TurnFinishedData
 
@@ -129,9 +135,9 @@ const (
 
 // Event is one event of a turn's log: a TurnStarted, StepStarted,
 // ModelCompleted, ToolRequested, ToolCompleted, TurnPaused, TurnResumed,
-// StepChecked, TurnSentinel or TurnFinished; or of a workflow's log: a
-// WorkflowStarted, TaskStarted, TaskFinished, WorkflowCheckpointed,
-// WorkflowGated, WorkflowResumed or WorkflowFinished. Switch on its type:
+// StepChecked, TurnSentinel, TurnCompacted or TurnFinished; or of a
+// workflow's log: a WorkflowStarted, TaskStarted, TaskFinished,
+// WorkflowCheckpointed, WorkflowGated, WorkflowResumed or WorkflowFinished. Switch on its type:
 //
 //	switch e := ev.(type) {
 //	case client.ToolCompleted:
@@ -223,6 +229,13 @@ type TurnSentinel struct {
 	TurnSentinelData
 }
 
+// TurnCompacted says a summary of the turn's older steps, written by a
+// child turn of the agent's compaction agent, replaces them from now on.
+type TurnCompacted struct {
+	EventInfo
+	TurnCompactedData
+}
+
 // TurnFinished is a turn's last event: its stop reason, output and metrics.
 type TurnFinished struct {
 	EventInfo
@@ -247,6 +260,7 @@ var typed = map[EventType]func(EventInfo, any) Event{
 	TypeTurnResumed:    func(i EventInfo, d any) Event { return TurnResumed{i, *d.(*TurnResumedData)} },
 	TypeStepChecked:    func(i EventInfo, d any) Event { return StepChecked{i, *d.(*StepCheckedData)} },
 	TypeTurnSentinel:   func(i EventInfo, d any) Event { return TurnSentinel{i, *d.(*TurnSentinelData)} },
+	TypeTurnCompacted:  func(i EventInfo, d any) Event { return TurnCompacted{i, *d.(*TurnCompactedData)} },
 	TypeTurnFinished:   func(i EventInfo, d any) Event { return TurnFinished{i, *d.(*TurnFinishedData)} },
 
 	TypeWorkflowStarted: func(i EventInfo, d any) Event { return WorkflowStarted{i, *d.(*WorkflowStartedData)} },
