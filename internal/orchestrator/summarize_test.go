@@ -1,9 +1,12 @@
 package orchestrator_test
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jetloop/jetloop/internal/agents"
@@ -30,13 +33,9 @@ Summarize.
 
 const summarizerScript = "responses:\n  - text: \"SUMMARY: echoed the first texts.\"\nrepeat_last: true\n"
 
-// TestSummarizingCompaction runs a long scripted turn whose agent compacts
-// by an agent past 500 input tokens, through the real orchestrator: it
-// compacts once, by a child turn of Summarizer whose task is the transcript
-// of the older steps; turn.compacted records its summary; the model calls
-// after it are sent the summary instead of those steps (and the steps after
-// them whole); and the log verifies without a model.
-func TestSummarizingCompaction(t *testing.T) {
+// newSummarizeHarness is newHarness with the agents of summarizeAgents.
+func newSummarizeHarness(t *testing.T) *harness {
+	t.Helper()
 	h := newHarness(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "summarizer.yaml"), []byte(summarizerScript), 0o644); err != nil {
@@ -51,17 +50,76 @@ func TestSummarizingCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.set = set
-	rec := &recorder{sent: map[string][]events.Message{}}
-	h.worker()
-	h.orchestrator(orchestrator.WithProvider("script", rec))
+	return h
+}
 
-	// Each echo adds some 200 tokens (its arguments and its output).
+// longTurn is a turn of Long: five steps, each of an echo that adds some
+// 200 tokens (its arguments and its output), then the answer.
+func longTurn(id string) events.Submit {
 	long := strings.Repeat("x", 400)
 	var steps []string
 	for i := 1; i <= 5; i++ {
 		steps = append(steps, `{"text": "step `+string(rune('0'+i))+`", "tool_calls": [{"name": "echo", "arguments": {"text": "`+string(rune('0'+i))+long+`"}}]}`)
 	}
-	h.submit(script("long-1", "Long", `{"responses": [`+strings.Join(steps, ",")+`, {"text": "all done"}]}`))
+	return script(id, "Long", `{"responses": [`+strings.Join(steps, ",")+`, {"text": "all done"}]}`)
+}
+
+// TestCrashAtEveryStageCompaction kills the orchestrator at each stage of
+// the inputs around a summarizing compaction (the step that passes the
+// threshold, the summary's turn, its end told to the parent): the summary's
+// turn starts once, the compaction is recorded once, and the log verifies.
+func TestCrashAtEveryStageCompaction(t *testing.T) {
+	for _, stage := range []string{orchestrator.StagePartial, orchestrator.StageAppended, orchestrator.StagePublished} {
+		for n := 8; n <= 14; n++ {
+			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
+				h := newSummarizeHarness(t)
+				h.worker()
+				var seen atomic.Int32
+				var crashed atomic.Bool
+				_, kill := h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
+					if s != stage || seen.Add(1) != int32(n) {
+						return nil
+					}
+					crashed.Store(true)
+					return errors.New("crash")
+				}))
+				turn := fmt.Sprintf("long-crash-%s-%d", stage, n)
+				h.submit(longTurn(turn))
+				h.waitFor("the crash or the end", func() bool { return crashed.Load() || h.last(turn) == events.TurnFinished })
+				if !crashed.Load() {
+					t.Skipf("fewer than %d inputs reach stage %s", n, stage)
+				}
+				kill()
+				h.orchestrator()
+				log, fin := h.finished(turn)
+				cs := of[events.TurnCompactedData](t, log, events.TurnCompacted)
+				if fin.StopReason != events.StopCompleted || len(cs) != 1 || cs[0].Error != "" {
+					t.Fatalf("finished %+v, compactions %+v\n%s", fin, cs, dump(log))
+				}
+				clog, _ := h.finished(cs[0].ChildTurnID)
+				if got := len(of[events.TurnStartedData](t, clog, events.TurnStarted)); got != 1 {
+					t.Fatalf("the summary's turn started %d times", got)
+				}
+				if n, err := fsm.Verify(log); err != nil {
+					t.Fatalf("verify after %d decisions: %v", n, err)
+				}
+			})
+		}
+	}
+}
+
+// TestSummarizingCompaction runs a long scripted turn whose agent compacts
+// by an agent past 500 input tokens, through the real orchestrator: it
+// compacts once, by a child turn of Summarizer whose task is the transcript
+// of the older steps; turn.compacted records its summary; the model calls
+// after it are sent the summary instead of those steps (and the steps after
+// them whole); and the log verifies without a model.
+func TestSummarizingCompaction(t *testing.T) {
+	h := newSummarizeHarness(t)
+	rec := &recorder{sent: map[string][]events.Message{}}
+	h.worker()
+	h.orchestrator(orchestrator.WithProvider("script", rec))
+	h.submit(longTurn("long-1"))
 	log, fin := h.finished("long-1")
 	if fin.StopReason != events.StopCompleted || fin.Output != "all done" {
 		t.Fatalf("finished %+v\n%s", fin, dump(log))
