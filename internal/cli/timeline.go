@@ -51,21 +51,23 @@ const (
 // Timeline is a turn laid out on a time axis: what the HTML page draws. All
 // times are milliseconds since the turn's first event.
 type Timeline struct {
-	TurnID     string             `json:"turn_id"`
-	SessionID  string             `json:"session_id"`
-	Agent      string             `json:"agent,omitempty"`
-	Model      string             `json:"model,omitempty"`
-	Input      string             `json:"input,omitempty"`
-	Limits     *events.Limits     `json:"limits,omitempty"`
-	Started    time.Time          `json:"started"`
-	EndMs      float64            `json:"end_ms"`
-	Running    bool               `json:"running"`
-	Steps      []TimelineStep     `json:"steps"`
-	Pauses     []TimelinePause    `json:"pauses"`
-	Summary    *TimelineSummary   `json:"summary,omitempty"`
-	Sentinel   *TimelineSentinel  `json:"sentinel,omitempty"`
-	Finished   *TimelineFinish    `json:"finished,omitempty"`
-	ForkedFrom *events.ForkedFrom `json:"forked_from,omitempty"`
+	TurnID    string            `json:"turn_id"`
+	SessionID string            `json:"session_id"`
+	Agent     string            `json:"agent,omitempty"`
+	Model     string            `json:"model,omitempty"`
+	Input     string            `json:"input,omitempty"`
+	Limits    *events.Limits    `json:"limits,omitempty"`
+	Started   time.Time         `json:"started"`
+	EndMs     float64           `json:"end_ms"`
+	Running   bool              `json:"running"`
+	Steps     []TimelineStep    `json:"steps"`
+	Pauses    []TimelinePause   `json:"pauses"`
+	Summary   *TimelineSummary  `json:"summary,omitempty"`
+	Sentinel  *TimelineSentinel `json:"sentinel,omitempty"`
+	// Compactions mark the turn's summarizing compactions (turn.compacted).
+	Compactions []TimelineCompaction `json:"compactions,omitempty"`
+	Finished    *TimelineFinish      `json:"finished,omitempty"`
+	ForkedFrom  *events.ForkedFrom   `json:"forked_from,omitempty"`
 	// Workflow names the workflow task the turn runs, if any.
 	Workflow *events.WorkflowRef `json:"workflow,omitempty"`
 	// Parent names the call that runs the turn, if it is a subagent's.
@@ -165,6 +167,16 @@ type TimelineSentinel struct {
 	Kind   events.SentinelKind `json:"kind"`
 	Reason events.StopReason   `json:"reason"`
 	Text   string              `json:"text"`
+}
+
+// TimelineCompaction marks a turn.compacted: the summary, written by the
+// child turn ChildTurnID, that replaced the steps through ThroughStep.
+type TimelineCompaction struct {
+	AtMs        float64 `json:"at_ms"`
+	ThroughStep int     `json:"through_step"`
+	ChildTurnID string  `json:"child_turn_id"`
+	Summary     string  `json:"summary,omitempty"`
+	Error       string  `json:"error,omitempty"`
 }
 
 // TimelineFinish marks the turn.finished.
@@ -337,6 +349,13 @@ func buildTimelineAt(log []events.Envelope, t0 time.Time, children map[string][]
 				tl.Summary = &TimelineSummary{Step: e.Step, StartMs: now}
 			}
 			tl.Summary.EndMs, tl.Summary.Open, tl.Summary.Usage = now, false, d.Usage
+		case events.TurnCompacted:
+			var d events.TurnCompactedData
+			if err := decode(e, &d); err != nil {
+				return nil, err
+			}
+			tl.Compactions = append(tl.Compactions, TimelineCompaction{AtMs: now, ThroughStep: d.ThroughStep,
+				ChildTurnID: d.ChildTurnID, Summary: clipKeep(d.Summary, excerptText), Error: d.Error})
 		case events.TurnFinished:
 			var d events.TurnFinishedData
 			if err := decode(e, &d); err != nil {

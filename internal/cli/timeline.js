@@ -404,6 +404,23 @@ function mount(tl, opts) {
       });
       o.appendChild(sn);
     });
+    turns().forEach(function (c) {
+      (c.turn.compactions || []).forEach(function (cp) {
+        var n = el("div", "marker compaction-marker" + (cp.error ? " error" : ""),
+          { id: c.key + "compaction-" + cp.through_step, "data-through-step": cp.through_step, "data-child-turn": cp.child_turn_id });
+        if (c.task) n.setAttribute("data-task", c.task.task);
+        n.style.left = pct(cp.at_ms) + "%";
+        markLabel(o, cp.at_ms, cp.at_ms, "compaction-label", (cp.error ? "not summarized: steps 1-" : "summarized: steps 1-") + cp.through_step);
+        tipFor(n, function () {
+          var f = document.createDocumentFragment();
+          f.appendChild(el("div", "t", {}, "turn.compacted · steps 1-" + cp.through_step));
+          f.appendChild(dl([["turn", cp.child_turn_id], ["error", cp.error]]));
+          if (cp.summary) f.appendChild(pre(cp.summary));
+          return f;
+        });
+        o.appendChild(n);
+      });
+    });
     var fin = tl.finished;
     var mk = el("div", fin ? "marker finish-marker stop-" + fin.stop_reason : "marker now-marker",
       fin ? { id: "finish", "data-stop-reason": fin.stop_reason } : { id: "now" });
