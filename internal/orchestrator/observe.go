@@ -127,6 +127,9 @@ func (o *Orchestrator) observe(before *fsm.State, d fsm.Decision) {
 					InputTokens: f.Metrics.InputTokens, OutputTokens: f.Metrics.OutputTokens}
 				if p := st.Parent; p != nil {
 					x.Root, x.ParentTurn, x.ParentCall = st.Root(), p.TurnID, p.CallID
+					if _, ok := fsm.CompactThrough(p.CallID); ok {
+						x.ParentCall = "" // a summary's turn: no call runs it
+					}
 				}
 				o.tracer.Turn(x)
 			}

@@ -174,7 +174,8 @@ type Turn struct {
 	TurnID, SessionID, Agent, Model string
 	// Root, ParentTurn and ParentCall are set on a subagent's turn: the
 	// turn at the top of its chain, whose trace it joins, and the call
-	// whose execute_tool span is its span's parent.
+	// whose execute_tool span is its span's parent (ParentCall empty: the
+	// parent turn's span is).
 	Root, ParentTurn, ParentCall string
 	Start, End                   time.Time
 	StopReason, Error            string
@@ -199,9 +200,14 @@ func (t *Tracer) Turn(x Turn) {
 	}
 	root := rootOf(x.Root, x.TurnID)
 	ctx, opts := context.Background(), []trace.SpanStartOption{trace.WithNewRoot()}
-	if x.ParentTurn != "" {
+	switch {
+	case x.ParentTurn != "" && x.ParentCall != "":
 		// A subagent's turn: a child of the call that runs it.
 		ctx, opts = parent(root, CallSpanID(x.ParentTurn, x.ParentCall)), nil
+	case x.ParentTurn != "":
+		// A turn no call runs (a summarizing compaction's): a child of
+		// the turn that started it.
+		ctx, opts = parent(root, TurnSpanID(x.ParentTurn)), nil
 	}
 	ctx = withIDs(ctx, TraceID(root), TurnSpanID(x.TurnID))
 	opts = append(opts, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
