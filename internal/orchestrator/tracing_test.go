@@ -306,3 +306,45 @@ func TestTraceOfSubagents(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceOfACompaction: a summarizing compaction's turn, which no call
+// runs, is in its parent's trace, its invoke_agent span a child of the
+// parent turn's.
+func TestTraceOfACompaction(t *testing.T) {
+	rec := &receiver{}
+	collector := httptest.NewServer(rec)
+	defer collector.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr, err := tracing.FromEnv(ctx, "jetloop-orchestrator")
+	if err != nil || tr == nil {
+		t.Fatalf("tracer: %v, %v", tr, err)
+	}
+	defer func() { _ = tr.Shutdown(ctx) }()
+	h := newSummarizeHarness(t)
+	h.worker()
+	h.orchestrator(orchestrator.WithTracer(tr))
+	h.submit(longTurn("long-traced"))
+	log, _ := h.finished("long-traced")
+	cs := of[events.TurnCompactedData](t, log, events.TurnCompacted)
+	if len(cs) != 1 {
+		t.Fatalf("%d compactions", len(cs))
+	}
+	want := tracing.TurnSpanID(cs[0].ChildTurnID)
+	var child span
+	h.waitFor("the summary turn's span", func() bool {
+		for _, s := range rec.all() {
+			if s.id == hex.EncodeToString(want[:]) {
+				child = s
+				return true
+			}
+		}
+		return false
+	})
+	trace, parent := tracing.TraceID("long-traced"), tracing.TurnSpanID("long-traced")
+	if child.name != "invoke_agent Summarizer" || child.trace != hex.EncodeToString(trace[:]) || child.parent != hex.EncodeToString(parent[:]) {
+		t.Fatalf("the summary turn's span %+v: want under the turn %x in its trace", child, parent)
+	}
+}
