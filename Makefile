@@ -4,7 +4,7 @@ BIN     := bin
 GOFLAGS ?=
 export GOFLAGS
 
-.PHONY: all build release test fuzz demo demo-workflow bench nats vet fmt diagram npm-deps
+.PHONY: all build release test fuzz demo demo-workflow demo-subagents bench nats vet fmt diagram npm-deps
 
 all: build
 
@@ -57,6 +57,11 @@ demo:
 # The outer loop: a three-task workflow (examples/workflow) on an embedded server.
 demo-workflow:
 	$(GO) run ./cmd/jetloop demo --agents examples/workflow/AGENTS.md --workflow examples/workflow/refactor.yaml
+
+# Subagents: a Lead that hands research to a Researcher and the change to a
+# Coder (examples/subagents), each child's trace nested under its call.
+demo-subagents:
+	$(GO) run ./cmd/jetloop demo --agents examples/subagents/AGENTS.md --agent Lead --input "Document the hard step cap"
 
 # One line per benchmark; each prints its own table (BENCHMARKS.md). --deployed
 # adds the deployed shape (nats-server, orchestrator and toolworker as

@@ -23,6 +23,7 @@ const (
 	TypeTurnResumed    = events.TurnResumed
 	TypeStepChecked    = events.StepChecked
 	TypeTurnSentinel   = events.TurnSentinel
+	TypeTurnCompacted  = events.TurnCompacted
 	TypeTurnFinished   = events.TurnFinished
 )
 
@@ -80,6 +81,11 @@ type StepCheckedData = events.StepCheckedData
 // Reason (a StopReason) and Text (the cause line and a summary).
 type TurnSentinelData = events.TurnSentinelData
 
+// TurnCompactedData is turn.compacted's: the Summary that replaces the
+// turn's steps through ThroughStep in its later model calls, written by the
+// child turn ChildTurnID; Error when that turn gave no summary.
+type TurnCompactedData = events.TurnCompactedData
+
 // TurnFinishedData is turn.finished's: StopReason, Output, Error, Metrics.
 type TurnFinishedData = events.TurnFinishedData
 
@@ -129,9 +135,9 @@ const (
 
 // Event is one event of a turn's log: a TurnStarted, StepStarted,
 // ModelCompleted, ToolRequested, ToolCompleted, TurnPaused, TurnResumed,
-// StepChecked, TurnSentinel or TurnFinished; or of a workflow's log: a
-// WorkflowStarted, TaskStarted, TaskFinished, WorkflowCheckpointed,
-// WorkflowGated, WorkflowResumed or WorkflowFinished. Switch on its type:
+// StepChecked, TurnSentinel, TurnCompacted or TurnFinished; or of a
+// workflow's log: a WorkflowStarted, TaskStarted, TaskFinished,
+// WorkflowCheckpointed, WorkflowGated, WorkflowResumed or WorkflowFinished. Switch on its type:
 //
 //	switch e := ev.(type) {
 //	case client.ToolCompleted:
@@ -153,7 +159,16 @@ type EventInfo struct {
 	Seq       int       // 1, 2, 3 … within the log, without gaps
 	Step      int       // from 1; 0 before the first step (a workflow's: its task)
 	Time      time.Time // the orchestrator's clock when it decided the event
+	// ParentCall names the call of another turn that runs this event's
+	// turn: set on the events of subagents' turns that Watch yields
+	// WithSubagents (a child's TurnStarted says it too, as Parent).
+	ParentCall *ParentRef
 }
+
+// ParentRef names the call that runs a subagent's turn: the parent's TurnID,
+// the CallID, the child's Depth (1 for a child of a turn no call runs), and
+// from depth 2 the RootTurnID at the top of the chain.
+type ParentRef = events.ParentRef
 
 // Info returns i; every event has it through EventInfo.
 func (i EventInfo) Info() EventInfo { return i }
@@ -214,6 +229,13 @@ type TurnSentinel struct {
 	TurnSentinelData
 }
 
+// TurnCompacted says a summary of the turn's older steps, written by a
+// child turn of the agent's compaction agent, replaces them from now on.
+type TurnCompacted struct {
+	EventInfo
+	TurnCompactedData
+}
+
 // TurnFinished is a turn's last event: its stop reason, output and metrics.
 type TurnFinished struct {
 	EventInfo
@@ -238,6 +260,7 @@ var typed = map[EventType]func(EventInfo, any) Event{
 	TypeTurnResumed:    func(i EventInfo, d any) Event { return TurnResumed{i, *d.(*TurnResumedData)} },
 	TypeStepChecked:    func(i EventInfo, d any) Event { return StepChecked{i, *d.(*StepCheckedData)} },
 	TypeTurnSentinel:   func(i EventInfo, d any) Event { return TurnSentinel{i, *d.(*TurnSentinelData)} },
+	TypeTurnCompacted:  func(i EventInfo, d any) Event { return TurnCompacted{i, *d.(*TurnCompactedData)} },
 	TypeTurnFinished:   func(i EventInfo, d any) Event { return TurnFinished{i, *d.(*TurnFinishedData)} },
 
 	TypeWorkflowStarted: func(i EventInfo, d any) Event { return WorkflowStarted{i, *d.(*WorkflowStartedData)} },
@@ -267,6 +290,11 @@ func decodeEvent(data []byte) (Event, error) {
 // fromEnvelope types an envelope whose data is decoded (d from events.Decode)
 // or still raw (d nil).
 func fromEnvelope(env events.Envelope, d any) (Event, error) {
+	return fromEnvelopeOf(env, d, nil)
+}
+
+// fromEnvelopeOf is fromEnvelope for an event of a turn parent runs.
+func fromEnvelopeOf(env events.Envelope, d any, parent *ParentRef) (Event, error) {
 	mk, ok := typed[env.Type]
 	if !ok {
 		return nil, fmt.Errorf("client: %w %q", events.ErrUnknownType, string(env.Type))
@@ -278,6 +306,6 @@ func fromEnvelope(env events.Envelope, d any) (Event, error) {
 		}
 	}
 	info := EventInfo{ID: env.ID, Type: env.Type, TurnID: env.TurnID, SessionID: env.SessionID, Seq: env.Seq,
-		Step: env.Step, Time: env.Time}
+		Step: env.Step, Time: env.Time, ParentCall: parent}
 	return mk(info, d), nil
 }

@@ -34,6 +34,38 @@ model: script:gate.yaml
 approval: [echo]
 ---
 Echoes once allowed.
+---
+name: Top
+model: script:top.yaml
+tools: [agent:Boss]
+---
+Hands the work to Boss.
+---
+name: Boss
+description: Asks Greeter twice at once
+model: script:boss.yaml
+tools: [agent:Greeter]
+---
+Delegates to Greeter.
+---
+name: Careful
+model: script:careful.yaml
+tools: [agent:Greeter]
+approval: [Greeter]
+---
+Delegates once allowed.
+`,
+	"top.yaml": `responses:
+  - tool_calls: [{name: Boss, arguments: {task: "greet twice"}}]
+  - {text: "Boss is done."}
+`,
+	"boss.yaml": `responses:
+  - tool_calls: [{name: Greeter, arguments: {task: "one"}}, {name: Greeter, arguments: {task: "two"}}]
+  - {text: "Greeted twice."}
+`,
+	"careful.yaml": `responses:
+  - tool_calls: [{name: Greeter, arguments: {task: "once allowed"}}]
+  - {text: "Not allowed, then."}
 `,
 	"hello.yaml": `responses:
   - {text: "Hello, world!", delay_ms: 30}

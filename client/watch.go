@@ -14,42 +14,45 @@ import (
 // Result is how a turn ended: its turn.finished event.
 type Result = TurnFinished
 
-// WatchOption changes where Watch and WatchWorkflow start.
-type WatchOption func(*watchOptions)
+// WatchOption changes where Watch starts, or what it follows.
+type WatchOption func(*watchConfig)
 
-// watchOptions are what WatchOptions set.
-type watchOptions struct {
-	from turnlog.From
+type watchConfig struct {
+	from      turnlog.From
+	subagents bool
 }
 
-// watchFrom returns where opts say to start: the first event unless they
-// say otherwise.
-func watchFrom(opts []WatchOption) turnlog.From {
-	o := watchOptions{from: turnlog.FromFirst}
+func watchOptions(opts []WatchOption) watchConfig {
+	cfg := watchConfig{from: turnlog.FromFirst}
 	for _, opt := range opts {
-		opt(&o)
+		opt(&cfg)
 	}
-	return o.from
+	return cfg
 }
 
 // FromNow makes Watch skip the events already in the log and yield only
 // those written from now on.
 func FromNow() WatchOption {
-	return func(o *watchOptions) { o.from = turnlog.FromNext }
+	return func(c *watchConfig) { c.from = turnlog.FromNext }
 }
 
 // Watch yields a turn's events from its first one (or, with FromNow, from
-// the next one), as they are written, and ends after TurnFinished. A turn
-// not submitted yet is waited for. A failure is yielded once with a nil
-// event and ends the sequence, as does ctx ending (with ctx's error).
+// the next one), as they are written, and ends after TurnFinished (with
+// WithSubagents, once its subagents' turns have finished too). A turn not
+// submitted yet is waited for. A failure is yielded once with a nil event
+// and ends the sequence, as does ctx ending (with ctx's error).
 func (c *Client) Watch(ctx context.Context, turnID string, opts ...WatchOption) iter.Seq2[Event, error] {
-	from := watchFrom(opts)
+	cfg := watchOptions(opts)
 	return func(yield func(Event, error) bool) {
 		if !events.ValidID(turnID) {
 			yield(nil, fmt.Errorf("client: invalid turn id %q", turnID))
 			return
 		}
-		for ev, err := range c.follow(ctx, turnID, from) {
+		if cfg.subagents {
+			c.watchTree(ctx, turnID, cfg.from, yield)
+			return
+		}
+		for ev, err := range c.follow(ctx, turnID, cfg.from) {
 			if !yield(ev, err) || err != nil {
 				return
 			}
@@ -62,13 +65,18 @@ func (c *Client) Watch(ctx context.Context, turnID string, opts ...WatchOption) 
 
 // follow types the events turnlog.Follow yields.
 func (c *Client) follow(ctx context.Context, turnID string, from turnlog.From) iter.Seq2[Event, error] {
+	return c.followOf(ctx, turnID, from, nil)
+}
+
+// followOf is follow of a turn parent runs (nil: none, or not known).
+func (c *Client) followOf(ctx context.Context, turnID string, from turnlog.From, parent *ParentRef) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		for env, err := range turnlog.Follow(ctx, c.js, turnID, from) {
 			if err != nil {
 				yield(nil, fmt.Errorf("client: %w", err))
 				return
 			}
-			ev, err := fromEnvelope(env, nil)
+			ev, err := fromEnvelopeOf(env, nil, parent)
 			if !yield(ev, err) || err != nil {
 				return
 			}

@@ -174,7 +174,7 @@ func (c *Client) RunWorkflow(ctx context.Context, w Workflow) (string, error) {
 // follows them. A workflow not submitted yet is waited for; a failure is
 // yielded once with a nil event and ends the sequence, as does ctx ending.
 func (c *Client) WatchWorkflow(ctx context.Context, workflowID string, opts ...WatchOption) iter.Seq2[Event, error] {
-	from := watchFrom(opts)
+	from := watchOptions(opts).from
 	return func(yield func(Event, error) bool) {
 		if !events.ValidID(workflowID) {
 			yield(nil, fmt.Errorf("client: invalid workflow id %q", workflowID))

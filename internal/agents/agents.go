@@ -64,6 +64,15 @@ type Agent struct {
 	// system prompt, the first user message and the last N steps
 	// (fsm.Compact). 0 means no compaction: the whole conversation.
 	KeepSteps int
+	// Summarizer and OverTokens are a summarizing compaction,
+	// {agent: Name, over_tokens: N}: once a model call's input passes N
+	// tokens, a child turn of the agent Name summarizes the steps before
+	// the last KeepSteps (2 when unset), and later calls send the summary
+	// instead (fsm.CompactionDue).
+	Summarizer string
+	OverTokens int
+	// summarizerLine is the line of Summarizer, for Load's check.
+	summarizerLine int
 	// Prompt is the system prompt: the text after the front matter, trimmed.
 	Prompt string
 	// File is the file the agent came from.
@@ -222,6 +231,16 @@ func Load(path string) (*Set, []Diagnostic, error) {
 			if _, ok := set.agents[sub]; !ok {
 				diags = append(diags, Diagnostic{File: a.File, Line: a.subagentLines[i], Severity: Error,
 					Message: fmt.Sprintf("tools: agent:%s names no agent (known: %s)", sub, strings.Join(slices.Sorted(maps.Keys(set.agents)), ", "))})
+			}
+		}
+		if sum := a.Summarizer; sum != "" {
+			switch _, ok := set.agents[sum]; {
+			case !ok:
+				diags = append(diags, Diagnostic{File: a.File, Line: a.summarizerLine, Severity: Error,
+					Message: fmt.Sprintf("compaction: agent: %s names no agent (known: %s)", sum, strings.Join(slices.Sorted(maps.Keys(set.agents)), ", "))})
+			case sum == a.Name:
+				diags = append(diags, Diagnostic{File: a.File, Line: a.summarizerLine, Severity: Error,
+					Message: fmt.Sprintf("compaction: agent: %s is the agent itself, which cannot start itself", sum)})
 			}
 		}
 	}
@@ -470,7 +489,7 @@ func (p *parser) agent(open int, m *yaml.Node) *Agent {
 		case "timeout":
 			a.Timeout = p.duration(line, v)
 		case "compaction":
-			a.KeepSteps = p.compaction(open, line, v)
+			a.KeepSteps, a.Summarizer, a.OverTokens, a.summarizerLine = p.compaction(open, line, v)
 		case "tools":
 			// A tools list nobody can read offers nothing rather than everything.
 			var lines []int
@@ -584,44 +603,82 @@ func (p *parser) duration(line int, v *yaml.Node) time.Duration {
 	return 0
 }
 
-// compaction reads compaction: {keep_steps: N}. Anything unreadable is a
-// warning and means no compaction: the agent then sends its whole
+// compaction reads compaction: {keep_steps: N, agent: Name, over_tokens:
+// N}. Anything unreadable is a warning and means no compaction (or, for
+// agent and over_tokens, no summarizing): the agent then sends its whole
 // conversation, as an agent without the key does, which can cost tokens but
-// never hides a message the author meant the model to see.
-func (p *parser) compaction(open, line int, v *yaml.Node) int {
+// never hides a message the author meant the model to see. With an agent,
+// keep_steps defaults to DefaultKeepSteps.
+func (p *parser) compaction(open, line int, v *yaml.Node) (keep int, agent string, over, agentLine int) {
 	const off = "no compaction"
 	if v.Kind != yaml.MappingNode {
 		p.warnf(line, "compaction: %s is not a mapping such as {keep_steps: 8}; %s", describe(v), off)
-		return 0
+		return 0, "", 0, 0
 	}
-	keep, found := 0, false
+	seen := map[string]bool{}
+	keepBad := false
 	for k := 0; k+1 < len(v.Content); k += 2 {
 		kn, val := deref(v.Content[k]), deref(v.Content[k+1])
 		l := open + kn.Line
-		if kn.Kind != yaml.ScalarNode || kn.Value != "keep_steps" {
+		if kn.Kind != yaml.ScalarNode || (kn.Value != "keep_steps" && kn.Value != "agent" && kn.Value != "over_tokens") {
 			p.warnf(l, "compaction: unknown key %s", describe(kn))
 			continue
 		}
-		if found {
-			p.warnf(l, "compaction: duplicate key keep_steps; the first applies")
+		if seen[kn.Value] {
+			p.warnf(l, "compaction: duplicate key %s; the first applies", kn.Value)
 			continue
 		}
-		found = true
-		n, ok := intValue(val)
-		switch {
-		case !ok:
-			p.warnf(l, "compaction: keep_steps: %s is not an integer; %s", describe(val), off)
-		case n < 1:
-			p.warnf(l, "compaction: keep_steps: %d is less than 1; %s", n, off)
-		default:
-			keep = n
+		seen[kn.Value] = true
+		switch kn.Value {
+		case "keep_steps":
+			n, ok := intValue(val)
+			switch {
+			case !ok:
+				p.warnf(l, "compaction: keep_steps: %s is not an integer; %s", describe(val), off)
+				keepBad = true
+			case n < 1:
+				p.warnf(l, "compaction: keep_steps: %d is less than 1; %s", n, off)
+				keepBad = true
+			default:
+				keep = n
+			}
+		case "agent":
+			if val.Kind != yaml.ScalarNode || !validName.MatchString(val.Value) {
+				p.warnf(l, "compaction: agent: %s is not an agent's name; no summarizing", describe(val))
+				continue
+			}
+			agent, agentLine = val.Value, open+val.Line
+		case "over_tokens":
+			n, ok := intValue(val)
+			if !ok || n < 1 {
+				p.warnf(l, "compaction: over_tokens: %s is not an integer of at least 1; no summarizing", describe(val))
+				continue
+			}
+			over = n
 		}
 	}
-	if !found {
+	if (agent == "") != (over == 0) {
+		if agent == "" && !seen["agent"] {
+			p.warnf(line, "compaction: over_tokens without agent; no summarizing")
+		} else if over == 0 && !seen["over_tokens"] {
+			p.warnf(line, "compaction: agent without over_tokens; no summarizing")
+		}
+		agent, over, agentLine = "", 0, 0
+	}
+	switch {
+	case keepBad:
+		return 0, "", 0, 0
+	case !seen["keep_steps"] && agent != "":
+		keep = DefaultKeepSteps
+	case !seen["keep_steps"]:
 		p.warnf(line, "compaction: keep_steps is missing; %s", off)
 	}
-	return keep
+	return keep, agent, over, agentLine
 }
+
+// DefaultKeepSteps is how many of the latest steps a summarizing compaction
+// keeps as they are when the agent does not say.
+const DefaultKeepSteps = 2
 
 // list reads a list of tool names and the line of each. A single name is
 // taken as a list of one; anything unreadable is left out with a warning.

@@ -761,6 +761,9 @@ func TestSchema(t *testing.T) {
 		{"compaction not a mapping", "name: A\ncompaction: 8", false},
 		{"compaction without keep_steps", "name: A\ncompaction: {}", false},
 		{"compaction with another key", "name: A\ncompaction: {keep_steps: 2, summary: true}", false},
+		{"summarizing compaction", "name: A\ncompaction: {agent: S, over_tokens: 9000}", true},
+		{"summarizing compaction keeping 3", "name: A\ncompaction: {agent: S, over_tokens: 9000, keep_steps: 3}", true},
+		{"summarizing compaction without a threshold", "name: A\ncompaction: {agent: S}", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -810,5 +813,45 @@ func TestSubagentTools(t *testing.T) {
 	_, diags, err = Load(path)
 	if err == nil || !strings.Contains(err.Error(), "AGENTS.md:4: tools: agent:Nobody names no agent") {
 		t.Fatalf("an unknown agent must fail the load at its line: %v %v", err, diags)
+	}
+}
+
+// TestSummarizingCompaction: compaction {agent, over_tokens} names an agent
+// of the set (keep_steps 2 unless given); an unknown agent or the agent
+// itself is an error with the line; half of the pair is a warning and no
+// summarizing.
+func TestSummarizingCompaction(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "AGENTS.md")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("---\nname: Long\ncompaction: {agent: Sum, over_tokens: 9000}\n---\nLong.\n---\nname: Sum\n---\nSummarize.\n")
+	set, diags, err := Load(path)
+	if err != nil || len(diags) > 0 {
+		t.Fatalf("load: %v %v", err, diags)
+	}
+	long, _ := set.Get("Long")
+	if long.Summarizer != "Sum" || long.OverTokens != 9000 || long.KeepSteps != DefaultKeepSteps {
+		t.Fatalf("Long: %+v", long)
+	}
+	for src, want := range map[string]string{
+		"---\nname: Long\ncompaction:\n  agent: Nobody\n  over_tokens: 10\n---\nLong.\n": "AGENTS.md:4: compaction: agent: Nobody names no agent",
+		"---\nname: Long\ncompaction: {agent: Long, over_tokens: 10}\n---\nLong.\n":      "AGENTS.md:3: compaction: agent: Long is the agent itself",
+	} {
+		write(src)
+		if _, _, err := Load(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", src, err, want)
+		}
+	}
+	write("---\nname: Long\ncompaction: {agent: Sum, keep_steps: 3}\n---\nLong.\n---\nname: Sum\n---\nS.\n")
+	set, diags, err = Load(path)
+	long, _ = set.Get("Long")
+	if err != nil || len(diags) != 1 || !strings.Contains(diags[0].Message, "agent without over_tokens; no summarizing") ||
+		long.Summarizer != "" || long.KeepSteps != 3 {
+		t.Fatalf("agent without over_tokens: %v %v %+v", err, diags, long)
 	}
 }

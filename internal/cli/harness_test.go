@@ -74,6 +74,9 @@ type env struct {
 	calls *modelJobs
 	// connect opens the connections of the orchestrator and the worker.
 	connect func(testing.TB) (*nats.Conn, jetstream.JetStream)
+	// agents, when set, is the agents file the orchestrator serves instead
+	// of cliAgents, and root the directory the worker's tools read.
+	agents, root string
 }
 
 func newEnv(t *testing.T) *env {
@@ -82,13 +85,26 @@ func newEnv(t *testing.T) *env {
 	return newEnvOn(t, srv, srv.Connect)
 }
 
+// newEnvServing is newEnv with the orchestrator serving the agents file at
+// path, and the worker's tools reading root.
+func newEnvServing(t *testing.T, path, root string) *env {
+	t.Helper()
+	srv := natstest.Start(t)
+	return newEnvWith(t, srv, srv.Connect, path, root)
+}
+
 // newEnvOn is newEnv on a server of the test's own, whose processes connect
 // with connect (a server with nats.conf's users needs credentials).
 func newEnvOn(t *testing.T, srv *natstest.Server, connect func(testing.TB) (*nats.Conn, jetstream.JetStream)) *env {
 	t.Helper()
+	return newEnvWith(t, srv, connect, "", "")
+}
+
+func newEnvWith(t *testing.T, srv *natstest.Server, connect func(testing.TB) (*nats.Conn, jetstream.JetStream), agentsPath, root string) *env {
+	t.Helper()
 	nc, js := connect(t)
 	e := &env{t: t, srv: srv, nc: nc, js: js, dir: t.TempDir(), calls: &modelJobs{jobs: map[string][]model.Request{}},
-		connect: connect}
+		connect: connect, agents: agentsPath, root: root}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := bus.EnsureStreams(ctx, js); err != nil {
@@ -120,9 +136,12 @@ func (e *env) logger() *slog.Logger {
 // ends or the returned stop is called.
 func (e *env) orchestrator() (stop func()) {
 	e.t.Helper()
-	path := filepath.Join(e.dir, "AGENTS.md")
-	if err := os.WriteFile(path, []byte(cliAgents), 0o644); err != nil {
-		e.t.Fatal(err)
+	path := e.agents
+	if path == "" {
+		path = filepath.Join(e.dir, "AGENTS.md")
+		if err := os.WriteFile(path, []byte(cliAgents), 0o644); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 	set, _, err := agents.Load(path)
 	if err != nil {
@@ -140,7 +159,11 @@ func (e *env) orchestrator() (stop func()) {
 func (e *env) worker() {
 	e.t.Helper()
 	nc, _ := e.connect(e.t)
-	builtins, err := tools.Builtins(e.t.TempDir(), false)
+	root := e.root
+	if root == "" {
+		root = e.t.TempDir()
+	}
+	builtins, err := tools.Builtins(root, false)
 	if err != nil {
 		e.t.Fatal(err)
 	}

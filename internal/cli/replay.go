@@ -76,6 +76,39 @@ func (c *command) readLogs(ctx context.Context, turns ...string) (map[string][]e
 	return out, nil
 }
 
+// readChildren reads the logs of the turns the log's subagent calls ran, and
+// of theirs, by turn id; a child not started yet has none.
+func (c *command) readChildren(ctx context.Context, log []events.Envelope) (map[string][]events.Envelope, error) {
+	out := map[string][]events.Envelope{}
+	for level, next := 0, childTurns(log); len(next) > 0 && level < fsm.MaxDepth; level++ {
+		logs, err := c.readLogs(ctx, next...)
+		if err != nil {
+			return nil, err
+		}
+		next = nil
+		for id, l := range logs {
+			out[id] = l
+			next = append(next, childTurns(l)...)
+		}
+	}
+	return out, nil
+}
+
+// childTurns lists the turns a log's subagent calls run.
+func childTurns(log []events.Envelope) []string {
+	var out []string
+	for _, e := range log {
+		if e.Type != events.ToolRequested {
+			continue
+		}
+		var d events.ToolRequestedData
+		if json.Unmarshal(e.Data, &d) == nil && d.ChildTurnID != "" && events.ValidID(d.ChildTurnID) {
+			out = append(out, d.ChildTurnID)
+		}
+	}
+	return out
+}
+
 func readLogFile(path string) ([]events.Envelope, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -147,7 +180,13 @@ func replay(ctx context.Context, c *command, args []string) int {
 		return c.replayWorkflow(ctx, log, *file == "", *verify, *asJSON, *at)
 	}
 	if *html != "" {
-		return c.timeline(*html, log)
+		var children map[string][]events.Envelope
+		if *file != "" {
+			log, children = splitWorkflowFile(log)
+		} else if children, err = c.readChildren(ctx, log); err != nil {
+			return c.fail("%v", err)
+		}
+		return c.timeline(*html, log, children)
 	}
 	if *verify {
 		n, err := fsm.Verify(log)

@@ -161,8 +161,13 @@ func demo(ctx context.Context, c *command, args []string) int {
 	root := c.flags.String("root", ".", "directory the file tools may read")
 	verbose := c.flags.Bool("v", false, "log what the processes do")
 	workflowFile := c.flags.String("workflow", "", "run this workflow file (see examples/workflow) instead of the sample turn")
+	agent := c.flags.String("agent", "", "run the sample turn with this agent of --agents, on the agent's own model (see examples/subagents)")
+	input := c.flags.String("input", "", "the sample turn's prompt, with --agent")
 	if !c.parse(args) {
 		return c.exit
+	}
+	if *input != "" && *agent == "" {
+		return c.usageErr("--input goes with --agent")
 	}
 	level := slog.LevelError
 	if *verbose {
@@ -195,6 +200,17 @@ func demo(ctx context.Context, c *command, args []string) int {
 		return code
 	}
 	sub := demoTurn()
+	if *agent != "" {
+		if _, ok := set.Get(*agent); !ok {
+			stop()
+			_ = s.stop()
+			return c.usageErr("--agent %s: no such agent in %s", *agent, *agentsPath)
+		}
+		sub.Agent, sub.Model = *agent, ""
+		if *input != "" {
+			sub.Input = []events.Message{{Role: events.RoleUser, Content: *input}}
+		}
+	}
 	if err := Submit(ctx, s.nc, sub); err != nil {
 		stop()
 		_ = s.stop()

@@ -3,6 +3,7 @@ package cli
 import (
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -50,23 +51,27 @@ const (
 // Timeline is a turn laid out on a time axis: what the HTML page draws. All
 // times are milliseconds since the turn's first event.
 type Timeline struct {
-	TurnID     string             `json:"turn_id"`
-	SessionID  string             `json:"session_id"`
-	Agent      string             `json:"agent,omitempty"`
-	Model      string             `json:"model,omitempty"`
-	Input      string             `json:"input,omitempty"`
-	Limits     *events.Limits     `json:"limits,omitempty"`
-	Started    time.Time          `json:"started"`
-	EndMs      float64            `json:"end_ms"`
-	Running    bool               `json:"running"`
-	Steps      []TimelineStep     `json:"steps"`
-	Pauses     []TimelinePause    `json:"pauses"`
-	Summary    *TimelineSummary   `json:"summary,omitempty"`
-	Sentinel   *TimelineSentinel  `json:"sentinel,omitempty"`
-	Finished   *TimelineFinish    `json:"finished,omitempty"`
-	ForkedFrom *events.ForkedFrom `json:"forked_from,omitempty"`
+	TurnID    string            `json:"turn_id"`
+	SessionID string            `json:"session_id"`
+	Agent     string            `json:"agent,omitempty"`
+	Model     string            `json:"model,omitempty"`
+	Input     string            `json:"input,omitempty"`
+	Limits    *events.Limits    `json:"limits,omitempty"`
+	Started   time.Time         `json:"started"`
+	EndMs     float64           `json:"end_ms"`
+	Running   bool              `json:"running"`
+	Steps     []TimelineStep    `json:"steps"`
+	Pauses    []TimelinePause   `json:"pauses"`
+	Summary   *TimelineSummary  `json:"summary,omitempty"`
+	Sentinel  *TimelineSentinel `json:"sentinel,omitempty"`
+	// Compactions mark the turn's summarizing compactions (turn.compacted).
+	Compactions []TimelineCompaction `json:"compactions,omitempty"`
+	Finished    *TimelineFinish      `json:"finished,omitempty"`
+	ForkedFrom  *events.ForkedFrom   `json:"forked_from,omitempty"`
 	// Workflow names the workflow task the turn runs, if any.
 	Workflow *events.WorkflowRef `json:"workflow,omitempty"`
+	// Parent names the call that runs the turn, if it is a subagent's.
+	Parent *events.ParentRef `json:"parent,omitempty"`
 	// Rows are the trace's rows (as replay --json prints them), for the
 	// event table under the chart.
 	Rows []Row `json:"rows"`
@@ -122,6 +127,12 @@ type TimelineTool struct {
 	DurationMs int64   `json:"duration_ms"`
 	Worker     string  `json:"worker,omitempty"`
 	Attempts   int     `json:"attempts,omitempty"`
+	// ChildTurnID is the turn a subagent call runs; Child is that turn on
+	// the same axis, drawn as a band under the call, and ChildMissing says
+	// why it is not there: no log (yet), or one that does not fold.
+	ChildTurnID  string    `json:"child_turn_id,omitempty"`
+	Child        *Timeline `json:"child,omitempty"`
+	ChildMissing string    `json:"child_missing,omitempty"`
 }
 
 // TimelinePause is a span in which the turn waited for a reply or an
@@ -158,6 +169,16 @@ type TimelineSentinel struct {
 	Text   string              `json:"text"`
 }
 
+// TimelineCompaction marks a turn.compacted: the summary, written by the
+// child turn ChildTurnID, that replaced the steps through ThroughStep.
+type TimelineCompaction struct {
+	AtMs        float64 `json:"at_ms"`
+	ThroughStep int     `json:"through_step"`
+	ChildTurnID string  `json:"child_turn_id"`
+	Summary     string  `json:"summary,omitempty"`
+	Error       string  `json:"error,omitempty"`
+}
+
 // TimelineFinish marks the turn.finished.
 type TimelineFinish struct {
 	AtMs       float64           `json:"at_ms"`
@@ -172,16 +193,29 @@ type TimelineFinish struct {
 // or tool call, a pause) is open and ends at the last event. It fails only
 // when the log does not fold through the machine.
 func BuildTimeline(log []events.Envelope) (*Timeline, error) {
+	return BuildTimelineWithChildren(log, nil)
+}
+
+// BuildTimelineWithChildren is BuildTimeline with the logs of the turn's
+// subagents (and theirs), by turn id: each child is laid out on the
+// parent's axis under the call that runs it.
+func BuildTimelineWithChildren(log []events.Envelope, children map[string][]events.Envelope) (*Timeline, error) {
 	if len(log) == 0 {
 		return nil, fmt.Errorf("timeline: empty log")
 	}
-	return buildTimeline(log, log[0].Time)
+	return buildTimeline(log, log[0].Time, children)
 }
 
 // buildTimeline is BuildTimeline on an axis that starts at t0: a workflow
 // lays its tasks' turns out from its own first event, so each turn's steps
-// fall inside its task's band. The event rows keep the turn's own times.
-func buildTimeline(log []events.Envelope, t0 time.Time) (*Timeline, error) {
+// fall inside its task's band, and a turn its subagents' turns. The event
+// rows keep the turn's own times. children holds the logs of subagents'
+// turns by id.
+func buildTimeline(log []events.Envelope, t0 time.Time, children map[string][]events.Envelope) (*Timeline, error) {
+	return buildTimelineAt(log, t0, children, 0)
+}
+
+func buildTimelineAt(log []events.Envelope, t0 time.Time, children map[string][]events.Envelope, depth int) (*Timeline, error) {
 	at := func(e events.Envelope) float64 {
 		// Microseconds keep sub-millisecond tool calls apart on a zoomed axis.
 		return math.Round(float64(e.Time.Sub(t0).Microseconds())) / 1000
@@ -225,6 +259,7 @@ func buildTimeline(log []events.Envelope, t0 time.Time) (*Timeline, error) {
 				return nil, err
 			}
 			tl.Agent, tl.Model, tl.Limits, tl.ForkedFrom, tl.Workflow = d.Agent, d.Model, &d.Limits, d.ForkedFrom, d.Workflow
+			tl.Parent = d.Parent
 			for _, m := range d.Input {
 				if m.Role == events.RoleUser {
 					tl.Input = clipKeep(m.Content, excerptText)
@@ -252,7 +287,7 @@ func buildTimeline(log []events.Envelope, t0 time.Time) (*Timeline, error) {
 			}
 			s := step(e.Step)
 			s.Tools = append(s.Tools, TimelineTool{CallID: d.CallID, Name: d.Name, Arguments: string(d.Arguments),
-				Lane: len(s.Tools), StartMs: now, Open: true})
+				Lane: len(s.Tools), StartMs: now, Open: true, ChildTurnID: d.ChildTurnID})
 		case events.ToolCompleted:
 			var d events.ToolCompletedData
 			if err := decode(e, &d); err != nil {
@@ -267,6 +302,9 @@ func buildTimeline(log []events.Envelope, t0 time.Time) (*Timeline, error) {
 			c.EndMs, c.Open = now, false
 			c.Output, c.IsError, c.Final = clipKeep(d.Output, excerptOutput), d.IsError, d.Final
 			c.DurationMs, c.Worker, c.Attempts = d.DurationMs, d.Worker, d.Attempts
+			if c.ChildTurnID == "" {
+				c.ChildTurnID = d.ChildTurnID
+			}
 		case events.TurnPaused:
 			var d events.TurnPausedData
 			if err := decode(e, &d); err != nil {
@@ -311,6 +349,13 @@ func buildTimeline(log []events.Envelope, t0 time.Time) (*Timeline, error) {
 				tl.Summary = &TimelineSummary{Step: e.Step, StartMs: now}
 			}
 			tl.Summary.EndMs, tl.Summary.Open, tl.Summary.Usage = now, false, d.Usage
+		case events.TurnCompacted:
+			var d events.TurnCompactedData
+			if err := decode(e, &d); err != nil {
+				return nil, err
+			}
+			tl.Compactions = append(tl.Compactions, TimelineCompaction{AtMs: now, ThroughStep: d.ThroughStep,
+				ChildTurnID: d.ChildTurnID, Summary: clipKeep(d.Summary, excerptText), Error: d.Error})
 		case events.TurnFinished:
 			var d events.TurnFinishedData
 			if err := decode(e, &d); err != nil {
@@ -345,7 +390,50 @@ func buildTimeline(log []events.Envelope, t0 time.Time) (*Timeline, error) {
 	if tl.Summary != nil && tl.Summary.Open {
 		tl.Summary.EndMs = tl.EndMs
 	}
+	for i := range tl.Steps {
+		for j := range tl.Steps[i].Tools {
+			c := &tl.Steps[i].Tools[j]
+			if c.ChildTurnID == "" {
+				continue
+			}
+			clog, ok := children[c.ChildTurnID]
+			switch {
+			case !ok || len(clog) == 0:
+				c.ChildMissing = "no log (yet)"
+			case depth >= fsm.MaxDepth:
+				// A chain is never deeper; logs that say otherwise are not
+				// followed further.
+				c.ChildMissing = "deeper than subagents go"
+			default:
+				child, err := buildTimelineAt(clog, t0, children, depth+1)
+				if err != nil {
+					c.ChildMissing = "its log does not fold: " + err.Error()
+					continue
+				}
+				c.Child = child
+			}
+		}
+	}
 	return tl, nil
+}
+
+// Children returns the subagents' turns drawn under the timeline's calls,
+// and theirs, by turn id.
+func (tl *Timeline) Children() map[string]*Timeline {
+	out := map[string]*Timeline{}
+	var walk func(*Timeline)
+	walk = func(t *Timeline) {
+		for _, s := range t.Steps {
+			for _, c := range s.Tools {
+				if c.Child != nil {
+					out[c.ChildTurnID] = c.Child
+					walk(c.Child)
+				}
+			}
+		}
+	}
+	walk(tl)
+	return out
 }
 
 // foldRows folds the log into one Row per event: replay --json prints them,
@@ -444,8 +532,8 @@ func writeTimelineFileWith(path string, write func(io.Writer) error) (err error)
 // timeline is replay --html: it writes the page, then checks the log like a
 // replay does. A log that does not fold gets no page and exits 1, as replay
 // does; so does one that breaks the invariants, after its page is written.
-func (c *command) timeline(path string, log []events.Envelope) int {
-	tl, err := BuildTimeline(log)
+func (c *command) timeline(path string, log []events.Envelope, children map[string][]events.Envelope) int {
+	tl, err := BuildTimelineWithChildren(log, children)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "jetloop replay: the log does not fold: %v\n", err)
 		return ExitStopped
@@ -453,10 +541,20 @@ func (c *command) timeline(path string, log []events.Envelope) int {
 	if err := writeTimelineFile(path, tl, log); err != nil {
 		return c.fail("%v", err)
 	}
-	if err := events.CheckLog(log); err != nil {
+	problems := []error{events.CheckLog(log)}
+	for id := range tl.Children() {
+		if err := events.CheckLog(children[id]); err != nil {
+			problems = append(problems, fmt.Errorf("subagent turn %s: %w", id, err))
+		}
+	}
+	if err := errors.Join(problems...); err != nil {
 		fmt.Fprintf(c.stderr, "jetloop replay: wrote %s, but the log breaks the invariants: %v\n", path, err)
 		return ExitStopped
 	}
-	fmt.Fprintf(c.stdout, "wrote %s: %d events, %d steps\n", path, len(log), len(tl.Steps))
+	msg := fmt.Sprintf("wrote %s: %d events, %d steps", path, len(log), len(tl.Steps))
+	if n := len(tl.Children()); n > 0 {
+		msg += fmt.Sprintf(", %d subagent turns", n)
+	}
+	fmt.Fprintln(c.stdout, msg)
 	return ExitOK
 }

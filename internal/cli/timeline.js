@@ -5,7 +5,10 @@
 // #timeline-data; `jetloop ui` serves it as a file and calls
 // jetloopTimeline(tl, opts) itself, then update(tl) as the events arrive.
 // Both pages hold the same elements (#timeline, #tooltip, the toolbar's).
-// opts.taskHref(task), when given, links each task's band to its turn.
+// opts.taskHref(task), when given, links each task's band to its turn;
+// opts.turnHref(turnID), a subagent's band to its turn and a subagent's
+// page back to its parent. A subagent call's child turn (tl's tools'
+// child) is drawn as a band under the call, on the same axis.
 "use strict";
 var jetloopTimeline = (function () {
 function mount(tl, opts) {
@@ -21,10 +24,31 @@ function mount(tl, opts) {
   // same rows as a turn's, their ids prefixed by the task ("task-2-step-1").
   function isWorkflow() { return !!tl.tasks; }
   function turns() {
-    if (!isWorkflow()) return [{ turn: tl, key: "", task: null }];
-    return tl.tasks.filter(function (k) { return !!k.turn; }).map(function (k) {
-      return { turn: k.turn, key: "task-" + k.task + "-", task: k };
+    var top = !isWorkflow() ? [{ turn: tl, key: "", task: null, depth: 0 }] :
+      tl.tasks.filter(function (k) { return !!k.turn; }).map(function (k) {
+        return { turn: k.turn, key: "task-" + k.task + "-", task: k, depth: 0 };
+      });
+    var out = [];
+    top.forEach(function (c) { out.push(c); out.push.apply(out, descendants(c)); });
+    return out;
+  }
+  // childOf is the drawing context of call k's child turn, under c's turn:
+  // its ids start with child-<turn id>-, so a call id that two turns share
+  // names two bars.
+  function childOf(c, k) {
+    return { turn: k.child, key: "child-" + k.child_turn_id + "-", task: c.task, depth: c.depth + 1, call: k };
+  }
+  function descendants(c) {
+    var out = [];
+    c.turn.steps.forEach(function (s) {
+      s.tools.forEach(function (k) {
+        if (!k.child) return;
+        var d = childOf(c, k);
+        out.push(d);
+        out.push.apply(out, descendants(d));
+      });
     });
+    return out;
   }
   // pauses lists every span in which something waited for a person: a
   // turn's pauses, and a workflow's gate waits.
@@ -178,13 +202,15 @@ function mount(tl, opts) {
   // stepRow draws step s of turn t; c.key prefixes its ids and c.task, in a
   // workflow, is the task whose band holds it.
   function stepRow(s, c) {
-    var t = c.turn, key = c.key, task = c.task ? c.task.task : null;
+    var t = c.turn, key = c.key, task = c.task ? c.task.task : null, nested = c.depth > 0;
     var what = (task ? "task " + task + " " : "") + "step " + s.step;
     var row = el("div", "row step", { id: key + "step-" + s.step, "data-step": s.step });
     if (task) row.setAttribute("data-task", task);
+    if (c.depth) row.setAttribute("data-turn", t.turn_id);
     if (s.decision) row.setAttribute("data-decision", s.decision);
     if (s.stop_reason) row.setAttribute("data-stop-reason", s.stop_reason);
     var lab = el("div", "label");
+    indent(lab, c);
     var name = el("button", "name", { type: "button", title: "zoom to " + what }, "Step " + s.step);
     name.addEventListener("click", function () { zoom(s.start_ms, s.end_ms, what); });
     lab.appendChild(name);
@@ -233,9 +259,11 @@ function mount(tl, opts) {
 
     s.tools.forEach(function (c) {
       var lane = el("div", "lane tool-lane", { "data-lane": c.lane });
-      var bar = el("div", "bar tool-bar" + (c.is_error ? " error" : "") + (c.final ? " final" : "") + (c.open ? " open" : ""),
-        { id: "call-" + c.call_id, "data-call-id": c.call_id, "data-step": s.step, "data-tool": c.name,
+      var bar = el("div", "bar tool-bar" + (c.is_error ? " error" : "") + (c.final ? " final" : "") + (c.open ? " open" : "") +
+        (c.child_turn_id ? " subagent-bar" : ""),
+        { id: (nested ? key : "") + "call-" + c.call_id, "data-call-id": c.call_id, "data-step": s.step, "data-tool": c.name,
           "aria-label": c.name + " " + c.call_id });
+      if (c.child_turn_id) bar.setAttribute("data-child-turn", c.child_turn_id);
       if (task) bar.setAttribute("data-task", task);
       place(bar, c.start_ms, c.end_ms);
       tipFor(bar, function () {
@@ -246,7 +274,8 @@ function mount(tl, opts) {
           ["time", span(c.start_ms, c.end_ms, c.open, t.running)],
           ["worker time", c.open ? "" : c.duration_ms + " ms"],
           ["worker", c.worker],
-          ["attempts", c.attempts]
+          ["attempts", c.attempts],
+          ["subagent turn", c.child_turn_id]
         ]));
         f.appendChild(el("div", "", {}, "arguments"));
         f.appendChild(pre(c.arguments || "{}"));
@@ -272,6 +301,7 @@ function mount(tl, opts) {
     var row = el("div", "row summary", { id: c.key + "summary", "data-step": sm.step });
     if (c.task) row.setAttribute("data-task", c.task.task);
     var lab = el("div", "label");
+    indent(lab, c);
     lab.appendChild(el("span", "name", {}, "Summary"));
     lab.appendChild(el("span", "sub", {}, "not a step"));
     lab.appendChild(el("span", "sub", {}, ms(sm.end_ms - sm.start_ms)));
@@ -374,6 +404,23 @@ function mount(tl, opts) {
       });
       o.appendChild(sn);
     });
+    turns().forEach(function (c) {
+      (c.turn.compactions || []).forEach(function (cp) {
+        var n = el("div", "marker compaction-marker" + (cp.error ? " error" : ""),
+          { id: c.key + "compaction-" + cp.through_step, "data-through-step": cp.through_step, "data-child-turn": cp.child_turn_id });
+        if (c.task) n.setAttribute("data-task", c.task.task);
+        n.style.left = pct(cp.at_ms) + "%";
+        markLabel(o, cp.at_ms, cp.at_ms, "compaction-label", (cp.error ? "not summarized: steps 1-" : "summarized: steps 1-") + cp.through_step);
+        tipFor(n, function () {
+          var f = document.createDocumentFragment();
+          f.appendChild(el("div", "t", {}, "turn.compacted · steps 1-" + cp.through_step));
+          f.appendChild(dl([["turn", cp.child_turn_id], ["error", cp.error]]));
+          if (cp.summary) f.appendChild(pre(cp.summary));
+          return f;
+        });
+        o.appendChild(n);
+      });
+    });
     var fin = tl.finished;
     var mk = el("div", fin ? "marker finish-marker stop-" + fin.stop_reason : "marker now-marker",
       fin ? { id: "finish", "data-stop-reason": fin.stop_reason } : { id: "now" });
@@ -418,10 +465,88 @@ function mount(tl, opts) {
     return row;
   }
 
-  // turnRows draws a turn's steps and its summary call, as rows of parent.
+  // turnRows draws a turn's steps and its summary call, as rows of parent,
+  // each step followed by the bands of the subagents its calls ran.
   function turnRows(parent, c) {
-    c.turn.steps.forEach(function (s) { parent.appendChild(stepRow(s, c)); });
+    c.turn.steps.forEach(function (s) {
+      parent.appendChild(stepRow(s, c));
+      s.tools.forEach(function (k) { if (k.child_turn_id) parent.appendChild(childBand(c, k, s)); });
+    });
     if (c.turn.summary) parent.appendChild(summaryRow(c.turn.summary, c));
+  }
+
+  // indent shifts a label right by its turn's depth of subagent calls.
+  function indent(lab, c) {
+    if (c.depth) lab.style.paddingLeft = (0.6 + 1.1 * c.depth) + "rem";
+  }
+  function turnLink(id, cls) {
+    return opts.turnHref ? el("a", "sub turn-link" + (cls ? " " + cls : ""), { href: opts.turnHref(id) }, id) : el("span", "sub", {}, id);
+  }
+
+  // childBand draws the child turn of subagent call k (of step s of c's
+  // turn) as a band: a head row with a bar from the call to its result,
+  // then the child's own rows, one level deeper.
+  function childBand(c, k, s) {
+    var ch = k.child, fin = ch && ch.finished, open = k.open || (ch && ch.running);
+    var band = el("div", "child-band" + (open ? " open" : fin && !good(fin.stop_reason) || k.is_error ? " failed" : ""),
+      { id: "child-" + k.child_turn_id, "data-turn": k.child_turn_id, "data-parent-turn": c.turn.turn_id,
+        "data-call-id": k.call_id, "data-step": s.step, "data-depth": c.depth + 1 });
+    if (c.task) band.setAttribute("data-task", c.task.task);
+    var d = ch ? childOf(c, k) : { turn: null, key: "child-" + k.child_turn_id + "-", task: c.task, depth: c.depth + 1, call: k };
+    var agent = ch && ch.agent ? ch.agent : k.name;
+    var row = el("div", "row child-head", { "data-turn": k.child_turn_id });
+    var lab = el("div", "label");
+    indent(lab, d);
+    var name = el("button", "name", { type: "button", title: "zoom to subagent " + agent }, "↳ " + agent);
+    name.addEventListener("click", function () { zoom(k.start_ms, k.end_ms, "subagent " + agent); });
+    lab.appendChild(name);
+    lab.appendChild(turnLink(k.child_turn_id));
+    var status = fin ? "stop: " + fin.stop_reason : open ? (tl.running ? "running" : "cut short") : k.is_error ? "error" : "";
+    lab.appendChild(el("span", "sub" + (fin ? " stop stop-" + fin.stop_reason : ""), {}, status));
+    row.appendChild(lab);
+    var plot = el("div", "plot");
+    grid(plot);
+    var lane = el("div", "lane child-lane");
+    var bar = el("div", "bar child-bar" + (open ? " open" : "") + (k.is_error ? " error" : ""),
+      { id: "child-bar-" + k.child_turn_id, "data-turn": k.child_turn_id, "data-call-id": k.call_id,
+        "aria-label": "subagent " + agent + " " + k.child_turn_id });
+    place(bar, k.start_ms, k.end_ms);
+    var mt = fin ? fin.metrics : null;
+    tipFor(bar, function () {
+      var f = document.createDocumentFragment();
+      f.appendChild(el("div", "t", {}, "subagent " + agent + " · " + (fin ? fin.stop_reason : open ? "running" : "")));
+      f.appendChild(dl([
+        ["turn", k.child_turn_id],
+        ["call", k.call_id + " of " + c.turn.turn_id],
+        ["time", span(k.start_ms, k.end_ms, open, tl.running)],
+        ["steps", mt ? mt.steps : ""], ["tool calls", mt ? mt.tool_calls : ""], ["model calls", mt ? mt.model_calls : ""],
+        ["tokens", mt ? mt.input_tokens + " in / " + mt.output_tokens + " out" : ""],
+        ["error", fin ? fin.error : ""], ["log", k.child_missing]
+      ]));
+      if (ch && ch.input) f.appendChild(pre(ch.input));
+      if (k.output) {
+        f.appendChild(el("div", "", {}, "result"));
+        f.appendChild(pre(k.output));
+      }
+      return f;
+    });
+    lane.appendChild(bar);
+    var task = ch && ch.input ? ch.input.split("\n")[0] : "";
+    var cap = [agent + (task ? ": " + (task.length > 48 ? task.slice(0, 47) + "…" : task) : "") + " "];
+    cap.push(el("span", fin && !good(fin.stop_reason) ? "err" : "dim", {}, open ? "· running" :
+      "· " + (fin ? fin.stop_reason + " · " : "") + ms(k.end_ms - k.start_ms) +
+      (mt ? " · " + count(mt.steps, "step") + " · " + count(mt.tool_calls, "tool call") : "")));
+    label(lane, k.start_ms, k.end_ms, cap);
+    plot.appendChild(lane);
+    row.appendChild(plot);
+    band.appendChild(row);
+    if (ch) turnRows(band, d);
+    if (!ch || (!ch.steps.length && !ch.summary)) {
+      var empty = emptyRow(k.child_missing ? "no log" : "no steps");
+      indent(empty.firstChild, d);
+      band.appendChild(empty);
+    }
+    return band;
   }
 
   function count(n, what) { return n + " " + what + (n === 1 ? "" : "s"); }

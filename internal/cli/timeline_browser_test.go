@@ -511,3 +511,97 @@ func TestWorkflowTimelineInChromium(t *testing.T) {
 		}
 	}
 }
+
+// TestSubagentTimelineInChromium renders the page of make demo-subagents'
+// turn (examples/subagents: a Lead whose calls run a Researcher and a
+// Coder) in headless Chromium and checks, in the DOM the page's script
+// built, that each child is a band right under the step of its call,
+// linked to the call, holding exactly the child's steps and calls, and
+// that a link to a child's call opens its details.
+func TestSubagentTimelineInChromium(t *testing.T) {
+	bin := chromium(t)
+	e, id, log, children := runSubagentsExample(t)
+	page := filepath.Join(t.TempDir(), "lead.html")
+	e.mustRun(ExitOK, "replay", "--html", page, id)
+	_, els := dumpDOM(t, bin, page)
+	_, parentCalls := stepsAndCalls(log)
+
+	// The elements of each child's band, in document order: a band runs
+	// from its start tag to the next step row of the parent, the next band
+	// or the row of marks.
+	bands := map[string][]element{}
+	band, prevStep := "", ""
+	var subBars []element
+	for _, el := range els {
+		switch {
+		case el.hasClass("child-band"):
+			band = el.attrs["data-turn"]
+			if el.attrs["id"] != "child-"+band || el.attrs["data-parent-turn"] != id || el.attrs["data-depth"] != "1" {
+				t.Errorf("band %s: %v", band, el.attrs)
+			}
+			// Right under the step that made its call.
+			if step, ok := parentCalls[el.attrs["data-call-id"]]; !ok || fmt.Sprint(step) != prevStep || el.attrs["data-step"] != prevStep {
+				t.Errorf("band %s for call %s follows step %s, the call is in step %d (%v)", band, el.attrs["data-call-id"], prevStep, step, ok)
+			}
+			continue
+		case el.hasClass("step") && el.hasClass("row") && el.attrs["data-turn"] == "":
+			band, prevStep = "", el.attrs["data-step"]
+		case el.hasClass("marks") && el.hasClass("row"):
+			band = ""
+		case el.hasClass("subagent-bar"):
+			subBars = append(subBars, el)
+		}
+		if band != "" {
+			bands[band] = append(bands[band], el)
+		}
+	}
+	if len(bands) != 2 || len(subBars) != 2 {
+		t.Fatalf("%d child bands and %d subagent call bars drawn, want 2 and 2", len(bands), len(subBars))
+	}
+	for _, b := range subBars {
+		if _, ok := children[b.attrs["data-child-turn"]]; !ok {
+			t.Errorf("the call bar %s names child %q", b.attrs["id"], b.attrs["data-child-turn"])
+		}
+	}
+	for child, clog := range children {
+		steps, calls := stepsAndCalls(clog)
+		rows, heads := map[string]bool{}, 0
+		for _, el := range bands[child] {
+			switch {
+			case el.hasClass("child-bar"):
+				heads++
+				if !strings.Contains(el.attrs["style"], "left:") || !strings.Contains(el.attrs["style"], "width:") {
+					t.Errorf("child %s's bar is not placed on the axis: %q", child, el.attrs["style"])
+				}
+			case el.hasClass("step") && el.hasClass("row"):
+				rows[el.attrs["data-step"]] = true
+				if el.attrs["data-turn"] != child || el.attrs["id"] != "child-"+child+"-step-"+el.attrs["data-step"] {
+					t.Errorf("child %s: step row %v", child, el.attrs)
+				}
+			case el.hasClass("tool-bar"):
+				cid := el.attrs["data-call-id"]
+				if step, ok := calls[cid]; !ok || el.attrs["data-step"] != fmt.Sprint(step) || el.attrs["id"] != "child-"+child+"-call-"+cid {
+					t.Errorf("band %s draws call %v; its turn has it in step %d (%v)", child, el.attrs, step, ok)
+				}
+				delete(calls, cid)
+			}
+		}
+		if heads != 1 || len(rows) != len(steps) || len(calls) > 0 {
+			t.Errorf("band %s: %d head bars, %d step rows for %d steps, calls not drawn %v", child, heads, len(rows), len(steps), calls)
+		}
+	}
+
+	// A link to a child's call opens with its details shown.
+	for child, clog := range children {
+		_, calls := stepsAndCalls(clog)
+		for cid := range calls {
+			dom, _ := dumpDOM(t, bin, page+"#child-"+child+"-call-"+cid)
+			// The tooltip's own tag says whether it is hidden: an output may
+			// say "hidden" too.
+			tip := regexp.MustCompile(`(?s)(<div id="tooltip"[^>]*>)(.*?)</div>\s*<script`).FindStringSubmatch(dom)
+			if tip == nil || strings.Contains(tip[1], " hidden") || !strings.Contains(tip[2], "<dd>"+cid+"</dd>") {
+				t.Errorf("no details shown for the child's call %s: %v", cid, tip)
+			}
+		}
+	}
+}

@@ -185,7 +185,7 @@ func BuildWorkflowTimeline(log []events.Envelope, turns map[string][]events.Enve
 			t.Missing = "no log of turn " + t.TurnID
 			continue
 		}
-		tl, err := buildTimeline(tlog, t0)
+		tl, err := buildTimeline(tlog, t0, turns)
 		if err != nil {
 			t.Missing = fmt.Sprintf("the log of turn %s does not fold: %v", t.TurnID, err)
 			continue

@@ -84,7 +84,7 @@ func (t *Trace) Event(e events.Envelope) error {
 		t.start = e.Time
 		fmt.Fprintf(t.w, "%s %s  session %s\n", t.style("turn", bold), e.TurnID, e.SessionID)
 	}
-	if e.Type == events.ToolCompleted {
+	if e.Type == events.ToolCompleted || e.Type == events.TurnCompacted {
 		t.child(e)
 	}
 	after := t.state.Phase
@@ -93,7 +93,7 @@ func (t *Trace) Event(e events.Envelope) error {
 	switch e.Type {
 	case events.TurnFinished:
 		typ = t.style(typ, bold)
-	case events.TurnSentinel, events.TurnPaused:
+	case events.TurnSentinel, events.TurnPaused, events.TurnCompacted:
 		typ = t.style(typ, yellow)
 	}
 	fmt.Fprintf(t.w, "  %s %s %-26s %s %s\n", t.style(fmt.Sprintf("%3d", e.Seq), dim),
@@ -112,8 +112,8 @@ func (t *Trace) Event(e events.Envelope) error {
 }
 
 // child prints the trace of the subagent turn whose end a tool.completed
-// is, indented, just above the result: a child ends before its call does,
-// so its whole log is there to read.
+// (or a turn.compacted, the summary's turn) is, indented, just above it: a
+// child ends before its call does, so its whole log is there to read.
 func (t *Trace) child(e events.Envelope) {
 	var d struct {
 		ChildTurnID string `json:"child_turn_id"`
@@ -213,6 +213,13 @@ func (t *Trace) detail(e events.Envelope) string {
 		var d events.TurnSentinelData
 		_ = json.Unmarshal(e.Data, &d)
 		return fmt.Sprintf("%s: %s", d.Kind, clip(d.Text, 70))
+	case events.TurnCompacted:
+		var d events.TurnCompactedData
+		_ = json.Unmarshal(e.Data, &d)
+		if d.Error != "" {
+			return fmt.Sprintf("steps 1-%d not summarized: %s", d.ThroughStep, t.style(d.Error, red))
+		}
+		return fmt.Sprintf("steps 1-%d summarized by turn %s: %s", d.ThroughStep, d.ChildTurnID, clip(d.Summary, 60))
 	case events.TurnFinished:
 		var d events.TurnFinishedData
 		_ = json.Unmarshal(e.Data, &d)

@@ -518,13 +518,15 @@ type TurnView struct {
 	Error    string    `json:"error,omitempty"`
 }
 
-func viewOf(turn string, log []events.Envelope) TurnView {
+// viewOf is the view of a turn's log; children holds the logs of the
+// turn's subagents read so far, drawn under their calls.
+func viewOf(turn string, log []events.Envelope, children map[string][]events.Envelope) TurnView {
 	v := TurnView{Turn: turn}
 	if len(log) == 0 {
 		return v
 	}
 	if log[0].Type == events.TurnStarted || log[0].Type == events.TurnFinished {
-		tl, err := BuildTimeline(log)
+		tl, err := BuildTimelineWithChildren(log, children)
 		if err == nil {
 			v.Timeline = tl
 			if st, err := fsm.Fold(log); err == nil {
@@ -566,9 +568,10 @@ func (u *uiServer) turnLive(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	s := startSSE(w)
 	var log []events.Envelope
+	kids := &childLogs{done: map[string][]events.Envelope{}}
 	if _, _, ok, err := u.store.Last(ctx, turn); err == nil && !ok {
 		// Nothing to replay: say so now rather than after the first event.
-		if s.send("turn", viewOf(turn, nil)) != nil {
+		if s.send("turn", viewOf(turn, nil, nil)) != nil {
 			return
 		}
 	}
@@ -600,11 +603,42 @@ func (u *uiServer) turnLive(w http.ResponseWriter, r *http.Request) {
 			if md, err := m.Metadata(); err == nil && md.NumPending > 0 {
 				continue
 			}
-			if s.send("turn", viewOf(turn, log)) != nil {
+			if s.send("turn", viewOf(turn, log, kids.read(ctx, u.store.Store, log))) != nil {
 				return
 			}
 		}
 	}
+}
+
+// childLogs reads the logs of a turn's subagents (and theirs) for its page,
+// each time the page is drawn; a finished child's log does not change, and
+// is read once.
+type childLogs struct {
+	done map[string][]events.Envelope
+}
+
+func (c *childLogs) read(ctx context.Context, store *bus.Store, log []events.Envelope) map[string][]events.Envelope {
+	out := map[string][]events.Envelope{}
+	next := childTurns(log)
+	for level := 0; len(next) > 0 && level < fsm.MaxDepth; level++ {
+		var deeper []string
+		for _, id := range next {
+			l, ok := c.done[id]
+			if !ok {
+				var err error
+				if l, _, err = store.Read(ctx, id); err != nil || len(l) == 0 {
+					continue // drawn as a band without a log, linked to its page
+				}
+				if l[len(l)-1].Type == events.TurnFinished {
+					c.done[id] = l
+				}
+			}
+			out[id] = l
+			deeper = append(deeper, childTurns(l)...)
+		}
+		next = deeper
+	}
+	return out
 }
 
 // WorkflowView is a workflow as its page draws it.

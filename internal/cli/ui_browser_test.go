@@ -511,3 +511,45 @@ func TestUIWorkflowInChromium(t *testing.T) {
 		t.Errorf("the page went wrong: %s", p)
 	}
 }
+
+// TestUISubagentsInChromium: the page of a turn whose calls ran subagents
+// (examples/subagents' Lead) draws each child as a band under its call,
+// linked to the child's page; the child's page links back to its parent's
+// page at the call, which opens with that call's details.
+func TestUISubagentsInChromium(t *testing.T) {
+	e, id, _, children := runSubagentsExample(t)
+	_, ts := startUI(t, dialURL(e.srv.ClientURL()))
+	b := startBrowser(t)
+	page := b.tab(ts.URL + "/turn/" + id)
+	b.waitTrue(page, "the parent's page with its children", `document.body.dataset.status === "completed" &&
+		document.querySelectorAll("#timeline .child-band").length === 2 &&
+		document.querySelectorAll("#timeline .child-band .row.step").length > 0`)
+	for child, clog := range children {
+		href := b.text(page, `document.querySelector('#child-`+child+` a.turn-link').getAttribute("href")`)
+		if href != "/turn/"+child {
+			t.Errorf("the band of %s links to %q", child, href)
+		}
+		steps, _ := stepsAndCalls(clog)
+		if n := b.text(page, `String(document.querySelectorAll('#child-`+child+` .row.step[data-turn="`+child+`"]').length)`); n != fmt.Sprint(len(steps)) {
+			t.Errorf("the band of %s draws %s steps, its log has %d", child, n, len(steps))
+		}
+		var st events.TurnStartedData
+		_ = json.Unmarshal(clog[0].Data, &st)
+
+		// The child's page links back to the parent's call.
+		cp := b.tab(ts.URL + "/turn/" + child)
+		b.waitTrue(cp, "the child's page", `document.body.dataset.status === "completed" && !!document.getElementById("parent-link")`)
+		want := "/turn/" + id + "#call-" + st.Parent.CallID
+		if got := b.text(cp, `document.getElementById("parent-link").getAttribute("href")`); got != want {
+			t.Errorf("the child %s links back to %q, want %q", child, got, want)
+		}
+		up := b.tab(ts.URL + want)
+		b.waitTrue(up, "the parent's page at the call", `!document.getElementById("tooltip").hidden &&
+			document.getElementById("tooltip").textContent.indexOf("`+child+`") >= 0`)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.problems {
+		t.Errorf("the page went wrong: %s", p)
+	}
+}

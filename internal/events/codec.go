@@ -24,6 +24,7 @@ var newData = map[Type]func() any{
 	TurnResumed:    func() any { return new(TurnResumedData) },
 	StepChecked:    func() any { return new(StepCheckedData) },
 	TurnSentinel:   func() any { return new(TurnSentinelData) },
+	TurnCompacted:  func() any { return new(TurnCompactedData) },
 	TurnFinished:   func() any { return new(TurnFinishedData) },
 
 	WorkflowStarted:      func() any { return new(WorkflowStartedData) },

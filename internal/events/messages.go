@@ -34,6 +34,9 @@ type ParentRef struct {
 	CallID string `json:"call_id"`
 	// Depth is the child's: 1 for a child of a turn that is no subagent's.
 	Depth int `json:"depth"`
+	// RootTurnID is the turn at the top of the chain when it is not TurnID
+	// (a child at depth 2 or 3): the chain shares that turn's trace.
+	RootTurnID string `json:"root_turn_id,omitempty"`
 }
 
 // Action is a control message's verb.
@@ -152,6 +155,9 @@ type ModelJob struct {
 	// NotBefore delays a retry: a runner that gets the job earlier hands it
 	// back until then.
 	NotBefore time.Time `json:"not_before,omitzero"`
+	// Root is the turn at the top of the turn's chain of subagent calls,
+	// whose trace the call's span joins.
+	Root string `json:"-"`
 }
 
 // ModelResult answers a ModelJob, on jetloop.inbox.model.<turn_id>

@@ -20,11 +20,15 @@ const (
 	StepChecked    Type = "step.checked"
 	TurnSentinel   Type = "turn.sentinel"
 	TurnFinished   Type = "turn.finished"
+	// TurnCompacted records a summarizing compaction: the summary a child
+	// turn of the agent's compaction agent wrote of the steps through
+	// through_step, which later model calls send in their place.
+	TurnCompacted Type = "turn.compacted"
 )
 
 // Types lists every event type in the order a turn usually writes them.
 var Types = []Type{TurnStarted, StepStarted, ModelCompleted, ToolRequested, ToolCompleted,
-	TurnPaused, TurnResumed, StepChecked, TurnSentinel, TurnFinished}
+	TurnPaused, TurnResumed, StepChecked, TurnSentinel, TurnCompacted, TurnFinished}
 
 func (t Type) String() string { return string(t) }
 
@@ -190,6 +194,22 @@ type TurnStartedData struct {
 // user message and the messages of the last KeepSteps steps (fsm.Compact).
 type Compaction struct {
 	KeepSteps int `json:"keep_steps"`
+	// Agent and OverTokens are a summarizing compaction: once a model
+	// call's input passes OverTokens tokens, a child turn of Agent
+	// summarizes the steps before the last KeepSteps (turn.compacted).
+	Agent      string `json:"agent,omitempty"`
+	OverTokens int    `json:"over_tokens,omitempty"`
+}
+
+// TurnCompactedData is the data of turn.compacted: the steps through
+// ThroughStep are replaced, in later model calls, by Summary, written by
+// the child turn ChildTurnID. A compaction that failed (the child did not
+// answer) has Error and no summary, and the turn goes on without one.
+type TurnCompactedData struct {
+	ThroughStep int    `json:"through_step"`
+	ChildTurnID string `json:"child_turn_id"`
+	Summary     string `json:"summary"`
+	Error       string `json:"error,omitempty"`
 }
 
 // ToolSpec describes a tool to a model.

@@ -247,6 +247,12 @@ func (d *decider) apply(in Input) error {
 			Worker: SubagentWorker + c.Agent, Attempts: 1, ChildTurnID: c.Child,
 		})
 
+	case CompactAnswer:
+		if err := d.live(); err != nil {
+			return err
+		}
+		d.compacted(in)
+
 	case Command:
 		if err := d.live(); err != nil {
 			return err
@@ -442,6 +448,9 @@ func (d *decider) advance() {
 		s := d.s
 		switch s.Phase {
 		case PhaseStepStart:
+			if s.CompactionDue() > 0 {
+				return // the summary first: its child's end is an input
+			}
 			d.emit(events.StepStarted, struct{}{})
 		case PhaseToolPhase:
 			if d.repair() {

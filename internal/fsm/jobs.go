@@ -18,6 +18,9 @@ type Job struct {
 	// Submit starts a subagent call's child turn, published by the
 	// orchestrator itself with Nats-Msg-Id subagent:<child_id>.
 	Submit *events.Submit
+	// Root is the turn at the top of the turn's chain of subagent calls:
+	// a tool job's traceparent names a span of its trace.
+	Root string
 }
 
 // SummaryInstruction asks for the sentinel's summary. Models ignore a missing
@@ -40,6 +43,11 @@ func Jobs(s *State) []Job {
 		j := s.modelJob(events.ModelSummary)
 		j.Instruction = fmt.Sprintf(SummaryInstruction, s.causeLine())
 		return []Job{{ID: "model:" + s.TurnID + ":summary", Subject: events.SubjectModel, Model: j}}
+	case PhaseStepStart:
+		if through := s.CompactionDue(); through > 0 {
+			sub := s.CompactSubmit(through)
+			return []Job{{ID: "subagent:" + sub.TurnID, Subject: events.SubjectSubmit, Submit: &sub}}
+		}
 	case PhaseToolPhase, PhasePaused:
 		var jobs []Job
 		for i := range s.Calls {
@@ -55,7 +63,7 @@ func Jobs(s *State) []Job {
 			}
 			// The turn is in the id: call ids are the provider's, and
 			// some reuse them across turns (contract, dedup ids).
-			jobs = append(jobs, Job{ID: "tool:" + s.TurnID + ":" + c.CallID, Subject: events.ToolSubject(c.Name), Tool: &events.ToolJob{
+			jobs = append(jobs, Job{ID: "tool:" + s.TurnID + ":" + c.CallID, Subject: events.ToolSubject(c.Name), Root: s.Root(), Tool: &events.ToolJob{
 				TurnID: s.TurnID, SessionID: s.SessionID, Step: s.Step, CallID: c.CallID, Tool: c.Name,
 				Arguments: c.Arguments, Deadline: c.Deadline,
 			}})
@@ -68,7 +76,7 @@ func Jobs(s *State) []Job {
 func (s *State) modelJob(kind events.ModelKind) *events.ModelJob {
 	msgs, _ := s.conversation()
 	return &events.ModelJob{TurnID: s.TurnID, SessionID: s.SessionID, Step: s.Step, Kind: kind,
-		Model: s.Model, System: s.System, Messages: msgs, Script: s.Script, ScriptIndex: s.ScriptIndex}
+		Model: s.Model, System: s.System, Messages: msgs, Script: s.Script, ScriptIndex: s.ScriptIndex, Root: s.Root()}
 }
 
 // conversation is what the state's model call sends: the session's history
@@ -77,6 +85,13 @@ func (s *State) modelJob(kind events.ModelKind) *events.ModelJob {
 func (s *State) conversation() ([]events.Message, int) {
 	msgs := make([]events.Message, 0, len(s.History)+len(s.Messages))
 	msgs = append(append(msgs, s.History...), s.Messages...)
+	if s.Summarizer != "" {
+		// Summaries replace steps; keep_steps only says which to keep.
+		if s.Summary == nil {
+			return msgs, 0
+		}
+		return s.summarized(msgs)
+	}
 	if s.KeepSteps <= 0 {
 		return msgs, 0
 	}

@@ -39,6 +39,7 @@ const (
 	tStop      = "stop"      // step.checked: stop without a sentinel
 	tSummarize = "summarize" // step.checked: stop with a sentinel
 	tSentinel  = "sentinel"  // turn.sentinel
+	tCompact   = "compact"   // turn.compacted, before a step starts
 	tFinish    = "finish"    // turn.finished
 )
 
@@ -49,6 +50,7 @@ var live = []string{string(PhaseNew), string(PhaseStepStart), string(PhaseStream
 var table = lfsm.Events{
 	{Name: tStart, Src: []string{string(PhaseNew)}, Dst: string(PhaseStepStart)},
 	{Name: tBegin, Src: []string{string(PhaseStepStart)}, Dst: string(PhaseStream)},
+	{Name: tCompact, Src: []string{string(PhaseStepStart)}, Dst: string(PhaseStepStart)},
 	{Name: tCall, Src: []string{string(PhaseStream)}, Dst: string(PhaseToolPhase)},
 	{Name: tAnswer, Src: []string{string(PhaseStream)}, Dst: string(PhaseCheckStop)},
 	{Name: tRequest, Src: []string{string(PhaseToolPhase)}, Dst: string(PhaseToolPhase)},

@@ -33,8 +33,12 @@ type Setup struct {
 	Parent *events.ParentRef
 	// KeepSteps is the agent's compaction: each model call sends the first
 	// user message and the last KeepSteps steps (see Compact); 0 sends the
-	// whole conversation.
-	KeepSteps int
+	// whole conversation. With Summarizer, a child turn of that agent
+	// summarizes the steps before the last KeepSteps once a model call's
+	// input passes OverTokens (see CompactionDue).
+	KeepSteps  int
+	Summarizer string
+	OverTokens int
 	// ScriptIndex is where the scripted model starts answering: a fork that
 	// keeps the original's script goes on from the fork's step.
 	ScriptIndex int
@@ -54,6 +58,9 @@ func (c Setup) started(input []events.Message, history int) events.TurnStartedDa
 	var compaction *events.Compaction
 	if c.KeepSteps > 0 {
 		compaction = &events.Compaction{KeepSteps: c.KeepSteps}
+		if c.Summarizer != "" && c.OverTokens > 0 {
+			compaction.Agent, compaction.OverTokens = c.Summarizer, c.OverTokens
+		}
 	}
 	return events.TurnStartedData{
 		Agent: c.Agent, Model: c.Model, Input: input, History: history,
@@ -78,6 +85,9 @@ func setupOf(d events.TurnStartedData) Setup {
 		Parent: d.Parent, KeepSteps: keepSteps(d.Compaction), ScriptIndex: d.ScriptIndex, HistoryTurns: d.HistoryTurns}
 	if d.Limits.Steps != nil {
 		c.Limits.Steps = *d.Limits.Steps
+	}
+	if d.Compaction != nil {
+		c.Summarizer, c.OverTokens = d.Compaction.Agent, d.Compaction.OverTokens
 	}
 	return c
 }

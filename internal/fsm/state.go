@@ -98,6 +98,18 @@ type State struct {
 	Setup
 
 	HistoryLen int
+	// Summary is the last summarizing compaction, CompactFailed set once
+	// one failed (the turn then goes on uncompacted).
+	Summary       *events.TurnCompactedData
+	CompactFailed bool
+	// endedCompacting is the compaction child running when the turn
+	// finished, which its end must abort.
+	endedCompacting string
+	// LastInput is the input tokens of the turn's last model call.
+	LastInput int
+	// StepAt holds, for each step n, the index in Messages of its first
+	// message (StepAt[n-1]).
+	StepAt []int
 	// History is the conversation of the session's earlier turns. It is not
 	// in this turn's log (turn.started names its turns), so whoever folds the
 	// log sets it; Jobs needs it only to build model calls.
@@ -184,6 +196,7 @@ func (s *State) spec(name string) (events.ToolSpec, bool) {
 func (s *State) clone() *State {
 	c := *s
 	c.Messages = slices.Clip(s.Messages)
+	c.StepAt = slices.Clip(s.StepAt)
 	c.Calls = slices.Clone(s.Calls)
 	return &c
 }
@@ -234,6 +247,7 @@ var evolvers = map[events.Type]func(*State, events.Envelope) error{
 	events.ToolCompleted:  on(evolveToolCompleted),
 	events.StepChecked:    on(evolveStepChecked),
 	events.TurnSentinel:   on(evolveSentinel),
+	events.TurnCompacted:  on(evolveCompacted),
 	events.TurnFinished:   on(evolveFinished),
 }
 
@@ -264,6 +278,7 @@ func evolveStepStarted(s *State, e events.Envelope) error {
 		return err
 	}
 	s.Step, s.StepStarted = e.Step, e.Time
+	s.StepAt = append(s.StepAt, len(s.Messages))
 	s.Calls, s.Asked, s.Doomed, s.ModelError, s.Answer, s.Checked = nil, 0, "", "", "", nil
 	s.planned = nil
 	return nil
@@ -279,6 +294,7 @@ func evolveModelCompleted(s *State, e events.Envelope, d events.ModelCompletedDa
 		return err
 	}
 	s.ModelCalls++
+	s.LastInput = d.Usage.InputTokens
 	s.ScriptIndex += max(d.Attempts, 1)
 	s.InputTokens += d.Usage.InputTokens
 	s.OutputTokens += d.Usage.OutputTokens
@@ -396,10 +412,25 @@ func evolveSentinel(s *State, e events.Envelope, d events.TurnSentinelData) erro
 	return nil
 }
 
+func evolveCompacted(s *State, e events.Envelope, d events.TurnCompactedData) error {
+	if err := s.step(tCompact, string(e.Type)); err != nil {
+		return err
+	}
+	if d.Error != "" {
+		s.CompactFailed = true
+		return nil
+	}
+	s.Summary = &d
+	return nil
+}
+
 func evolveFinished(s *State, e events.Envelope, d events.TurnFinishedData) error {
 	if s.Phase == PhaseNew {
 		// A rejected submission's log is this one event.
 		s.TurnID, s.SessionID, s.Started = e.TurnID, e.SessionID, e.Time
+	}
+	if through := s.CompactionDue(); through > 0 {
+		s.endedCompacting = CompactChildID(s.TurnID, through)
 	}
 	if err := s.step(tFinish, string(e.Type)); err != nil {
 		return err

@@ -76,6 +76,18 @@ func (s *State) Depth() int {
 	return s.Parent.Depth
 }
 
+// Root is the turn at the top of the turn's chain of subagent calls: the
+// turn itself when no call started it. Its id is the chain's trace id.
+func (s *State) Root() string {
+	switch {
+	case s.Parent == nil:
+		return s.TurnID
+	case s.Parent.RootTurnID != "":
+		return s.Parent.RootTurnID
+	}
+	return s.Parent.TurnID
+}
+
 // Delegated reports whether a subagent's turn should be running the call
 // now: a call of an agent tool, ungated or approved, without a result.
 func (c *Call) Delegated() bool {
@@ -94,6 +106,12 @@ func (s *State) Children() []string {
 			out = append(out, c.Child)
 		}
 	}
+	if through := s.CompactionDue(); through > 0 {
+		out = append(out, CompactChildID(s.TurnID, through))
+	}
+	if s.endedCompacting != "" {
+		out = append(out, s.endedCompacting)
+	}
 	return out
 }
 
@@ -108,6 +126,9 @@ func (s *State) ChildSubmit(c *Call, agent string, shared bool) events.Submit {
 	sub := events.Submit{TurnID: c.Child, SessionID: c.Child, Agent: agent,
 		Input:  []events.Message{{Role: events.RoleUser, Content: a.Task}},
 		Parent: &events.ParentRef{TurnID: s.TurnID, CallID: c.CallID, Depth: s.Depth() + 1}}
+	if s.Parent != nil {
+		sub.Parent.RootTurnID = s.Root()
+	}
 	if shared {
 		sub.SessionID = s.SessionID
 	}

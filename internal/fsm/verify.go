@@ -192,6 +192,8 @@ func keepSteps(c *events.Compaction) int {
 	return c.KeepSteps
 }
 
+
+
 // inputOf recovers the input that made the orchestrator write e, for the
 // events that begin a decision; ok is false for events the machine writes
 // on its own.
@@ -210,6 +212,14 @@ func inputOf(s *State, e events.Envelope) (Input, bool) {
 		// events depend on.
 		return Start{TurnID: e.TurnID, SessionID: e.SessionID, Input: d.Input, History: make([]events.Message, d.History),
 			Setup: setup}, true
+	case events.TurnCompacted:
+		var d events.TurnCompactedData
+		if json.Unmarshal(e.Data, &d) != nil {
+			return nil, false
+		}
+		// The summary as recorded: replay never runs the child again.
+		return CompactAnswer{TurnID: e.TurnID, ThroughStep: d.ThroughStep, ChildTurnID: d.ChildTurnID,
+			Summary: d.Summary, Error: d.Error}, true
 	case events.ModelCompleted:
 		var d events.ModelCompletedData
 		if json.Unmarshal(e.Data, &d) != nil {

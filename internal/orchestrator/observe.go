@@ -121,10 +121,17 @@ func (o *Orchestrator) observe(before *fsm.State, d fsm.Decision) {
 		case events.TurnFinished:
 			if f := st.Finished; f != nil {
 				m.TurnFinished(st.Agent, string(f.StopReason))
-				o.tracer.Turn(tracing.Turn{TurnID: st.TurnID, SessionID: st.SessionID, Agent: st.Agent, Model: st.Model,
+				x := tracing.Turn{TurnID: st.TurnID, SessionID: st.SessionID, Agent: st.Agent, Model: st.Model,
 					Start: st.Started, End: e.Time, StopReason: string(f.StopReason), Error: f.Error,
 					Steps: f.Metrics.Steps, ToolCalls: f.Metrics.ToolCalls, ModelCalls: f.Metrics.ModelCalls,
-					InputTokens: f.Metrics.InputTokens, OutputTokens: f.Metrics.OutputTokens})
+					InputTokens: f.Metrics.InputTokens, OutputTokens: f.Metrics.OutputTokens}
+				if p := st.Parent; p != nil {
+					x.Root, x.ParentTurn, x.ParentCall = st.Root(), p.TurnID, p.CallID
+					if _, ok := fsm.CompactThrough(p.CallID); ok {
+						x.ParentCall = "" // a summary's turn: no call runs it
+					}
+				}
+				o.tracer.Turn(x)
 			}
 		}
 	}
@@ -167,7 +174,7 @@ func (o *Orchestrator) observeAnswer(before, st *fsm.State, e events.Envelope, r
 		start = e.Time
 	}
 	label := offered(st, c.Name)
-	o.tracer.Tool(tracing.Tool{TurnID: st.TurnID, CallID: c.CallID, Name: c.Name, Label: label,
+	o.tracer.Tool(tracing.Tool{TurnID: st.TurnID, Root: st.Root(), CallID: c.CallID, Name: c.Name, Label: label,
 		Start: start, End: e.Time, IsError: c.IsError, Worker: c.Worker, Attempts: c.Attempts})
 	switch {
 	case c.Worker == fsm.Orchestrator:
@@ -217,7 +224,7 @@ func (o *Orchestrator) observeModelCall(ctx, stop context.Context, job *events.M
 	if provider == "script" {
 		name = "script" // a script's path says nothing of a model
 	}
-	c := tracing.Chat{TurnID: job.TurnID, SessionID: job.SessionID, Step: job.Step, Attempt: attempt,
+	c := tracing.Chat{TurnID: job.TurnID, Root: job.Root, SessionID: job.SessionID, Step: job.Step, Attempt: attempt,
 		Provider: provider, Model: name, Start: began, End: began.Add(took), FinishReason: resp.FinishReason,
 		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, Outcome: outcome,
 		TurnKind: string(job.Kind)}
@@ -233,7 +240,7 @@ func (o *Orchestrator) jobHeader(j fsm.Job) nats.Header {
 	if o.tracer == nil || j.Tool == nil {
 		return nil
 	}
-	return nats.Header{tracing.Header: []string{tracing.Traceparent(j.Tool.TurnID, j.Tool.CallID)}}
+	return nats.Header{tracing.Header: []string{tracing.Traceparent(j.Root, j.Tool.TurnID, j.Tool.CallID)}}
 }
 
 // offered bounds a tool's name for a label: a name the turn was offered

@@ -60,6 +60,9 @@ func (o *Orchestrator) checkChild(ctx context.Context, sub *events.Submit) (genu
 	if p == nil {
 		return false, notOurs("turn ids that start with " + fsm.ChildPrefix + " are kept for subagents")
 	}
+	if through, ok := fsm.CompactThrough(p.CallID); ok && fsm.CompactChildID(p.TurnID, through) == sub.TurnID {
+		return o.checkCompaction(ctx, sub, through, notOurs)
+	}
 	if want := fsm.ChildTurnID(p.TurnID, p.CallID); want != sub.TurnID {
 		return false, notOurs(fmt.Sprintf("call %q of turn %q runs turn %q", p.CallID, p.TurnID, want))
 	}
@@ -91,6 +94,25 @@ func (o *Orchestrator) checkChild(ctx context.Context, sub *events.Submit) (genu
 	if slices.Contains(chain, sub.Agent) {
 		slices.Reverse(chain)
 		return true, &deadLetter{fmt.Sprintf("agent %s cannot start itself or an ancestor (this call's chain: %s)", sub.Agent, strings.Join(chain, " > "))}
+	}
+	return true, nil
+}
+
+// checkCompaction accepts the submission of a summarizing compaction's
+// child only when the parent's log waits for that very summary.
+func (o *Orchestrator) checkCompaction(ctx context.Context, sub *events.Submit, through int, notOurs func(string) error) (bool, error) {
+	p := sub.Parent
+	parent, _, err := o.store.Load(ctx, p.TurnID)
+	if err != nil {
+		return false, &retry{err}
+	}
+	if parent.CompactionDue() != through {
+		return false, notOurs(fmt.Sprintf("the log of turn %q waits for no summary of its steps through %d", p.TurnID, through))
+	}
+	want, err1 := events.Marshal(parent.CompactSubmit(through))
+	got, err2 := events.Marshal(*sub)
+	if err1 != nil || err2 != nil || !bytes.Equal(want, got) {
+		return false, notOurs(fmt.Sprintf("it differs from the summary turn %q asks for", p.TurnID))
 	}
 	return true, nil
 }
@@ -137,6 +159,10 @@ func (o *Orchestrator) notifyParent(ctx context.Context, p *events.ParentRef, ch
 // the child's log.
 func (o *Orchestrator) childAnswer(ctx context.Context, turn, callID string) (fsm.Input, error) {
 	child := fsm.ChildTurnID(turn, callID)
+	through, compaction := fsm.CompactThrough(callID)
+	if compaction {
+		child = fsm.CompactChildID(turn, through)
+	}
 	last, _, ok, err := o.store.Last(ctx, child)
 	if err != nil {
 		return nil, &retry{err}
@@ -147,6 +173,9 @@ func (o *Orchestrator) childAnswer(ctx context.Context, turn, callID string) (fs
 	var fin events.TurnFinishedData
 	if err := json.Unmarshal(last.Data, &fin); err != nil {
 		return nil, &deadLetter{fmt.Sprintf("the end of subagent turn %s: %v", child, err)}
+	}
+	if compaction {
+		return fsm.CompactAnswer{TurnID: turn, ThroughStep: through, ChildTurnID: child, Finished: &fin}, nil
 	}
 	return fsm.ChildAnswer{TurnID: turn, CallID: callID, ChildTurnID: child, Finished: &fin}, nil
 }

@@ -270,7 +270,7 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 		Setup: fsm.Setup{Agent: a.Name, Model: modelName, System: a.Prompt,
 			Limits: limits, Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
 			HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
-			KeepSteps: a.KeepSteps, Workflow: sub.Workflow, Parent: sub.Parent},
+			KeepSteps: a.KeepSteps, Summarizer: a.Summarizer, OverTokens: a.OverTokens, Workflow: sub.Workflow, Parent: sub.Parent},
 	}, nil
 }
 
@@ -362,6 +362,7 @@ func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm
 			Limits: fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits),
 			Tools:  o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
 			Script: script, Metadata: sub.Metadata, KeepSteps: a.KeepSteps, ScriptIndex: scriptIndex,
+			Summarizer: a.Summarizer, OverTokens: a.OverTokens,
 			ForkedFrom: &events.ForkedFrom{TurnID: sub.ForkedFrom.TurnID, Step: sub.ForkedFrom.Step}},
 	}, nil
 }

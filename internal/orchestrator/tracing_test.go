@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -184,7 +185,7 @@ func TestTraceOfATurn(t *testing.T) {
 	}
 	slices.SortFunc(tools, func(a, b span) int { return bytes.Compare([]byte(a.service), []byte(b.service)) })
 	orch, worker := tools[0], tools[1]
-	callSpan := tracing.CallSpanID(call)
+	callSpan := tracing.CallSpanID("traced", call)
 	if orch.service != "jetloop-orchestrator" || orch.parent != turn.id || orch.id != hex.EncodeToString(callSpan[:]) {
 		t.Errorf("orchestrator's execute_tool span %+v: want under the turn's, with the call's id", orch)
 	}
@@ -213,5 +214,136 @@ func wantAttrs(t *testing.T, s span, want map[string]any) {
 		if got != v {
 			t.Errorf("span %s: %s = %v (%T), want %v (%T)", s.name, k, got, got, v, v)
 		}
+	}
+}
+
+// TestTraceOfSubagents runs a chain of subagent calls four turns deep
+// (D1 > D2 > D3 > D4) with tracing on, and checks that every span of every
+// turn is in the trace of the turn at the top, and that each child's
+// invoke_agent span is a child of the execute_tool span of the call that
+// ran it, under the turn that made that call.
+func TestTraceOfSubagents(t *testing.T) {
+	rec := &receiver{}
+	collector := httptest.NewServer(rec)
+	defer collector.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr, err := tracing.FromEnv(ctx, "jetloop-orchestrator")
+	if err != nil || tr == nil {
+		t.Fatalf("tracer: %v, %v", tr, err)
+	}
+	defer func() { _ = tr.Shutdown(ctx) }()
+
+	h := newSubagentHarness(t)
+	h.worker()
+	h.orchestrator(orchestrator.WithTracer(tr))
+	h.submit(events.Submit{TurnID: "deep-traced", Agent: "D1", Input: []events.Message{{Role: events.RoleUser, Content: "go"}}})
+
+	type link struct{ turn, call, child string }
+	var chain []link
+	for turn := "deep-traced"; ; {
+		log, fin := h.finished(turn)
+		if fin.StopReason != events.StopCompleted {
+			t.Fatalf("%s: %+v", turn, fin)
+		}
+		calls := subagentCalls(t, log)
+		if len(calls) == 0 {
+			break
+		}
+		chain = append(chain, link{turn, calls[0].CallID, calls[0].ChildTurnID})
+		turn = calls[0].ChildTurnID
+	}
+	if len(chain) != 3 {
+		t.Fatalf("chain %+v, want three calls", chain)
+	}
+	// Four turns, each with two chats; three subagent calls and D4's
+	// refused call, each an execute_tool span.
+	var spans []span
+	h.waitFor("the chain's spans", func() bool {
+		spans = rec.all()
+		n := 0
+		for _, s := range spans {
+			if s.attrs["gen_ai.operation.name"] == "invoke_agent" {
+				n++
+			}
+		}
+		return n == 4 && len(spans) >= 4+8+4
+	})
+	trace := tracing.TraceID("deep-traced")
+	byID := map[string]span{}
+	for _, s := range spans {
+		if s.trace != hex.EncodeToString(trace[:]) {
+			t.Errorf("span %s of turn %v is in trace %s, want the top turn's %x", s.name, s.attrs["jetloop.turn.id"], s.trace, trace)
+		}
+		byID[s.id] = s
+	}
+	top := tracing.TurnSpanID("deep-traced")
+	if s := byID[hex.EncodeToString(top[:])]; s.name != "invoke_agent D1" || s.parent != "" {
+		t.Errorf("top turn's span %+v, want a root", s)
+	}
+	for i, l := range chain {
+		callID, childID := tracing.CallSpanID(l.turn, l.call), tracing.TurnSpanID(l.child)
+		turnID := tracing.TurnSpanID(l.turn)
+		call, child := byID[hex.EncodeToString(callID[:])], byID[hex.EncodeToString(childID[:])]
+		if call.name != fmt.Sprintf("execute_tool D%d", i+2) || call.parent != hex.EncodeToString(turnID[:]) {
+			t.Errorf("call %s of %s: span %+v, want under its turn's", l.call, l.turn, call)
+		}
+		if child.name != fmt.Sprintf("invoke_agent D%d", i+2) || child.parent != call.id {
+			t.Errorf("child %s: span %+v, want under the execute_tool span %s of its call", l.child, child, call.id)
+		}
+		wantAttrs(t, child, map[string]any{"jetloop.turn.id": l.child, "jetloop.parent.turn.id": l.turn, "jetloop.parent.call.id": l.call})
+	}
+	for _, s := range spans {
+		if s.attrs["gen_ai.operation.name"] != "chat" {
+			continue
+		}
+		want := tracing.TurnSpanID(s.attrs["jetloop.turn.id"].(string))
+		if s.parent != hex.EncodeToString(want[:]) {
+			t.Errorf("chat span %+v: want under its turn's", s)
+		}
+	}
+}
+
+// TestTraceOfACompaction: a summarizing compaction's turn, which no call
+// runs, is in its parent's trace, its invoke_agent span a child of the
+// parent turn's.
+func TestTraceOfACompaction(t *testing.T) {
+	rec := &receiver{}
+	collector := httptest.NewServer(rec)
+	defer collector.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr, err := tracing.FromEnv(ctx, "jetloop-orchestrator")
+	if err != nil || tr == nil {
+		t.Fatalf("tracer: %v, %v", tr, err)
+	}
+	defer func() { _ = tr.Shutdown(ctx) }()
+	h := newSummarizeHarness(t)
+	h.worker()
+	h.orchestrator(orchestrator.WithTracer(tr))
+	h.submit(longTurn("long-traced"))
+	log, _ := h.finished("long-traced")
+	cs := of[events.TurnCompactedData](t, log, events.TurnCompacted)
+	if len(cs) != 1 {
+		t.Fatalf("%d compactions", len(cs))
+	}
+	want := tracing.TurnSpanID(cs[0].ChildTurnID)
+	var child span
+	h.waitFor("the summary turn's span", func() bool {
+		for _, s := range rec.all() {
+			if s.id == hex.EncodeToString(want[:]) {
+				child = s
+				return true
+			}
+		}
+		return false
+	})
+	trace, parent := tracing.TraceID("long-traced"), tracing.TurnSpanID("long-traced")
+	if child.name != "invoke_agent Summarizer" || child.trace != hex.EncodeToString(trace[:]) || child.parent != hex.EncodeToString(parent[:]) {
+		t.Fatalf("the summary turn's span %+v: want under the turn %x in its trace", child, parent)
 	}
 }

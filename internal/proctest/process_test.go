@@ -227,6 +227,34 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// TestDemoSubagents runs what make demo-subagents runs: the Lead of
+// examples/subagents hands work to a Researcher and a Coder, and each
+// child's trace is printed indented under the call it answers, above that
+// call's result.
+func TestDemoSubagents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	out, code := run(t, repoRoot(t), "demo", "--agents", "examples/subagents/AGENTS.md", "--agent", "Lead",
+		"--input", "Document the hard step cap")
+	if code != 0 {
+		t.Fatalf("demo exited %d:\n%s", code, out)
+	}
+	last := 0
+	for _, agent := range []string{"Researcher", "Coder"} {
+		child := strings.Index(out[last:], "│     1 step 0")
+		started := strings.Index(out[last:], "turn.started    agent "+agent)
+		result := strings.Index(out[last:], "tool.completed  "+agent+" ok")
+		if child < 0 || started < child || result < started {
+			t.Fatalf("the trace does not nest %s's turn above its call's result:\n%s", agent, out)
+		}
+		last += result
+	}
+	if !strings.Contains(out, "finished: completed · steps 3") {
+		t.Fatalf("the demo did not finish its three steps:\n%s", out)
+	}
+}
+
 // TestAgentsCheck checks the exit statuses of jetloop agents check.
 func TestAgentsCheck(t *testing.T) {
 	if testing.Short() {

@@ -37,9 +37,11 @@ func TraceID(turn string) trace.TraceID {
 // parent.
 func TurnSpanID(turn string) trace.SpanID { return spanID("invoke_agent:" + turn) }
 
-// CallSpanID is the id of the orchestrator's execute_tool span of a call,
-// the parent a tool worker's span names through the job's traceparent.
-func CallSpanID(call string) trace.SpanID { return spanID("execute_tool:" + call) }
+// CallSpanID is the id of the orchestrator's execute_tool span of a turn's
+// call, the parent a tool worker's span (or a subagent's invoke_agent span)
+// names. The turn is part of it: the turns of a chain of subagent calls
+// share one trace, and call ids are unique only within a turn.
+func CallSpanID(turn, call string) trace.SpanID { return spanID("execute_tool:" + turn + ":" + call) }
 
 func spanID(s string) trace.SpanID {
 	sum := sha256.Sum256([]byte(s))
@@ -48,10 +50,11 @@ func spanID(s string) trace.SpanID {
 	return id
 }
 
-// Traceparent is the W3C traceparent of a turn's call: its worker's span
-// is a child of the orchestrator's execute_tool span of the call.
-func Traceparent(turn, call string) string {
-	tid, sid := TraceID(turn), CallSpanID(call)
+// Traceparent is the W3C traceparent of a turn's call, in the trace of
+// root (the turn at the top of its chain of subagent calls): its worker's
+// span is a child of the orchestrator's execute_tool span of the call.
+func Traceparent(root, turn, call string) string {
+	tid, sid := TraceID(root), CallSpanID(turn, call)
 	return "00-" + hex.EncodeToString(tid[:]) + "-" + hex.EncodeToString(sid[:]) + "-01"
 }
 
@@ -132,7 +135,7 @@ func ToolAttrs(turn, call, name string) []attribute.KeyValue {
 // its ids.
 func StartRun(tr trace.Tracer, traceparent, turn, call, tool, worker string, attempt int) trace.Span {
 	if traceparent == "" {
-		traceparent = Traceparent(turn, call)
+		traceparent = Traceparent(turn, turn, call)
 	}
 	ctx := Extract(context.Background(), traceparent)
 	attrs := append(ToolAttrs(turn, call, tool), attribute.String("jetloop.worker", worker), attribute.Int("jetloop.attempt", attempt))

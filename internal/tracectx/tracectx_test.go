@@ -12,7 +12,7 @@ import (
 // TestExtractAsPropagation: Extract takes every traceparent the standard
 // propagator takes, to the same span context, and refuses what it refuses.
 func TestExtractAsPropagation(t *testing.T) {
-	valid := tracectx.Traceparent("turn-1", "call-1")
+	valid := tracectx.Traceparent("turn-1", "turn-1", "call-1")
 	for _, h := range []string{
 		valid,
 		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
@@ -36,7 +36,7 @@ func TestExtractAsPropagation(t *testing.T) {
 		}
 	}
 	sc := trace.SpanContextFromContext(tracectx.Extract(context.Background(), valid))
-	if sc.TraceID() != tracectx.TraceID("turn-1") || sc.SpanID() != tracectx.CallSpanID("call-1") || !sc.IsSampled() || !sc.IsRemote() {
+	if sc.TraceID() != tracectx.TraceID("turn-1") || sc.SpanID() != tracectx.CallSpanID("turn-1", "call-1") || !sc.IsSampled() || !sc.IsRemote() {
 		t.Fatalf("traceparent of a call: %v", sc)
 	}
 }

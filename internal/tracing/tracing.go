@@ -80,23 +80,34 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	return t.tp.Shutdown(ctx)
 }
 
-// TraceID is the trace of a turn (see tracectx.TraceID).
+// TraceID is the trace of a turn (see tracectx.TraceID). A subagent's
+// turn is in the trace of the turn at the top of its chain.
 func TraceID(turn string) trace.TraceID { return tracectx.TraceID(turn) }
 
 // TurnSpanID is the id of a turn's invoke_agent span (see tracectx).
 func TurnSpanID(turn string) trace.SpanID { return tracectx.TurnSpanID(turn) }
 
-// CallSpanID is the id of the orchestrator's execute_tool span of a call
-// (see tracectx).
-func CallSpanID(call string) trace.SpanID { return tracectx.CallSpanID(call) }
+// CallSpanID is the id of the orchestrator's execute_tool span of a turn's
+// call (see tracectx).
+func CallSpanID(turn, call string) trace.SpanID { return tracectx.CallSpanID(turn, call) }
 
-// Traceparent is the W3C traceparent of a turn's call (see tracectx).
-func Traceparent(turn, call string) string { return tracectx.Traceparent(turn, call) }
+// Traceparent is the W3C traceparent of a turn's call in the trace of root,
+// the turn at the top of its chain (see tracectx).
+func Traceparent(root, turn, call string) string { return tracectx.Traceparent(root, turn, call) }
 
-// parent is a context whose remote parent is the span sid of the turn's trace.
-func parent(turn string, sid trace.SpanID) context.Context {
+// parent is a context whose remote parent is the span sid of root's trace.
+func parent(root string, sid trace.SpanID) context.Context {
 	return trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
-		TraceID: TraceID(turn), SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
+		TraceID: TraceID(root), SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
+}
+
+// rootOf is the turn whose trace a turn's spans join: root, or the turn
+// itself when no subagent call started it.
+func rootOf(root, turn string) string {
+	if root == "" {
+		return turn
+	}
+	return root
 }
 
 // ids makes the ids a context asks for (see withIDs), random ones otherwise.
@@ -145,10 +156,15 @@ func randomSpanID() trace.SpanID {
 // Turn is a finished turn, as its invoke_agent span shows it.
 type Turn struct {
 	TurnID, SessionID, Agent, Model string
-	Start, End                      time.Time
-	StopReason, Error               string
-	Steps, ToolCalls, ModelCalls    int
-	InputTokens, OutputTokens       int
+	// Root, ParentTurn and ParentCall are set on a subagent's turn: the
+	// turn at the top of its chain, whose trace it joins, and the call
+	// whose execute_tool span is its span's parent (ParentCall empty: the
+	// parent turn's span is).
+	Root, ParentTurn, ParentCall string
+	Start, End                   time.Time
+	StopReason, Error            string
+	Steps, ToolCalls, ModelCalls int
+	InputTokens, OutputTokens    int
 }
 
 // Turn emits a turn's invoke_agent span, from turn.started to
@@ -166,8 +182,19 @@ func (t *Tracer) Turn(x Turn) {
 	if start.IsZero() {
 		start = x.End // a rejected submission: no turn.started
 	}
-	ctx := withIDs(context.Background(), TraceID(x.TurnID), TurnSpanID(x.TurnID))
-	_, span := t.tr.Start(ctx, name, trace.WithNewRoot(), trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
+	root := rootOf(x.Root, x.TurnID)
+	ctx, opts := context.Background(), []trace.SpanStartOption{trace.WithNewRoot()}
+	switch {
+	case x.ParentTurn != "" && x.ParentCall != "":
+		// A subagent's turn: a child of the call that runs it.
+		ctx, opts = parent(root, CallSpanID(x.ParentTurn, x.ParentCall)), nil
+	case x.ParentTurn != "":
+		// A turn no call runs (a summarizing compaction's): a child of
+		// the turn that started it.
+		ctx, opts = parent(root, TurnSpanID(x.ParentTurn)), nil
+	}
+	ctx = withIDs(ctx, TraceID(root), TurnSpanID(x.TurnID))
+	opts = append(opts, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
 			attribute.String("gen_ai.operation.name", "invoke_agent"),
 			attribute.String("gen_ai.agent.name", x.Agent),
@@ -181,6 +208,11 @@ func (t *Tracer) Turn(x Turn) {
 			attribute.Int("jetloop.tool_calls", x.ToolCalls),
 			attribute.Int("jetloop.model_calls", x.ModelCalls),
 		))
+	_, span := t.tr.Start(ctx, name, opts...)
+	if x.ParentTurn != "" {
+		span.SetAttributes(attribute.String("jetloop.parent.turn.id", x.ParentTurn),
+			attribute.String("jetloop.parent.call.id", x.ParentCall))
+	}
 	if x.StopReason == "error" || x.StopReason == "rejected" {
 		span.SetAttributes(attribute.String("error.type", x.StopReason))
 		span.SetStatus(codes.Error, x.Error)
@@ -190,7 +222,7 @@ func (t *Tracer) Turn(x Turn) {
 
 // Chat is one model call attempt.
 type Chat struct {
-	TurnID              string
+	TurnID, Root        string // Root as in Turn
 	Step, Attempt       int
 	Provider, Model     string // Model as the provider knows it
 	Start, End          time.Time
@@ -211,7 +243,7 @@ func (t *Tracer) Chat(x Chat) {
 	if model == "" {
 		model = x.Provider
 	}
-	_, span := t.tr.Start(parent(x.TurnID, TurnSpanID(x.TurnID)), "chat "+model,
+	_, span := t.tr.Start(parent(rootOf(x.Root, x.TurnID), TurnSpanID(x.TurnID)), "chat "+model,
 		trace.WithTimestamp(x.Start), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
 			attribute.String("gen_ai.operation.name", "chat"),
@@ -244,6 +276,7 @@ func (t *Tracer) Chat(x Chat) {
 // tool.completed, queueing, approval and the worker's run included.
 type Tool struct {
 	TurnID, CallID string
+	Root           string // as in Turn
 	Name           string // the name the model gave
 	Label          string // Name if the turn was offered it, else "other": span names stay few
 	Start, End     time.Time
@@ -258,7 +291,8 @@ func (t *Tracer) Tool(x Tool) {
 	if t == nil {
 		return
 	}
-	ctx := withIDs(parent(x.TurnID, TurnSpanID(x.TurnID)), TraceID(x.TurnID), CallSpanID(x.CallID))
+	root := rootOf(x.Root, x.TurnID)
+	ctx := withIDs(parent(root, TurnSpanID(x.TurnID)), TraceID(root), CallSpanID(x.TurnID, x.CallID))
 	_, span := t.tr.Start(ctx, "execute_tool "+x.Label, trace.WithTimestamp(x.Start), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(toolAttrs(x.TurnID, x.CallID, x.Name)...))
 	span.SetAttributes(attribute.String("jetloop.worker", x.Worker), attribute.Int("jetloop.attempts", x.Attempts))

@@ -13,17 +13,22 @@ func TestIDsComeFromTheTurn(t *testing.T) {
 	if tracing.TraceID("a") != tracing.TraceID("a") || tracing.TraceID("a") == tracing.TraceID("b") {
 		t.Error("a turn's trace id must be the same in every process and differ between turns")
 	}
-	if !tracing.TraceID("a").IsValid() || !tracing.TurnSpanID("a").IsValid() || !tracing.CallSpanID("c").IsValid() {
+	if !tracing.TraceID("a").IsValid() || !tracing.TurnSpanID("a").IsValid() || !tracing.CallSpanID("t", "c").IsValid() {
 		t.Error("invalid id")
 	}
-	if tracing.TurnSpanID("x") == tracing.CallSpanID("x") {
+	if tracing.TurnSpanID("x") == tracing.CallSpanID("x", "x") {
 		t.Error("a turn and a call of the same id share a span id")
+	}
+	// The turns of a chain of subagent calls share a trace: calls of the
+	// same id in two turns are two spans.
+	if tracing.CallSpanID("a", "c") == tracing.CallSpanID("b", "c") {
+		t.Error("calls of the same id in two turns share a span id")
 	}
 	// A traceparent any W3C propagator reads names the call's span.
 	ctx := propagation.TraceContext{}.Extract(context.Background(),
-		propagation.MapCarrier{"traceparent": tracing.Traceparent("turn-1", "call-1")})
+		propagation.MapCarrier{"traceparent": tracing.Traceparent("root-1", "turn-1", "call-1")})
 	sc := trace.SpanContextFromContext(ctx)
-	if sc.TraceID() != tracing.TraceID("turn-1") || sc.SpanID() != tracing.CallSpanID("call-1") || !sc.IsSampled() || !sc.IsRemote() {
+	if sc.TraceID() != tracing.TraceID("root-1") || sc.SpanID() != tracing.CallSpanID("turn-1", "call-1") || !sc.IsSampled() || !sc.IsRemote() {
 		t.Errorf("traceparent read back as %+v", sc)
 	}
 }

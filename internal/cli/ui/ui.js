@@ -307,6 +307,14 @@
           meta.appendChild(document.createTextNode(" · task " + tl.workflow.task + " of workflow "));
           meta.appendChild(link(workflowHref(tl.workflow.workflow_id), tl.workflow.workflow_id));
         }
+        if (tl.parent) {
+          // A subagent's turn: back to the call of its parent that runs it.
+          meta.appendChild(document.createTextNode(" · subagent of turn "));
+          var up = link(turnHref(tl.parent.turn_id) + "#call-" + encodeURIComponent(tl.parent.call_id), tl.parent.turn_id);
+          up.id = "parent-link";
+          meta.appendChild(up);
+          meta.appendChild(document.createTextNode(" (call " + tl.parent.call_id + ", depth " + tl.parent.depth + ")"));
+        }
         var m = tl.finished && tl.finished.metrics;
         $("metrics").textContent = m ? m.steps + " steps · " + m.tool_calls + " tool calls · " + m.model_calls + " model calls · " +
           m.input_tokens + " tokens in / " + m.output_tokens + " out · " + m.duration_ms + " ms" :
@@ -362,7 +370,7 @@
       header(v);
       show($("chart"), !!tl);
       if (tl) {
-        if (!chart) chart = window.jetloopTimeline(tl); else chart.update(tl);
+        if (!chart) chart = window.jetloopTimeline(tl, { turnHref: turnHref }); else chart.update(tl);
         table(tl.rows);
         $("kind").textContent = "turn";
       } else if (v.rows && v.rows.length) {
@@ -508,7 +516,7 @@
       tasks(tl);
       show($("chart"), !!tl);
       if (tl) {
-        var opts = { taskHref: function (k) { return turnHref(k.turn_id); } };
+        var opts = { taskHref: function (k) { return turnHref(k.turn_id); }, turnHref: turnHref };
         if (!chart) chart = window.jetloopTimeline(tl, opts); else chart.update(tl);
         table(tl.rows);
       }
