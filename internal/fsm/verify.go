@@ -192,8 +192,6 @@ func keepSteps(c *events.Compaction) int {
 	return c.KeepSteps
 }
 
-
-
 // inputOf recovers the input that made the orchestrator write e, for the
 // events that begin a decision; ok is false for events the machine writes
 // on its own.
