@@ -65,15 +65,29 @@ func TestPercentile(t *testing.T) {
 
 func TestTargetsJudgeTheFigures(t *testing.T) {
 	r := &Result{StepOverheadP50Ms: 0.9, OverheadPerHop: 2, StepOverheadP99Ms: 4, StepsPerS: 2500,
-		BytesPerPausedTurn: 4096, ReplayEventsPerS: 300_000, RecoveryS: 1}
+		BytesPerPausedTurn: 4096, ReplayEventsPerS: 300_000, RecoveryS: 1,
+		Tenancy: &Tenancy{IdleTurnP50Ms: 100, FloodTurnP50Ms: 190}}
 	for _, tg := range r.targets() {
 		if !tg.met {
 			t.Errorf("%s: not met by %s", tg.what, tg.got)
 		}
 	}
+	target := func(prefix string) target {
+		for _, tg := range r.targets() {
+			if strings.HasPrefix(tg.what, prefix) {
+				return tg
+			}
+		}
+		t.Fatalf("no target %q", prefix)
+		return target{}
+	}
 	r.TurnsLost = 1
-	if tg := r.targets()[6]; tg.met {
+	if target("recovery").met {
 		t.Errorf("recovery met with a turn lost")
+	}
+	r.Tenancy.FloodTurnP50Ms = 201
+	if target("a tenant's turns").met {
+		t.Errorf("a tenant's turns met at %s", target("a tenant's turns").got)
 	}
 }
 

@@ -18,7 +18,7 @@ func TestSetupRoundTrips(t *testing.T) {
 		Tools:  []events.ToolSpec{{Name: "echo", Description: "echoes"}}, Approval: []string{"echo"}, FinalTools: []string{"done"},
 		Script: json.RawMessage(`{"responses":[]}`), Digest: "d1", Metadata: map[string]string{"k": "v"},
 		ForkedFrom: &events.ForkedFrom{TurnID: "t0", Step: 1}, Workflow: &events.WorkflowRef{WorkflowID: "w", Task: 2},
-		Parent: &events.ParentRef{TurnID: "p", CallID: "c", Depth: 1}, KeepSteps: 5, ScriptIndex: 6, HistoryTurns: []string{"t0"}}
+		Parent: &events.ParentRef{TurnID: "p", CallID: "c", Depth: 1}, KeepSteps: 5, Summarizer: "Summarizer", OverTokens: 7, ScriptIndex: 6, HistoryTurns: []string{"t0"}}
 	v := reflect.ValueOf(c)
 	for i := range v.NumField() {
 		if v.Field(i).IsZero() {
