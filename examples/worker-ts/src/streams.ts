@@ -66,6 +66,9 @@ export function streamConfigs(): StreamConfig[] {
       duplicate_window: nanos(10 * 60_000),
       max_bytes: 1 << 30,
       discard: DiscardPolicy.New,
+      // Jobs are derived from the turns' logs again after a restart: memory
+      // storage by default, as jetloop streams apply makes them.
+      storage: StorageType.Memory,
     },
     {
       ...unlimited,
