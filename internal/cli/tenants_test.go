@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -22,46 +20,13 @@ import (
 )
 
 // copyTenants lays the shipped multi-tenant deployment out in a temporary
-// directory as deploy/ holds it, its nats.conf listening on a free port
-// with a store of its own, and returns its tenants file and config.
+// directory (natstest.CopyTenants) and returns its tenants file, config and
+// the server's store.
 func copyTenants(t *testing.T) (path, config, store string) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	deploy := filepath.Join(filepath.Dir(file), "..", "..", "deploy")
-	dir := t.TempDir()
-	store = filepath.Join(dir, "store")
-	cp := func(from, to string, edit func(string) string) {
-		data, err := os.ReadFile(filepath.Join(deploy, from))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, to)), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		s := string(data)
-		if edit != nil {
-			s = edit(s)
-		}
-		if err := os.WriteFile(filepath.Join(dir, to), []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cp("permissions.conf", "permissions.conf", nil)
-	for _, f := range []string{"tenants.yaml", "accounts.conf", "sys.nk"} {
-		cp(filepath.Join("tenants", f), filepath.Join("tenants", f), nil)
-	}
-	for _, tn := range []string{"a", "b"} {
-		for _, r := range tenants.Roles {
-			f := filepath.Join("tenants", tn, r+".nk")
-			cp(f, f, nil)
-		}
-	}
-	port := natstest.FreePort(t)
-	cp(filepath.Join("tenants", "nats.conf"), filepath.Join("tenants", "nats.conf"), func(s string) string {
-		s = regexp.MustCompile(`(?m)^listen: .*$`).ReplaceAllString(s, fmt.Sprintf("listen: 127.0.0.1:%d", port))
-		return regexp.MustCompile(`(?m)^  store_dir: .*$`).ReplaceAllString(s, fmt.Sprintf("  store_dir: %q", store))
-	})
-	return filepath.Join(dir, "tenants", "tenants.yaml"), filepath.Join(dir, "tenants", "nats.conf"), store
+	path, config = natstest.CopyTenants(t, filepath.Join(filepath.Dir(file), "..", "..", "deploy"))
+	return path, config, filepath.Join(filepath.Dir(filepath.Dir(path)), "store")
 }
 
 // connectSeed connects with an nkey seed file.
