@@ -19,26 +19,10 @@ import (
 // environment are read when it is parsed: set them first (t.Setenv).
 func StartConfig(t testing.TB, path string) *Server {
 	t.Helper()
-	opts, err := server.ProcessConfigFile(path)
-	if err != nil {
-		t.Fatalf("natstest: %s: %v", path, err)
-	}
 	dir := t.TempDir()
-	opts.Host, opts.Port, opts.StoreDir = "127.0.0.1", -1, dir
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("natstest: new server from %s: %v", path, err)
-	}
-	s.Start()
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
+	return startConfig(t, path, func(opts *server.Options) {
+		opts.Host, opts.Port, opts.StoreDir = "127.0.0.1", -1, dir
 	})
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatalf("natstest: server from %s not ready", path)
-	}
-	return &Server{Server: s, Dir: dir}
 }
 
 // StartConfigAsWritten starts a server from a configuration file with
@@ -47,11 +31,20 @@ func StartConfig(t testing.TB, path string) *Server {
 // the file names its own free port and store (FreePort, t.TempDir()).
 func StartConfigAsWritten(t testing.TB, path string) *Server {
 	t.Helper()
+	return startConfig(t, path, func(*server.Options) {})
+}
+
+// startConfig starts a server from the file at path with the options edit
+// changes, quiet and without signal handlers (which a reload does not
+// compare), and stops it when the test ends.
+func startConfig(t testing.TB, path string, edit func(*server.Options)) *Server {
+	t.Helper()
 	opts, err := server.ProcessConfigFile(path)
 	if err != nil {
 		t.Fatalf("natstest: %s: %v", path, err)
 	}
-	opts.NoLog, opts.NoSigs = true, true // not compared by a reload
+	edit(opts)
+	opts.NoLog, opts.NoSigs = true, true
 	s, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("natstest: new server from %s: %v", path, err)
