@@ -212,8 +212,12 @@ func (c Config) sizes() sizes {
 // asked for (Deployed, or named in Only), every other phase unless Only
 // names others.
 func (c Config) runs(phase string) bool {
-	if phase == "deployed" || phase == "tenants" {
+	if phase == "deployed" {
 		return c.Deployed || slices.Contains(c.Only, phase)
+	}
+	if phase == "tenants" {
+		// With --deployed, unless Only names other phases.
+		return c.Deployed && len(c.Only) == 0 || slices.Contains(c.Only, phase)
 	}
 	return len(c.Only) == 0 || slices.Contains(c.Only, phase)
 }
