@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -176,12 +175,10 @@ func (b *run) startTenantShape(ctx context.Context, bins, repo string) (_ *tenan
 			sh.stop()
 		}
 	}()
-	src := filepath.Join(repo, "deploy", "tenants")
-	conf := filepath.Join(dir, "tenants", "nats.conf")
-	if err := copyTenants(src, filepath.Join(repo, "deploy", "permissions.conf"), dir); err != nil {
+	file, conf, err := tenants.Copy(filepath.Join(repo, "deploy"), dir, "127.0.0.1:-1", filepath.Join(dir, "store"))
+	if err != nil {
 		return nil, err
 	}
-	file := filepath.Join(dir, "tenants", "tenants.yaml")
 	sh.seedPath = func(tenant, role string) string { return tenants.SeedPath(file, tenant, role) }
 	if sh.b.server, err = sh.b.start("nats-server", filepath.Join(bins, "nats-server"), "-c", conf, "--ports_file_dir", dir, "-m", "-1"); err != nil {
 		return nil, err
@@ -251,30 +248,6 @@ func (b *run) startTenantShape(ctx context.Context, bins, repo string) (_ *tenan
 		}
 	}
 	return sh, nil
-}
-
-// copyTenants copies the tenants directory (its configuration, tenants
-// file and seeds) and the permissions it includes into dir, with a free
-// port and a store in dir.
-func copyTenants(src, perms, dir string) error {
-	if err := os.CopyFS(filepath.Join(dir, "tenants"), os.DirFS(src)); err != nil {
-		return err
-	}
-	data, err := os.ReadFile(perms)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "permissions.conf"), data, 0o644); err != nil {
-		return err
-	}
-	conf := filepath.Join(dir, "tenants", "nats.conf")
-	data, err = os.ReadFile(conf)
-	if err != nil {
-		return err
-	}
-	data = regexp.MustCompile(`(?m)^listen:.*$`).ReplaceAll(data, []byte("listen: 127.0.0.1:-1"))
-	data = regexp.MustCompile(`(?m)store_dir:\s*("[^"]*"|\S+)`).ReplaceAll(data, []byte("store_dir: "+strconv.Quote(filepath.Join(dir, "store"))))
-	return os.WriteFile(conf, data, 0o644)
 }
 
 // connect connects as a tenant's user; roles in accounts of their own use

@@ -2,12 +2,11 @@ package natstest
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/jetloop/jetloop/internal/tenants"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -66,35 +65,17 @@ func FreePort(t testing.TB) int {
 	return freePorts(t, 1)[0]
 }
 
-// CopyTenants copies a multi-tenant deployment (deploy/tenants: its
-// configuration, tenants file, seeds and rendered accounts) with the
-// permissions its accounts include into a directory of the test's, with a
-// free port and a store of its own, so that a test may add and remove
-// tenants (and reload a server started by StartConfigAsWritten) without
-// touching the repository. It returns the copy's tenants file and
-// configuration.
+// CopyTenants copies a multi-tenant deployment (tenants.Copy) into a
+// directory of the test's, with a free port and a store of its own, so that
+// a test may add and remove tenants (and reload a server started by
+// StartConfigAsWritten) without touching the repository. It returns the
+// copy's tenants file and configuration.
 func CopyTenants(t testing.TB, deploy string) (tenantsFile, config string) {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.CopyFS(filepath.Join(dir, "tenants"), os.DirFS(filepath.Join(deploy, "tenants"))); err != nil {
-		t.Fatal(err)
-	}
-	perms, err := os.ReadFile(filepath.Join(deploy, "permissions.conf"))
+	tenantsFile, config, err := tenants.Copy(deploy, dir, fmt.Sprintf("127.0.0.1:%d", FreePort(t)), filepath.Join(dir, "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "permissions.conf"), perms, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	config = filepath.Join(dir, "tenants", "nats.conf")
-	data, err := os.ReadFile(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data = regexp.MustCompile(`(?m)^listen:.*$`).ReplaceAll(data, fmt.Appendf(nil, "listen: 127.0.0.1:%d", FreePort(t)))
-	data = regexp.MustCompile(`(?m)store_dir:\s*("[^"]*"|\S+)`).ReplaceAll(data, []byte("store_dir: "+strconv.Quote(filepath.Join(dir, "store"))))
-	if err := os.WriteFile(config, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(dir, "tenants", "tenants.yaml"), config
+	return tenantsFile, config
 }

@@ -46,12 +46,15 @@ func (f *Fairness) share() int {
 	return max(1, f.slots/max(active, 1))
 }
 
+// full tells whether tenant is at its share now: mu held.
+func (f *Fairness) full(tenant string) bool { return f.busy[tenant] >= f.share() }
+
 // acquire waits for a slot of tenant's share. It cannot wait forever: a
 // tenant at its share has inputs being handled, whose ends let slots go.
 func (f *Fairness) acquire(tenant string) {
 	f.mu.Lock()
 	f.waiting[tenant]++
-	for f.busy[tenant] >= f.share() {
+	for f.full(tenant) {
 		changed := f.changed
 		f.mu.Unlock()
 		<-changed

@@ -28,7 +28,7 @@ import (
 type tenantStack struct {
 	t    *testing.T
 	root string
-	dir  string // deploy/tenants
+	path string // deploy/tenants/tenants.yaml
 	url  string
 	orch *process
 }
@@ -39,32 +39,25 @@ func newTenantStack(t *testing.T) *tenantStack {
 }
 
 // newTenantStackWith is newTenantStack whose tenants share one tool worker
-// process (toolworker --tenants) with its file tools under root, when root
-// is set.
+// process (toolworker --tenants) with its file tools under shared, when
+// shared is set.
 func newTenantStackWith(t *testing.T, shared string) *tenantStack {
 	t.Helper()
 	root := repoRoot(t)
-	dir := filepath.Join(root, "deploy", "tenants")
-	srv := natstest.StartConfig(t, filepath.Join(dir, "nats.conf"))
-	s := &tenantStack{t: t, root: root, dir: dir, url: srv.ClientURL()}
-	f, err := tenants.Load(filepath.Join(dir, "tenants.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range f.Names() {
-		s.provision(f, name)
+	path, srv, admins := startTenants(t)
+	s := &tenantStack{t: t, root: root, path: path, url: srv.ClientURL()}
+	for name := range admins {
 		if shared == "" {
-			w := start(t, root, "toolworker", "--nats", s.url, "--creds", s.seed(name, tenants.Toolworker), "--root", t.TempDir())
+			w := start(t, root, "toolworker", "--nats", s.url, "--creds", tenants.SeedPath(path, name, tenants.Toolworker), "--root", t.TempDir())
 			natstest.WaitFor(t, "tenant "+name+"'s tool worker to serve", func() bool { return strings.Contains(w.out.String(), "serving") })
 		}
 	}
 	if shared != "" {
-		w := start(t, root, "toolworker", "--nats", s.url, "--tenants", filepath.Join(dir, "tenants.yaml"), "--root", shared)
-		natstest.WaitFor(t, "the shared tool worker to serve every tenant", func() bool { return strings.Count(w.out.String(), `"msg":"serving"`) == len(f.Tenants) })
+		w := start(t, root, "toolworker", "--nats", s.url, "--tenants", path, "--root", shared)
+		natstest.WaitFor(t, "the shared tool worker to serve every tenant", func() bool { return strings.Count(w.out.String(), `"msg":"serving"`) == len(admins) })
 	}
-	s.orch = start(t, root, "orchestrator", "--nats", s.url, "--tenants", filepath.Join(dir, "tenants.yaml"),
-		"--agents", "data/AGENTS.md", "--allow-scripts")
-	for _, name := range f.Names() {
+	s.orch = start(t, root, "orchestrator", "--nats", s.url, "--tenants", path, "--agents", "data/AGENTS.md", "--allow-scripts")
+	for name := range admins {
 		natstest.WaitFor(t, "the orchestrator to serve tenant "+name, func() bool {
 			for line := range strings.Lines(s.orch.out.String()) {
 				if strings.Contains(line, `"msg":"serving"`) && strings.Contains(line, `"tenant":"`+name+`"`) {
@@ -77,48 +70,19 @@ func newTenantStackWith(t *testing.T, shared string) *tenantStack {
 	return s
 }
 
-func (s *tenantStack) seed(tenant, role string) string {
-	return tenants.SeedPath(filepath.Join(s.dir, "tenants.yaml"), tenant, role)
-}
-
-// connect connects as a tenant's user of a role; roles in accounts of
-// their own use the API prefix.
+// connect connects as a tenant's user of a role (dialTenant); roles in
+// accounts of their own use the API prefix.
 func (s *tenantStack) connect(tenant, role string) (*nats.Conn, jetstream.JetStream) {
 	s.t.Helper()
-	opt, err := nats.NkeyOptionFromSeed(s.seed(tenant, role))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	inbox := bus.InboxCLI
-	if role == tenants.Orchestrator {
-		inbox = bus.InboxOrchestrator
-	}
-	nc, err := nats.Connect(s.url, opt, nats.CustomInboxPrefix(inbox))
-	if err != nil {
-		s.t.Fatalf("connect as %s's %s: %v", tenant, role, err)
-	}
-	s.t.Cleanup(nc.Close)
-	var js jetstream.JetStream
-	if role == tenants.Admin || role == tenants.Orchestrator {
-		js, err = jetstream.New(nc)
-	} else {
+	nc := dialTenant(s.t, s.path, s.url, tenant, role).nc
+	js, err := jetstream.New(nc)
+	if ownAccount(role) {
 		js, err = jetstream.NewWithAPIPrefix(nc, bus.APIPrefix)
 	}
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	return nc, js
-}
-
-// provision makes a tenant's streams as its admin, sized to its storage.
-func (s *tenantStack) provision(f *tenants.File, tenant string) {
-	s.t.Helper()
-	nc, js := s.connect(tenant, tenants.Admin)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := bus.Apply(ctx, js, f.Get(tenant).Provision(bus.DefaultProvision(nc.MaxPayload()))); err != nil {
-		s.t.Fatalf("streams of tenant %s: %v", tenant, err)
-	}
 }
 
 // client is a Go client of a tenant, as its client user.
