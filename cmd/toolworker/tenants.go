@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
+	"time"
 
+	"github.com/jetloop/jetloop/internal/backoff"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/tenants"
@@ -19,8 +21,13 @@ import (
 // cancel of one tenant can never reach another's. Each has its own
 // concurrency (a tenant's calls never wait for another's slots) and its
 // file tools confined to root/<tenant>, so what one tenant's calls write
-// the others' cannot read. The tenants are those of the file at start: a
-// tenant added later is served after a restart.
+// the others' cannot read. The file is read again as the orchestrator
+// reads it (tenants.Watch): a tenant added is served within
+// tenants.Reload, one removed stops being, without a restart.
+//
+// A file that cannot be used at start is a bad configuration (exit 2); a
+// tenant's worker that stops with an error is started again, without
+// holding up the others.
 func serveTenants(ctx context.Context, log *slog.Logger, path, root string, auth bus.Auth, m *metrics.Metrics,
 	toolsIn func(root string) ([]tools.Tool, error),
 	serve func(ctx context.Context, log *slog.Logger, auth bus.Auth, m *metrics.Metrics, served []tools.Tool) int) int {
@@ -33,36 +40,50 @@ func serveTenants(ctx context.Context, log *slog.Logger, path, root string, auth
 		log.Error("the tenants file lists no tenant", "path", path)
 		return 2
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	codes := make([]int, len(f.Tenants))
-	for i, t := range f.Tenants {
-		dir := filepath.Join(root, t.Name)
+	tenants.Watch(ctx, path, tenants.Reload, log, sameWorker, func(ctx context.Context, t *tenants.Tenant) {
+		serveTenant(ctx, log.With("tenant", t.Name), path, root, auth, m, t, toolsIn, serve)
+	})
+	return 0
+}
+
+// sameWorker reports whether a tenant's worker still serves as listed: a
+// new toolworker user (a new seed beside the file) restarts it.
+func sameWorker(a, b *tenants.Tenant) bool {
+	return a.Users[tenants.Toolworker] == b.Users[tenants.Toolworker]
+}
+
+// serveTenant runs one tenant's worker until ctx ends, starting it again
+// after an error: a tenant just added may not be reachable yet (its
+// account wired by the server's next reload).
+func serveTenant(ctx context.Context, log *slog.Logger, path, root string, auth bus.Auth, m *metrics.Metrics, t *tenants.Tenant,
+	toolsIn func(root string) ([]tools.Tool, error),
+	serve func(ctx context.Context, log *slog.Logger, auth bus.Auth, m *metrics.Metrics, served []tools.Tool) int) {
+	// A tenant no longer served stops counting in the process's readiness.
+	defer m.DropTenant(t.Name)
+	dir := filepath.Join(root, t.Name)
+	a := auth
+	a.Creds = tenants.SeedPath(path, t.Name, tenants.Toolworker)
+	a.User, a.Password, a.PasswordFile = "", "", ""
+	retry := backoff.Policy{First: time.Second, Max: 30 * time.Second}
+	_ = retry.Do(ctx, func(int) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			log.Error("cannot make a tenant's root", "tenant", t.Name, "err", err)
-			return 1
+			log.Error("cannot make the tenant's root: trying again", "root", dir, "err", err)
+			return err
 		}
 		served, err := toolsIn(dir)
 		if err != nil {
-			log.Error("bad configuration", "tenant", t.Name, "err", err)
-			return 2
+			log.Error("bad configuration for the tenant: trying again", "err", err)
+			return err
 		}
-		a := auth
-		a.Creds = tenants.SeedPath(path, t.Name, tenants.Toolworker)
-		a.User, a.Password, a.PasswordFile = "", "", ""
-		wg.Go(func() {
-			codes[i] = serve(ctx, log.With("tenant", t.Name), a, m.Tenant(t.Name), served)
-			if codes[i] != 0 {
-				cancel() // one tenant's worker failing stops the pool: restart it whole
-			}
-		})
-	}
-	wg.Wait()
-	for _, c := range codes {
-		if c != 0 {
-			return c
+		// A worker started again replaces the readiness of the one before.
+		m.DropTenant(t.Name)
+		if code := serve(ctx, log, a, m.Tenant(t.Name), served); ctx.Err() == nil {
+			log.Error("the tenant's worker stopped: trying again", "exit", code)
+			return errStopped
 		}
-	}
-	return 0
+		return nil
+	})
 }
+
+// errStopped is a tenant's worker that stopped with an error.
+var errStopped = errors.New("toolworker: the tenant's worker stopped")

@@ -274,10 +274,12 @@ func TestTenantsShareAToolWorker(t *testing.T) {
 }
 
 // TestTenantAddedIsServed: `jetloop tenants add` is the one command that
-// adds a tenant. Against a running server and an orchestrator serving
-// the tenants file, it makes the tenant's accounts and streams, and the
-// orchestrator serves the new tenant without a restart: a turn of its
-// client completes. Removed, the tenant stops being served.
+// adds a tenant. Against a running server, an orchestrator serving the
+// tenants file and a shared tool worker pool serving it too, it makes the
+// tenant's accounts and streams, and both processes serve the new tenant
+// without a restart: a turn of its client that calls a tool completes,
+// the tool's file written under the pool's root for that tenant. Removed,
+// the tenant stops being served by both.
 func TestTenantAddedIsServed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the binaries")
@@ -286,7 +288,19 @@ func TestTenantAddedIsServed(t *testing.T) {
 	path, config := natstest.CopyTenants(t, filepath.Join(root, "deploy"))
 	srv := natstest.StartConfigAsWritten(t, config)
 	url := srv.ClientURL()
+	shared := t.TempDir()
 	orch := start(t, root, "orchestrator", "--nats", url, "--tenants", path, "--agents", "data/AGENTS.md", "--allow-scripts")
+	pool := start(t, root, "toolworker", "--nats", url, "--tenants", path, "--root", shared)
+	logged := func(p *process, msg, tenant string) func() bool {
+		return func() bool {
+			for line := range strings.Lines(p.out.String()) {
+				if strings.Contains(line, `"msg":"`+msg+`"`) && strings.Contains(line, `"tenant":"`+tenant+`"`) {
+					return true
+				}
+			}
+			return false
+		}
+	}
 	jl := func(args ...string) string {
 		t.Helper()
 		out, code := run(t, root, append(args, "--nats", url, "--tenants", path)...)
@@ -296,19 +310,25 @@ func TestTenantAddedIsServed(t *testing.T) {
 		return out
 	}
 	jl("tenants", "add", "c")
-	worker := start(t, root, "toolworker", "--nats", url, "--creds", tenants.SeedPath(path, "c", tenants.Toolworker), "--root", t.TempDir())
-	natstest.WaitFor(t, "c's tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
-	out := jl("submit", "--tenant", "c", "--watch", "--agent", "General", "--model", "script:scripts/demo.yaml", "hello from c")
-	if !strings.Contains(out, "completed") {
-		t.Fatalf("c's turn did not complete:\n%s", out)
+	natstest.WaitFor(t, "the pool to serve tenant c", logged(pool, "serving", "c"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nc := dialTenant(t, path, url, "c", tenants.Client).nc
+	c, err := client.New(nc, client.WithAPIPrefix(bus.APIPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Submit(ctx, client.TurnRequest{TurnID: "in-c", Agent: "General", Model: "script", Input: client.Text("go"),
+		Script: scriptOf(`{"tool_calls":[{"name":"write_file","arguments":{"path":"x.txt","content":"c"}}]}`, `{"text":"done"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Wait(ctx, "in-c"); err != nil || res.StopReason != client.StopCompleted {
+		t.Fatalf("c's turn: %v %v", res.StopReason, err)
+	}
+	if data, err := os.ReadFile(filepath.Join(shared, "c", "x.txt")); err != nil || string(data) != "c" {
+		t.Errorf("c's file under the pool's root: %q %v", data, err)
 	}
 	jl("tenants", "remove", "c")
-	natstest.WaitFor(t, "the orchestrator to stop serving c", func() bool {
-		for line := range strings.Lines(orch.out.String()) {
-			if strings.Contains(line, "no longer serving") && strings.Contains(line, `"tenant":"c"`) {
-				return true
-			}
-		}
-		return false
-	})
+	natstest.WaitFor(t, "the orchestrator to stop serving c", logged(orch, "no longer serving a tenant as it was", "c"))
+	natstest.WaitFor(t, "the pool to stop serving c", logged(pool, "no longer serving a tenant as it was", "c"))
 }

@@ -18,6 +18,7 @@
 package tenants
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -209,23 +210,32 @@ func Load(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	var f File
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) { // EOF: no tenants yet
+	f, err := Parse(data)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return f, nil
+}
+
+// Parse reads a tenants file's content.
+func Parse(data []byte) (*File, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) { // EOF: no tenants yet
+		return nil, err
+	}
 	if f.System != "" && !isUserKey(f.System) {
-		return nil, fmt.Errorf("%s: system is not a user's public nkey (56 characters, starting with U)", path)
+		return nil, errors.New("system is not a user's public nkey (56 characters, starting with U)")
 	}
 	seen := map[string]bool{}
 	for i := range f.Tenants {
 		t := &f.Tenants[i]
 		if err := t.Validate(); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, err
 		}
 		if seen[t.Name] {
-			return nil, fmt.Errorf("%s: tenant %s is listed twice", path, t.Name)
+			return nil, fmt.Errorf("tenant %s is listed twice", t.Name)
 		}
 		seen[t.Name] = true
 	}
