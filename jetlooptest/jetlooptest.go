@@ -27,7 +27,6 @@ package jetlooptest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,8 +38,8 @@ import (
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/embedded"
-	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/stack"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -177,48 +176,31 @@ func (s *Server) Orchestrate() error {
 	if err != nil {
 		return err
 	}
-	js, err := jetstream.New(nc)
+	_, p, err := stack.Orchestrator(context.Background(), nc, s.log, set, stack.Observers{}, orchestrator.WithAllowScripts(true), orchestrator.WithAckWait(time.Second))
 	if err != nil {
 		nc.Close()
 		return err
 	}
-	o, err := orchestrator.New(nc, js, s.log, set, orchestrator.WithAllowScripts(true), orchestrator.WithAckWait(time.Second))
-	if err != nil {
-		nc.Close()
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// Logged as it happens, and before Close returns: the log may be the
+	// test's own.
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := o.Run(ctx); err != nil {
+		if err := p.Wait(); err != nil {
 			s.log.Error("jetlooptest: orchestrator stopped", "err", err)
 		}
 	}()
-	s.stops = append(s.stops, func() { cancel(); <-done; nc.Close() })
+	s.stops = append(s.stops, func() { _ = p.Stop(); <-done; nc.Close() })
 	return nil
 }
 
 // WaitForTool returns once a worker advertises tool (or a hook, as
 // hook.NAME), so a turn started next is offered it.
 func (s *Server) WaitForTool(ctx context.Context, tool string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		if kv, err := s.js.KeyValue(ctx, events.BucketTools); err == nil {
-			if e, err := kv.Get(ctx, tool); err == nil {
-				var info events.ToolInfo
-				if json.Unmarshal(e.Value(), &info) == nil && info.Workers > 0 {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("jetlooptest: no worker advertised %s: %w", tool, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
+	if err := stack.WaitTool(ctx, s.js, tool); err != nil {
+		return fmt.Errorf("jetlooptest: no worker advertised %s: %w", tool, err)
 	}
+	return nil
 }
 
 // Close stops the orchestrator and the server and removes the directory.

@@ -23,7 +23,7 @@ type invoiceArgs struct {
 // checks calls against it and hands the function typed arguments.
 func TestHandleFuncTypesArguments(t *testing.T) {
 	e := newEnv(t)
-	e.serve([]worker.Option{worker.WithName("billing")}, func(w *worker.Worker) []string {
+	e.serve([]worker.Option{worker.WithName("billing")}, func(w *worker.Worker) error {
 		must(t, worker.HandleFunc(w, "invoice", "Sums a customer's invoices.",
 			func(_ context.Context, a invoiceArgs) (worker.Result, error) {
 				if a.Customer == "boom" {
@@ -37,7 +37,7 @@ func TestHandleFuncTypesArguments(t *testing.T) {
 		must(t, w.Handle("call", "Says what it was called with.", nil, func(_ context.Context, c worker.Call) (worker.Result, error) {
 			return worker.Result{Output: fmt.Sprintf("%s %s %d %s %d", c.TurnID, c.CallID, c.Step, c.Arguments, c.Attempt), Final: true}, nil
 		}, worker.WithTimeout(90e9)))
-		return []string{"invoice", "call"}
+		return nil
 	})
 	info := e.info("invoice")
 	want, err := worker.Schema(invoiceArgs{})
@@ -73,11 +73,11 @@ func TestHandleFuncTypesArguments(t *testing.T) {
 // call; huge arguments are answered like any others. None stops the worker.
 func TestHostileJobs(t *testing.T) {
 	e := newEnv(t)
-	e.serve(nil, func(w *worker.Worker) []string {
+	e.serve(nil, func(w *worker.Worker) error {
 		must(t, w.Handle("size", "Counts its arguments' bytes.", nil, func(_ context.Context, c worker.Call) (worker.Result, error) {
 			return worker.Result{Output: fmt.Sprint(len(c.Arguments))}, nil
 		}))
-		return []string{"size"}
+		return nil
 	})
 	// A job for another tool on this tool's subject.
 	wrong := job("h1", "other", `{}`)
@@ -174,9 +174,9 @@ func TestConfigurationErrors(t *testing.T) {
 // A worker's Run that stops at once is a graceful stop.
 func TestRunStopsGracefully(t *testing.T) {
 	e := newEnv(t)
-	stop, _ := e.serve(nil, func(w *worker.Worker) []string {
+	stop, _ := e.serve(nil, func(w *worker.Worker) error {
 		must(t, w.Handle("noop", "", nil, func(context.Context, worker.Call) (worker.Result, error) { return worker.Result{}, nil }))
-		return []string{"noop"}
+		return nil
 	})
 	stop()
 	e.waitFor("the tool withdrawn", func() bool { return e.info("noop") == nil })

@@ -86,20 +86,12 @@ func (e *env) worker(extra []tools.Tool, opts ...worker.Option) (stop, kill func
 	e.t.Helper()
 	ts, err := tools.Builtins(e.t.TempDir(), false)
 	must(e.t, err)
-	return e.serve(opts, func(w *worker.Worker) []string {
-		all := append(ts, extra...)
-		must(e.t, tools.Register(w, all...))
-		names := make([]string, len(all))
-		for i, t := range all {
-			names[i] = t.Spec().Name
-		}
-		return names
-	})
+	return e.serve(opts, func(w *worker.Worker) error { return tools.Register(w, append(ts, extra...)...) })
 }
 
-// serve runs a worker with the tools register registers and names, and
-// returns once they are advertised.
-func (e *env) serve(opts []worker.Option, register func(*worker.Worker) []string) (stop, kill func()) {
+// serve runs a worker with what register registers, and returns once it
+// serves.
+func (e *env) serve(opts []worker.Option, register func(*worker.Worker) error) (stop, kill func()) {
 	e.t.Helper()
 	return turntest.Serve(e.t, e.srv, register, opts...)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/stack"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/nats-io/nats-server/v2/server"
@@ -324,10 +325,10 @@ func (b *run) startShape(ctx context.Context, bins, repo, sync, storage string) 
 	if sh.orch, err = sh.start("orchestrator", filepath.Join(bins, "orchestrator"), orchArgs...); err != nil {
 		return nil, err
 	}
-	if err := waitTool(ctx, sh.ajs, "echo"); err != nil {
+	if err := stack.WaitTool(ctx, sh.ajs, "echo"); err != nil {
 		return nil, err
 	}
-	if err := waitServing(ctx, sh.ajs); err != nil {
+	if err := stack.WaitServing(ctx, sh.ajs); err != nil {
 		return nil, err
 	}
 	return sh, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/stack"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
@@ -108,7 +109,7 @@ func (b *run) startLoad(ctx context.Context, extra ...string) (*loadSite, error)
 		l.stop()
 		return nil, err
 	}
-	if err := s.waitServing(ctx); err != nil {
+	if err := stack.WaitServing(ctx, s.js); err != nil {
 		l.stop()
 		return nil, err
 	}

@@ -19,13 +19,12 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/embedded"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/stack"
 
 	"github.com/jetloop/jetloop/internal/agents"
-	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/tools"
-	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -177,24 +176,16 @@ func (s *site) startWorker(ctx context.Context, g *errgroup.Group, log *slog.Log
 	if err != nil {
 		return err
 	}
-	var wm worker.Metrics
-	if s.metrics != nil {
-		wm = s.metrics
-	}
-	w, err := worker.New(nc, worker.WithLogger(log.With("process", "toolworker")), worker.WithMetrics(wm))
-	if err == nil {
-		s.metrics.AddCheck("toolworker "+w.Name(), w.Serving)
-		err = tools.Register(w, echo...)
-	}
+	_, p, err := stack.Worker(ctx, nc, log.With("process", "toolworker"), stack.Observers{Metrics: s.metrics}, stack.Tools(echo...))
 	if err != nil {
 		nc.Close()
 		return err
 	}
 	g.Go(func() error {
 		defer nc.Close()
-		return w.Run(ctx)
+		return p.Wait()
 	})
-	return waitTool(ctx, s.js, "echo")
+	return nil
 }
 
 // startOrchestrator runs an orchestrator in this process, with the scripted
@@ -204,50 +195,21 @@ func (s *site) startOrchestrator(ctx context.Context, g *errgroup.Group, log *sl
 	if err != nil {
 		return err
 	}
-	nc, js, err := s.connect("jetloop bench orchestrator", log)
+	nc, _, err := s.connect("jetloop bench orchestrator", log)
 	if err != nil {
 		return err
 	}
-	o, err := orchestrator.New(nc, js, log.With("process", "orchestrator"), set,
-		orchestrator.WithProvider("script", timedModel{Provider: model.Scripted{}, t: t}), orchestrator.WithAllowScripts(true),
-		orchestrator.WithMetrics(s.metrics))
+	_, p, err := stack.Orchestrator(ctx, nc, log.With("process", "orchestrator"), set, stack.Observers{Metrics: s.metrics},
+		orchestrator.WithProvider("script", timedModel{Provider: model.Scripted{}, t: t}), orchestrator.WithAllowScripts(true))
 	if err != nil {
 		nc.Close()
 		return err
 	}
 	g.Go(func() error {
 		defer nc.Close()
-		return o.Run(ctx)
+		return p.Wait()
 	})
-	return s.waitServing(ctx)
-}
-
-// waitServing returns once an orchestrator pulls from the inbox.
-func (s *site) waitServing(ctx context.Context) error { return waitServing(ctx, s.js) }
-
-// waitServing returns once an orchestrator pulls from the inbox of the
-// server js is connected to.
-func waitServing(ctx context.Context, js jetstream.JetStream) error {
-	return waitFor(ctx, 30*time.Second, "the orchestrator to serve", func() bool {
-		c, err := js.Consumer(ctx, events.StreamInbox, bus.InboxConsumer)
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(ctx)
-		return err == nil && info.NumWaiting > 0
-	})
-}
-
-// waitTool returns once a tool worker advertises the tool name.
-func waitTool(ctx context.Context, js jetstream.JetStream, name string) error {
-	return waitFor(ctx, 30*time.Second, "a tool worker to advertise "+name, func() bool {
-		kv, err := js.KeyValue(ctx, events.BucketTools)
-		if err != nil {
-			return false
-		}
-		_, err = kv.Get(ctx, name)
-		return err == nil
-	})
+	return stack.WaitServing(ctx, s.js)
 }
 
 // child is a process the benchmark started: an orchestrator (`jetloop

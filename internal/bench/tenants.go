@@ -16,6 +16,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/model"
+	"github.com/jetloop/jetloop/internal/stack"
 	"github.com/jetloop/jetloop/internal/tenants"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -240,10 +241,10 @@ func (b *run) startTenantShape(ctx context.Context, bins, repo string) (_ *tenan
 		return nil, err
 	}
 	for _, js := range []jetstream.JetStream{sh.aajs, sh.b.ajs} {
-		if err := waitTool(ctx, js, "echo"); err != nil {
+		if err := stack.WaitTool(ctx, js, "echo"); err != nil {
 			return nil, err
 		}
-		if err := waitServing(ctx, js); err != nil {
+		if err := stack.WaitServing(ctx, js); err != nil {
 			return nil, err
 		}
 	}

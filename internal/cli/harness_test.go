@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/stack"
 	"github.com/jetloop/jetloop/internal/turntest"
 
 	"github.com/jetloop/jetloop/internal/agents"
@@ -21,7 +21,6 @@ import (
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/tools"
-	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -121,17 +120,6 @@ func newEnvWith(t *testing.T, srv *natstest.Server, connect func(testing.TB) (*n
 	return e
 }
 
-type testLog struct{ t *testing.T }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
-func (e *env) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(testLog{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
 // orchestrator runs an orchestrator on its own connection until the test
 // ends or the returned stop is called.
 func (e *env) orchestrator() (stop func()) {
@@ -147,15 +135,14 @@ func (e *env) orchestrator() (stop func()) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	nc, js := e.connect(e.t)
-	o, err := orchestrator.New(nc, js, e.logger(), set, orchestrator.WithAckWait(time.Second), orchestrator.WithAllowScripts(true),
+	nc, _ := e.connect(e.t)
+	_, stop, _ = turntest.Orchestrator(e.t, nc, turntest.Logger(e.t), set, orchestrator.WithAckWait(time.Second), orchestrator.WithAllowScripts(true),
 		orchestrator.WithProvider("script", recorder{e.calls}))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return e.run("orchestrator", nc, o.Run)
+	return stop
 }
 
+// worker runs a tool worker with the built-in tools on its own connection
+// until the test ends.
 func (e *env) worker() {
 	e.t.Helper()
 	nc, _ := e.connect(e.t)
@@ -167,43 +154,7 @@ func (e *env) worker() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	w, err := worker.New(nc, worker.WithLogger(e.logger()))
-	if err == nil {
-		err = tools.Register(w, builtins...)
-	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.run("toolworker", nc, w.Run)
-	natstest.WaitFor(e.t, "the worker's tools", func() bool {
-		kv, err := e.js.KeyValue(context.Background(), events.BucketTools)
-		if err != nil {
-			return false
-		}
-		_, err = kv.Get(context.Background(), "echo")
-		return err == nil
-	})
-}
-
-func (e *env) run(what string, nc *nats.Conn, run func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := run(ctx); err != nil {
-			e.t.Errorf("%s: %v", what, err)
-		}
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			<-done
-			nc.Close()
-		})
-	}
-	e.t.Cleanup(stop)
-	return stop
+	turntest.Worker(e.t, nc, turntest.Logger(e.t), stack.Tools(builtins...))
 }
 
 // jetloop runs the command against the test's server and returns its exit
@@ -238,15 +189,10 @@ func (e *env) script(name, yaml string) string {
 	return path
 }
 
+// log reads a turn's log as it is now.
 func (e *env) log(turn string) []events.Envelope {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	log, _, err := e.store.Read(ctx, turn)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return log
+	return turntest.Log(e.t, e.js, turn)
 }
 
 // tryLog reads a turn's log as it is now, nil when it cannot be read: a
@@ -262,14 +208,10 @@ func (e *env) tryLog(turn string) []events.Envelope {
 	return log
 }
 
+// last returns a turn's last event; ok is false while it has no log.
 func (e *env) last(turn string) (events.Envelope, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ev, _, ok, err := e.store.Last(ctx, turn)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return ev, ok
+	e.t.Helper()
+	return turntest.Last(e.t, e.js, turn)
 }
 
 // waitType waits until turn's last event is of type typ and returns it.

@@ -14,33 +14,28 @@ import (
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/internal/proc"
 	"github.com/jetloop/jetloop/internal/providers"
+	"github.com/jetloop/jetloop/internal/stack"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/tools"
-	"github.com/jetloop/jetloop/internal/tracing"
-	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/sync/errgroup"
 )
 
-// stack is a whole jetloop in one process: an embedded server, an
-// orchestrator and a tool worker.
-type stack struct {
+// devStack is a whole jetloop in one process: an embedded server, and an
+// orchestrator and a tool worker (internal/stack) on one connection to it.
+type devStack struct {
 	srv *server.Server
 	nc  *nats.Conn
 	js  jetstream.JetStream
-	g   *errgroup.Group
-	ctx context.Context
+	run *stack.Stack
 }
 
 // observers are what a stack's processes report to: both nil in the demo.
 type observers struct {
-	metrics *metrics.Metrics
-	tracer  *tracing.Tracer
+	stack.Observers
 	// sync is the embedded server's --sync-interval (empty: always).
 	sync string
 }
@@ -48,7 +43,7 @@ type observers struct {
 // startStack starts the stack with its server at url (empty: a free port)
 // storing in dir, the agents of set, and the built-in tools on root.
 // The orchestrator and the worker share obs: one endpoint, one registry.
-func startStack(ctx context.Context, url, dir string, set *agents.Set, root string, log *slog.Logger, obs observers) (*stack, error) {
+func startStack(ctx context.Context, url, dir string, set *agents.Set, root string, log *slog.Logger, obs observers) (*devStack, error) {
 	srv, err := embedded.Start(url, dir, embedded.Sync(obs.sync))
 	if err != nil {
 		return nil, err
@@ -58,7 +53,7 @@ func startStack(ctx context.Context, url, dir string, set *agents.Set, root stri
 		srv.Shutdown()
 		return nil, err
 	}
-	fail := func(err error) (*stack, error) {
+	fail := func(err error) (*devStack, error) {
 		nc.Close()
 		srv.Shutdown()
 		return nil, err
@@ -74,13 +69,6 @@ func startStack(ctx context.Context, url, dir string, set *agents.Set, root stri
 	if err != nil {
 		return fail(err)
 	}
-	// demo and dev are a developer's own machine: their submissions may
-	// run scripts, as the demo turn and the dev hint do.
-	orch, err := orchestrator.New(nc, js, log.With("process", "orchestrator"), set, append(provs, orchestrator.WithAllowScripts(true),
-		orchestrator.WithMetrics(obs.metrics), orchestrator.WithTracer(obs.tracer))...)
-	if err != nil {
-		return fail(err)
-	}
 	if err := tools.CheckRoot(root, tools.DefaultProtect); err != nil {
 		return fail(err)
 	}
@@ -88,58 +76,17 @@ func startStack(ctx context.Context, url, dir string, set *agents.Set, root stri
 	if err != nil {
 		return fail(err)
 	}
-	var wm worker.Metrics
-	if obs.metrics != nil {
-		wm = obs.metrics
-	}
-	w, err := worker.New(nc, worker.WithLogger(log.With("process", "toolworker")), worker.WithMetrics(wm), worker.WithTracerProvider(obs.tracer.Provider()))
-	if err == nil {
-		obs.metrics.AddCheck("toolworker "+w.Name(), w.Serving)
-		err = tools.Register(w, builtins...)
-	}
+	// demo and dev are a developer's own machine: their submissions may
+	// run scripts, as the demo turn and the dev hint do.
+	run, err := stack.Start(ctx, nc, log, set, builtins, obs.Observers, append(provs, orchestrator.WithAllowScripts(true))...)
 	if err != nil {
 		return fail(err)
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return orch.Run(gctx) })
-	g.Go(func() error { return w.Run(gctx) })
-	s := &stack{srv: srv, nc: nc, js: js, g: g, ctx: gctx}
-	if err := s.waitForTools(ctx, len(builtins)); err != nil {
-		s.stop()
-		return nil, err
-	}
-	return s, nil
+	return &devStack{srv: srv, nc: nc, js: js, run: run}, nil
 }
 
-// waitForTools returns once the worker has advertised its tools, so a turn
-// submitted next is offered them.
-func (s *stack) waitForTools(ctx context.Context, n int) error {
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if kv, err := s.js.KeyValue(ctx, events.BucketTools); err == nil {
-			if keys, err := kv.ListKeys(ctx); err == nil {
-				got := 0
-				for range keys.Keys() {
-					got++
-				}
-				if got >= n {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.ctx.Done():
-			return s.g.Wait()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return errors.New("the tool worker did not advertise its tools")
-}
-
-func (s *stack) stop() error {
-	err := s.g.Wait()
+func (s *devStack) stop() error {
+	err := s.run.Wait()
 	s.nc.Close()
 	s.srv.Shutdown()
 	s.srv.WaitForShutdown()
@@ -266,7 +213,7 @@ func dev(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	defer cleanup()
-	s, err := startStack(ctx, url, *dir, set, *root, log, observers{m, tracer, *sync})
+	s, err := startStack(ctx, url, *dir, set, *root, log, observers{stack.Observers{Metrics: m, Tracer: tracer}, *sync})
 	if err != nil {
 		return c.fail("%v", err)
 	}
@@ -280,7 +227,7 @@ func dev(ctx context.Context, c *command, args []string) int {
 }
 
 // demoWorkflow runs a workflow file on the demo's stack and prints its trace.
-func (c *command) demoWorkflow(ctx context.Context, s *stack, path string) int {
+func (c *command) demoWorkflow(ctx context.Context, s *devStack, path string) int {
 	sub, data, err := ReadWorkflow(path)
 	if err != nil {
 		return c.fail("%v", err)

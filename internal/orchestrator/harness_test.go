@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,10 +159,22 @@ func newHarnessOn(t *testing.T, srv *natstest.Server, p *bus.Provision) *harness
 // processes', are made with opts: a user of one account of srv.
 func newHarnessAs(t *testing.T, srv *natstest.Server, p *bus.Provision, opts ...nats.Option) *harness {
 	t.Helper()
+	return newHarnessServing(t, srv, p, testAgents, nil, opts...)
+}
+
+// newHarnessServing is newHarnessAs whose orchestrators serve the agents md
+// defines, with files (their scripts) beside them.
+func newHarnessServing(t *testing.T, srv *natstest.Server, p *bus.Provision, md string, files map[string]string, opts ...nats.Option) *harness {
+	t.Helper()
 	nc, js := srv.ConnectAs(t, opts...)
 	dir := t.TempDir()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	path := filepath.Join(dir, "AGENTS.md")
-	if err := os.WriteFile(path, []byte(testAgents), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	set, _, err := agents.Load(path)
@@ -185,17 +196,10 @@ func newHarnessAs(t *testing.T, srv *natstest.Server, p *bus.Provision, opts ...
 		t.Fatal(err)
 	}
 	h := &harness{t: t, srv: srv, nc: nc, js: js, store: store, set: set, connOpts: opts,
-		log:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		log:   turntest.Logger(t),
 		calls: &counter{runs: map[string]int{}}}
 	t.Cleanup(h.checkAllLogs)
 	return h
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 // orchestrator runs an orchestrator on its own connection until the test
@@ -216,7 +220,7 @@ func (h *harness) orchestratorKill(opts ...orchestrator.Option) (stop, kill func
 // running starts an orchestrator like orchestratorKill and returns it too.
 func (h *harness) running(opts ...orchestrator.Option) (o *orchestrator.Orchestrator, stop, kill func()) {
 	h.t.Helper()
-	nc, js := h.srv.ConnectAs(h.t, h.connOpts...)
+	nc, _ := h.srv.ConnectAs(h.t, h.connOpts...)
 	// The tests' submissions carry their scripts; a test of the default
 	// turns scripts off again with an option of its own.
 	// Each running orchestrator of the test has its own name; one started
@@ -225,38 +229,12 @@ func (h *harness) running(opts ...orchestrator.Option) (o *orchestrator.Orchestr
 	name := h.claimName()
 	opts = append([]orchestrator.Option{orchestrator.WithAckWait(time.Second), orchestrator.WithAllowScripts(true),
 		orchestrator.WithName(name)}, opts...)
-	o, err := orchestrator.New(nc, js, h.log.With("process", "orchestrator"), h.set, opts...)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var killed atomic.Bool
-	go func() {
-		defer close(done)
-		if err := o.Run(ctx); err != nil && !killed.Load() {
-			h.t.Errorf("orchestrator: %v", err)
-		}
-	}()
+	o, stopO, killO := turntest.Orchestrator(h.t, nc, h.log.With("process", "orchestrator"), h.set, opts...)
 	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			<-done
-			nc.Close()
-			h.releaseName(name)
-		})
-	}
-	kill = func() {
-		once.Do(func() {
-			killed.Store(true)
-			nc.Close()
-			cancel()
-			<-done
-			h.releaseName(name)
-		})
-	}
-	h.t.Cleanup(stop)
+	release := func() { once.Do(func() { h.releaseName(name) }) }
+	stop = func() { stopO(); release() }
+	kill = func() { killO(); release() }
+	h.t.Cleanup(release)
 	return o, stop, kill
 }
 
@@ -281,46 +259,12 @@ func (h *harness) workerWith(root string, opts []worker.Option, setup ...func(*w
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	w, err := worker.New(nc, append([]worker.Option{worker.WithLogger(h.log.With("process", "toolworker"))}, opts...)...)
-	if err == nil {
+	stop, _ = turntest.Worker(h.t, nc, h.log.With("process", "toolworker"), func(w *worker.Worker) error {
 		for _, f := range setup {
 			f(w)
 		}
-		err = tools.Register(w, append(builtins, h.calls, &meeting{all: make(chan struct{})})...)
-	}
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.Run(ctx); err != nil {
-			h.t.Errorf("toolworker: %v", err)
-		}
-	}()
-	served := append(builtins, h.calls, &meeting{})
-	h.waitFor("the worker's tools in the registry", func() bool {
-		kv, err := h.js.KeyValue(context.Background(), events.BucketTools)
-		if err != nil {
-			return false
-		}
-		for _, tool := range served {
-			if _, err := kv.Get(context.Background(), tool.Spec().Name); err != nil {
-				return false
-			}
-		}
-		return true
-	})
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			<-done
-			nc.Close()
-		})
-	}
-	h.t.Cleanup(stop)
+		return tools.Register(w, append(builtins, h.calls, &meeting{all: make(chan struct{})})...)
+	}, opts...)
 	return stop
 }
 

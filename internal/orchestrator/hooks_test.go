@@ -13,8 +13,8 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/jetloop/jetloop/worker"
-	"github.com/nats-io/nats.go"
 )
 
 // audit is a Checkpoint: it keeps every checkpoint it is asked about and
@@ -262,25 +262,15 @@ func TestWorkflowHooksSurviveCrashes(t *testing.T) {
 // process of the hook is asked, and the workflow goes on.
 func TestHookKilledMidJobIsAskedAgain(t *testing.T) {
 	h := newHarness(t).start()
-	serve := func(nc *nats.Conn, fn worker.HookFunc) (stop func()) {
-		w, err := worker.New(nc, worker.WithAckWait(500*time.Millisecond), worker.WithDrainGrace(100*time.Millisecond), worker.WithLogger(h.log.With("process", "hook")))
-		if err == nil {
-			err = w.HandleHook("slowpoke", fn)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = w.Run(ctx) }()
-		<-w.Ready()
-		return func() { cancel(); <-done }
+	serve := func(fn worker.HookFunc) (stop, kill func()) {
+		nc, _ := h.srv.Connect(t)
+		return turntest.Worker(t, nc, h.log.With("process", "hook"), func(w *worker.Worker) error { return w.HandleHook("slowpoke", fn) },
+			worker.WithAckWait(500*time.Millisecond), worker.WithDrainGrace(100*time.Millisecond))
 	}
 	// The first process takes the job and dies with it.
-	nc1, _ := h.srv.Connect(t)
 	asked := make(chan struct{})
 	var once sync.Once
-	stop1 := serve(nc1, func(ctx context.Context, cp worker.Checkpoint) (worker.Decision, error) {
+	_, kill1 := serve(func(ctx context.Context, cp worker.Checkpoint) (worker.Decision, error) {
 		once.Do(func() { close(asked) })
 		<-ctx.Done()
 		return worker.Decision{}, ctx.Err()
@@ -292,14 +282,12 @@ func TestHookKilledMidJobIsAskedAgain(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the hook was never asked")
 	}
-	nc1.Close() // kill -9: no answer, no ack, no goodbye
-	defer stop1()
+	kill1() // kill -9: no answer, no ack, no goodbye
 	var attempts sync.Map
-	nc2, _ := h.srv.Connect(t)
-	defer serve(nc2, func(_ context.Context, cp worker.Checkpoint) (worker.Decision, error) {
+	serve(func(_ context.Context, cp worker.Checkpoint) (worker.Decision, error) {
 		attempts.Store(cp.Task, cp.Attempt)
 		return worker.Continue("asked again"), nil
-	})()
+	})
 	log, fin := h.workflowFinished("killed-hook")
 	if fin.StopReason != events.StopCompleted {
 		t.Fatalf("finished %+v", fin)

@@ -13,9 +13,9 @@ import (
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/internal/tools"
+	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // stallConf is a server whose orchestrator user may not write the log of
@@ -91,24 +91,10 @@ func TestAStalledTurnDoesNotHoldUpItsShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := orchestrator.New(nc, js, h.log, h.set, orchestrator.WithShards(1), orchestrator.WithAllowScripts(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- o.Run(ctx) }()
-	t.Cleanup(func() {
-		// As a crash: the stalled append ends with the connection, not
-		// with its deadline.
-		nc.Close()
-		cancel()
-		<-done
-	})
+	_, _, kill := turntest.Orchestrator(t, nc, h.log, h.set, orchestrator.WithShards(1), orchestrator.WithAllowScripts(true))
+	// As a crash: the stalled append ends with the connection, not with
+	// its deadline.
+	t.Cleanup(kill)
 
 	h.submit(script("t-fast", "General", `{"responses": [
 		{"tool_calls": [{"name": "gate", "arguments": {}}]},

@@ -1,25 +1,18 @@
 package orchestrator_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/agents"
-	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
-	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/orchestrator"
@@ -112,36 +105,7 @@ var subagentScripts = map[string]string{
 // newSubagentHarness is newHarness with the subagent tests' agents.
 func newSubagentHarness(t *testing.T) *harness {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc, js := srv.Connect(t)
-	dir := t.TempDir()
-	for name, text := range subagentScripts {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	path := filepath.Join(dir, "AGENTS.md")
-	if err := os.WriteFile(path, []byte(subagentAgents), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	set, _, err := agents.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := bus.EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
-	}
-	store, err := logstore.New(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, srv: srv, nc: nc, js: js, store: store, set: set,
-		log:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		calls: &counter{runs: map[string]int{}}}
-	t.Cleanup(h.checkAllLogs)
-	return h
+	return newHarnessServing(t, natstest.Start(t), nil, subagentAgents, subagentScripts)
 }
 
 // scriptCallID is the scripted model's id of a turn's call (model.callID).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/turntest"
 )
 
 // deployment is the processes of a test that runs jetloop as an operator
@@ -105,7 +106,7 @@ func TestClusterSurvivesNodeAndOrchestratorLoss(t *testing.T) {
 	d.worker("wa")
 	d.worker("wb")
 	for _, tool := range workloadTools {
-		waitForTool(t, js, tool)
+		turntest.WaitTool(t, js, tool)
 	}
 	t.Logf("cluster and processes up in %s", time.Since(began).Round(time.Millisecond))
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -69,7 +70,7 @@ func TestGoExamplesAsTheirUsers(t *testing.T) {
 			t.Logf("go-worker output:\n%s", gwOut.String())
 		}
 	})
-	waitForTool(t, ajs, "invoice_total")
+	turntest.WaitTool(t, ajs, "invoice_total")
 	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 
 	out, code := run(t, root, append(append([]string{"submit"}, as("client")...), "--watch", "--agent", "General",

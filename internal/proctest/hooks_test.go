@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -109,7 +110,7 @@ func TestWorkflowHooksAsTheirDeployment(t *testing.T) {
 		}
 	})
 	for _, key := range []string{"echo", events.HookKey("audit"), events.HookKey("cost-guard")} {
-		waitForTool(t, ajs, key)
+		turntest.WaitTool(t, ajs, key)
 	}
 	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/turntest"
 )
 
 // mcpBin is an MCP server installed by make test from the lock file in
@@ -56,7 +57,7 @@ func TestMCPToolsInATurn(t *testing.T) {
 	natstest.WaitFor(t, "the tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
 	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	for _, tool := range []string{"echo", "everything__get-sum", "fs__read_text_file"} {
-		waitForTool(t, js, tool)
+		turntest.WaitTool(t, js, tool)
 	}
 	servers := children(worker.cmd.Process.Pid)
 

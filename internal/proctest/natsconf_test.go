@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -89,7 +90,7 @@ func (s *roleStack) run() {
 	_, js := s.connect("admin")
 	t.Cleanup(func() { natstest.CheckLogs(t, js) })
 	for _, tool := range []string{"read_file", "list_dir", "grep", "echo"} {
-		waitForTool(t, js, tool)
+		turntest.WaitTool(t, js, tool)
 	}
 
 	out, code := s.cliAs("client", []string{"submit", "--watch", "--turn", "acl-turn", "--agent", "General",

@@ -161,7 +161,7 @@ func TestProcessesRunATurn(t *testing.T) {
 	natstest.WaitFor(t, "the tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
 	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	for _, tool := range []string{"read_file", "list_dir", "grep", "write_file", "echo", "sleep"} {
-		waitForTool(t, js, tool)
+		turntest.WaitTool(t, js, tool)
 	}
 
 	out, code := run(t, root, "submit", "--nats", url, "--watch", "--turn", "proc-turn", "--agent", "General",
@@ -281,19 +281,6 @@ func TestAgentsCheck(t *testing.T) {
 	if out, code := run(t, dir, "agents", "check", bad); code != 1 || !strings.Contains(out, "bad.md:6") {
 		t.Fatalf("duplicate name: exit %d\n%s", code, out)
 	}
-}
-
-func waitForTool(t *testing.T, js jetstream.JetStream, name string) {
-	t.Helper()
-	natstest.WaitFor(t, "tool "+name+" to be advertised", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		kv, err := js.KeyValue(ctx, events.BucketTools)
-		if err == nil {
-			_, err = kv.Get(ctx, name)
-		}
-		return err == nil
-	})
 }
 
 // checkReplay exports a finished turn, replays it from the file and from the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -63,7 +64,7 @@ func serverRestart(t *testing.T, jobsStorage string) {
 	orch := d.orchestrator()
 	worker := d.worker("wa")
 	for _, tool := range workloadTools {
-		waitForTool(t, js, tool)
+		turntest.WaitTool(t, js, tool)
 	}
 	const n = 100
 	w := newWorkload(t, nc, js, "rs", d.dir, n)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -95,7 +96,7 @@ func TestTSWorkerServesATurn(t *testing.T) {
 
 	// The worker starts first, on an empty server: it creates what it uses.
 	worker := startTS(t, url, "ts-1")
-	waitForTool(t, js, tsTool)
+	turntest.WaitTool(t, js, tsTool)
 	sameStreams(t, js)
 
 	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md", "--allow-scripts")
@@ -167,7 +168,7 @@ func sameStreams(t *testing.T, js jetstream.JetStream) {
 	ref := natstest.Start(t)
 	_, refJS := ref.Connect(t)
 	goWorker := start(t, t.TempDir(), "toolworker", "--nats", ref.ClientURL(), "--root", ".", "--tools", "echo")
-	waitForTool(t, refJS, "echo")
+	turntest.WaitTool(t, refJS, "echo")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, name := range []string{events.StreamInbox, events.StreamJobs, events.StreamDead, "KV_" + events.BucketTools, "KV_JETLOOP_WORKERS"} {
@@ -224,7 +225,7 @@ func TestTSWorkerJobs(t *testing.T) {
 	// Every call takes 2 s, longer than the ack wait: only heartbeats keep
 	// a job from being handed to the worker's next free slot.
 	worker := startTS(t, url, "ts-jobs", "--ack-wait", "1500ms", "--delay", "2s", "--concurrency", "4")
-	waitForTool(t, js, tsTool)
+	turntest.WaitTool(t, js, tsTool)
 
 	soon := time.Now().Add(time.Minute)
 	ok := publishJob(t, js, "t-ok", "c-ok", map[string]any{"text": "one two three"}, soon)
@@ -579,7 +580,7 @@ func TestTSWorkerAsItsDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitForTool(t, ajs, tsTool)
+	turntest.WaitTool(t, ajs, tsTool)
 	orch := start(t, root, "orchestrator", append(as("orchestrator"), "--agents", "data/AGENTS.md", "--allow-scripts")...)
 	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	script := filepath.Join(t.TempDir(), "script.yaml")
@@ -640,7 +641,7 @@ func TestTSWorkerServesAHook(t *testing.T) {
 	}
 	t.Cleanup(func() { natstest.CheckLogs(t, ajs) })
 	key := events.HookKey("audit")
-	waitForTool(t, ajs, key)
+	turntest.WaitTool(t, ajs, key)
 	v, err := kvGet(t, ajs, events.BucketTools, key)
 	if err != nil {
 		t.Fatal(err)

@@ -44,14 +44,7 @@ func (e *env) worker(ts []tools.Tool, opts ...worker.Option) {
 	e.t.Helper()
 	// Appended: these tests' workers always log to the test and drain in 50 ms.
 	opts = append(opts, worker.WithLogger(turntest.Logger(e.t)), worker.WithDrainGrace(50*time.Millisecond))
-	turntest.Serve(e.t, e.srv, func(w *worker.Worker) []string {
-		must(e.t, tools.Register(w, ts...))
-		names := make([]string, len(ts))
-		for i, tool := range ts {
-			names[i] = tool.Spec().Name
-		}
-		return names
-	}, opts...)
+	turntest.Serve(e.t, e.srv, func(w *worker.Worker) error { return tools.Register(w, ts...) }, opts...)
 }
 
 func (e *env) info(tool string) *events.ToolInfo { return turntest.ToolInfo(e.t, e.js, tool) }

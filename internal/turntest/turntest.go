@@ -1,8 +1,11 @@
 // Package turntest is what tests that run turns ask of the logs and the
 // inbox, written once: read a turn's log, wait for an event or the turn's
-// end, decode the events of a type, wait for a tool result. Every test
-// harness (orchestrator, cli, worker, tools, proctest) uses these instead
-// of copies of its own; internal/natstest starts the servers.
+// end, decode the events of a type, wait for a tool result or a tool's
+// advertisement; and the test's side of running an orchestrator or a tool
+// worker in-process (internal/stack starts them; Orchestrator, Worker and
+// Serve add the test's stop, kill and failure). Every test harness
+// (orchestrator, cli, worker, tools, proctest) uses these instead of copies
+// of its own; internal/natstest starts the servers.
 package turntest
 
 import (
