@@ -170,23 +170,7 @@ func (s *stack) jobs() uint64 {
 }
 
 // tool reads a tool's entry in the registry, nil without one.
-func (s *stack) tool(name string) *events.ToolInfo {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	kv, err := s.js.KeyValue(ctx, events.BucketTools)
-	if err != nil {
-		return nil
-	}
-	e, err := kv.Get(ctx, name)
-	if err != nil {
-		return nil
-	}
-	var info events.ToolInfo
-	if err := json.Unmarshal(e.Value(), &info); err != nil {
-		s.t.Fatal(err)
-	}
-	return &info
-}
+func (s *stack) tool(name string) *events.ToolInfo { return turntest.ToolInfo(s.t, s.js, name) }
 
 // kill9 kills a process the way an operator's kill -9 does.
 func (p *process) kill9(t *testing.T) {
