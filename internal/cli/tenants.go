@@ -91,6 +91,17 @@ func tenantsCmd(ctx context.Context, c *command, args []string) int {
 		return c.usageErr("add, remove, list or render?")
 	}
 	path := c.tenantsPath()
+	if verb := rest[0]; verb == "add" || verb == "remove" || verb == "render" {
+		// One command at a time edits the file: two adds at once would each
+		// write the file they read, and lose the other's tenant.
+		release, err := tenants.Lock(path, func() {
+			fmt.Fprintf(c.stderr, "waiting for another jetloop tenants command to finish with %s\n", path)
+		})
+		if err != nil {
+			return c.fail("lock %s: %v", path, err)
+		}
+		defer release()
+	}
 	switch verb := rest[0]; {
 	case verb == "add" && len(rest) == 2:
 		t := tenants.Tenant{Name: rest[1], SoftStorage: *soft, InFlight: *inFlight, SubmitRate: *rate, SubmitBurst: *burst}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,5 +213,89 @@ func TestTenantFlagNamesTheSeed(t *testing.T) {
 	var out bytes.Buffer
 	if code := Main(context.Background(), []string{"turns", "--tenant", "zz", "--tenants", path}, &out, &out); code != ExitFailed || !strings.Contains(out.String(), "no such tenant") {
 		t.Errorf("turns --tenant zz: exit %d:\n%s", code, out.String())
+	}
+}
+
+// syncBuffer is a buffer a command writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestTenantsCommandsTakeTurns: tenants commands run at once edit the file
+// one after another (tenants.Lock): eight adds at once leave eight tenants
+// in the file and in the accounts rendered from it, none lost to another's
+// write of the file it read.
+func TestTenantsCommandsTakeTurns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tenants.yaml")
+	const n = 8
+	var wg sync.WaitGroup
+	outs := make([]syncBuffer, n)
+	codes := make([]int, n)
+	for i := range n {
+		wg.Go(func() {
+			codes[i] = Main(context.Background(), []string{"tenants", "add", fmt.Sprintf("t%d", i), "--offline", "--tenants", path}, &outs[i], &outs[i])
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if codes[i] != ExitOK {
+			t.Fatalf("add t%d: exit %d\n%s", i, codes[i], outs[i].String())
+		}
+	}
+	f, err := tenants.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts, err := os.ReadFile(tenants.AccountsPath(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		name := fmt.Sprintf("t%d", i)
+		if f.Get(name) == nil {
+			t.Errorf("tenant %s lost from the file (%v)", name, f.Names())
+		}
+		if !strings.Contains(string(accounts), "JETLOOP_"+name) {
+			t.Errorf("tenant %s lost from the accounts", name)
+		}
+	}
+}
+
+// TestTenantsWaitForTheLock: a tenants command waits while another holds
+// the file, says so, and neither reads nor writes it until then.
+func TestTenantsWaitForTheLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tenants.yaml")
+	release, err := tenants.Lock(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(context.Background(), []string{"tenants", "add", "late", "--offline", "--tenants", path}, &out, &out)
+	}()
+	natstest.WaitFor(t, "the command to say it waits", func() bool { return strings.Contains(out.String(), "waiting for another jetloop tenants command") })
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the file was written while another held it: %v", err)
+	}
+	release()
+	if code := <-done; code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, out.String())
+	}
+	if f, err := tenants.Load(path); err != nil || f.Get("late") == nil {
+		t.Fatalf("the tenant added after the wait: %v %v", f, err)
 	}
 }

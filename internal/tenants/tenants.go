@@ -328,3 +328,8 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// lockPath is the file Lock locks, beside the tenants file.
+func lockPath(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".lock")
+}
