@@ -812,30 +812,45 @@ func (o *Orchestrator) watchRestarts(ctx context.Context) error {
 		if n == seen || !o.nc.IsConnected() {
 			continue
 		}
-		seen = n
-		rctx, cancel := context.WithTimeout(ctx, time.Minute)
-		if err := o.rederive(rctx); err != nil {
-			o.log.Warn("cannot re-publish the jobs of unfinished turns after a reconnection", "err", err)
+		// Done only once every job is re-published: a server just
+		// restarted may lose or not yet answer the first requests (its
+		// JetStream still recovering), and the calls' deadlines run.
+		if err := o.rederive(ctx); err != nil {
+			if ctx.Err() == nil {
+				o.log.Warn("cannot re-publish the jobs of unfinished turns after a reconnection yet; trying again", "err", err)
+			}
+			continue
 		}
-		cancel()
+		seen = n
 	}
 }
 
+// rederive re-publishes the jobs of the unfinished turns of this process's
+// partitions. Each request has defaultIOTimeout: one the server lost costs
+// that, not the whole attempt, which watchRestarts makes again.
 func (o *Orchestrator) rederive(ctx context.Context) error {
 	if o.jobsStream.Storage != jetstream.MemoryStorage {
 		return nil
 	}
-	if _, err := o.repairJobs(ctx); err != nil {
+	bound := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, defaultIOTimeout) }
+	rctx, cancel := bound()
+	_, err := o.repairJobs(rctx)
+	cancel()
+	if err != nil {
 		return err
 	}
 	jobs := 0
 	for _, p := range o.Partitions() {
-		ids, err := o.liveIDs(ctx, p)
+		rctx, cancel := bound()
+		ids, err := o.liveIDs(rctx, p)
+		cancel()
 		if err != nil {
 			return err
 		}
 		for _, id := range ids {
-			st, _, err := o.store.Load(ctx, id)
+			rctx, cancel := bound()
+			st, _, err := o.store.Load(rctx, id)
+			cancel()
 			if errors.Is(err, logstore.ErrIsWorkflow) {
 				continue // a workflow's jobs go to the inbox, on file
 			}
@@ -846,7 +861,10 @@ func (o *Orchestrator) rederive(ctx context.Context) error {
 				continue
 			}
 			for _, j := range fsm.Jobs(st) {
-				if err := o.publishJob(ctx, j); err != nil {
+				rctx, cancel := bound()
+				err := o.publishJob(rctx, j)
+				cancel()
+				if err != nil {
 					return err
 				}
 				jobs++
