@@ -33,15 +33,7 @@ func TestCrashAtEveryStage(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
 				h := newHarness(t)
 				h.worker()
-				var seen atomic.Int32
-				crashed := make(chan struct{})
-				_, kill := h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
-					if s != stage || seen.Add(1) != int32(n) {
-						return nil
-					}
-					close(crashed)
-					return errors.New("crash")
-				}))
+				crashed, kill := h.orchestratorCrashing(stage, n)
 				turn := fmt.Sprintf("t-crash-%s-%d", stage, n)
 				h.submit(script(turn, "General", threeSteps))
 				<-crashed

@@ -3,11 +3,13 @@ package orchestrator_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,6 +213,32 @@ func (h *harness) orchestrator(opts ...orchestrator.Option) (stop func()) {
 
 // orchestratorKill also returns kill, which stops the orchestrator the way a
 // crash does: its connection closes under it, nothing more is acknowledged.
+// orchestratorCrashing runs an orchestrator that dies the n-th time an
+// input reaches stage (its crash hook fails there, as a process killed at
+// that line would): crashed is closed then, and kill ends it as a crash.
+func (h *harness) orchestratorCrashing(stage string, n int) (crashed <-chan struct{}, kill func()) {
+	var seen atomic.Int32
+	ch := make(chan struct{})
+	_, kill = h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
+		if s != stage || seen.Add(1) != int32(n) {
+			return nil
+		}
+		close(ch)
+		return errors.New("crash")
+	}))
+	return ch, kill
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 func (h *harness) orchestratorKill(opts ...orchestrator.Option) (stop, kill func()) {
 	h.t.Helper()
 	_, stop, kill = h.running(opts...)

@@ -3,7 +3,6 @@ package orchestrator_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -241,16 +240,7 @@ func TestWorkflowHooksSurviveCrashes(t *testing.T) {
 		for n := 1; n <= int(total.(*atomic.Int32).Load()); n++ {
 			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
 				run(t, fmt.Sprintf("wf-hooks-%s-%d", stage, n), func(h *harness) (<-chan struct{}, func()) {
-					var seen atomic.Int32
-					crashed := make(chan struct{})
-					_, kill := h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
-						if s != stage || seen.Add(1) != int32(n) {
-							return nil
-						}
-						close(crashed)
-						return errors.New("crash")
-					}))
-					return crashed, kill
+					return h.orchestratorCrashing(stage, n)
 				})
 			})
 		}

@@ -4,10 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,20 +310,12 @@ func TestCrashAtEveryStageSubagent(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
 				h := newSubagentHarness(t)
 				h.worker()
-				var seen atomic.Int32
-				var crashed atomic.Bool
-				_, kill := h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
-					if s != stage || seen.Add(1) != int32(n) {
-						return nil
-					}
-					crashed.Store(true)
-					return errors.New("crash")
-				}))
+				crashed, kill := h.orchestratorCrashing(stage, n)
 				turn := fmt.Sprintf("lead-crash-%s-%d", stage, n)
 				h.submit(script(turn, "Lead", `{"responses":[
 					{"tool_calls":[{"name":"Researcher","arguments":{"task":"find"}}]},{"text":"done"}]}`))
-				h.waitFor("the crash or the end", func() bool { return crashed.Load() || h.last(turn) == events.TurnFinished })
-				if !crashed.Load() {
+				h.waitFor("the crash or the end", func() bool { return closed(crashed) || h.last(turn) == events.TurnFinished })
+				if !closed(crashed) {
 					t.Skipf("the turn has fewer than %d inputs that reach stage %s", n, stage)
 				}
 				kill()

@@ -1,12 +1,10 @@
 package orchestrator_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jetloop/jetloop/internal/agents"
@@ -74,19 +72,11 @@ func TestCrashAtEveryStageCompaction(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
 				h := newSummarizeHarness(t)
 				h.worker()
-				var seen atomic.Int32
-				var crashed atomic.Bool
-				_, kill := h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
-					if s != stage || seen.Add(1) != int32(n) {
-						return nil
-					}
-					crashed.Store(true)
-					return errors.New("crash")
-				}))
+				crashed, kill := h.orchestratorCrashing(stage, n)
 				turn := fmt.Sprintf("long-crash-%s-%d", stage, n)
 				h.submit(longTurn(turn))
-				h.waitFor("the crash or the end", func() bool { return crashed.Load() || h.last(turn) == events.TurnFinished })
-				if !crashed.Load() {
+				h.waitFor("the crash or the end", func() bool { return closed(crashed) || h.last(turn) == events.TurnFinished })
+				if !closed(crashed) {
 					t.Skipf("fewer than %d inputs reach stage %s", n, stage)
 				}
 				kill()

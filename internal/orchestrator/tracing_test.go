@@ -92,6 +92,35 @@ func (r *receiver) all() []span {
 	return slices.Clone(r.spans)
 }
 
+// collect starts an OTLP/HTTP collector for the test and points the
+// tracers made after it at it, exporting each span at once.
+func collect(t *testing.T) *receiver {
+	rec := &receiver{}
+	collector := httptest.NewServer(rec)
+	t.Cleanup(collector.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10") // ms: spans go out at once
+	return rec
+}
+
+// tracer is a process's tracer, as the commands make it from the
+// environment; it is shut down when the test ends.
+func tracer(t *testing.T, service string) *tracing.Tracer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr, err := tracing.FromEnv(ctx, service)
+	if err != nil || tr == nil {
+		t.Fatalf("tracer %s: %v, %v", service, tr, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tr.Shutdown(ctx)
+	})
+	return tr
+}
+
 // TestTraceOfATurn runs a turn with tracing on in the orchestrator and the
 // tool worker, each with a tracer of its own as if in its own process, and
 // checks the tree they export: one trace whose id comes from the turn id,
@@ -99,22 +128,9 @@ func (r *receiver) all() []span {
 // an execute_tool span per call under it, and the worker's execute_tool span
 // under the orchestrator's.
 func TestTraceOfATurn(t *testing.T) {
-	rec := &receiver{}
-	collector := httptest.NewServer(rec)
-	defer collector.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10") // ms: spans go out at once
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	orchTracer, err := tracing.FromEnv(ctx, "jetloop-orchestrator")
-	if err != nil || orchTracer == nil {
-		t.Fatalf("tracer: %v, %v", orchTracer, err)
-	}
-	workerTracer, err := tracing.FromEnv(ctx, "jetloop-toolworker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = orchTracer.Shutdown(ctx); _ = workerTracer.Shutdown(ctx) }()
+	rec := collect(t)
+	orchTracer := tracer(t, "jetloop-orchestrator")
+	workerTracer := tracer(t, "jetloop-toolworker")
 
 	h := newHarness(t)
 	h.workerWith(t.TempDir(), []worker.Option{worker.WithTracerProvider(workerTracer.Provider())})
@@ -223,18 +239,8 @@ func wantAttrs(t *testing.T, s span, want map[string]any) {
 // invoke_agent span is a child of the execute_tool span of the call that
 // ran it, under the turn that made that call.
 func TestTraceOfSubagents(t *testing.T) {
-	rec := &receiver{}
-	collector := httptest.NewServer(rec)
-	defer collector.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tr, err := tracing.FromEnv(ctx, "jetloop-orchestrator")
-	if err != nil || tr == nil {
-		t.Fatalf("tracer: %v, %v", tr, err)
-	}
-	defer func() { _ = tr.Shutdown(ctx) }()
+	rec := collect(t)
+	tr := tracer(t, "jetloop-orchestrator")
 
 	h := newSubagentHarness(t)
 	h.worker()
@@ -310,18 +316,8 @@ func TestTraceOfSubagents(t *testing.T) {
 // runs, is in its parent's trace, its invoke_agent span a child of the
 // parent turn's.
 func TestTraceOfACompaction(t *testing.T) {
-	rec := &receiver{}
-	collector := httptest.NewServer(rec)
-	defer collector.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tr, err := tracing.FromEnv(ctx, "jetloop-orchestrator")
-	if err != nil || tr == nil {
-		t.Fatalf("tracer: %v, %v", tr, err)
-	}
-	defer func() { _ = tr.Shutdown(ctx) }()
+	rec := collect(t)
+	tr := tracer(t, "jetloop-orchestrator")
 	h := newSummarizeHarness(t)
 	h.worker()
 	h.orchestrator(orchestrator.WithTracer(tr))

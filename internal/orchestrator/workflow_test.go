@@ -3,10 +3,8 @@ package orchestrator_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -302,15 +300,7 @@ func TestWorkflowSurvivesCrashes(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
 				h := newHarness(t)
 				h.worker()
-				var seen atomic.Int32
-				crashed := make(chan struct{})
-				_, kill := h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
-					if s != stage || seen.Add(1) != int32(n) {
-						return nil
-					}
-					close(crashed)
-					return errors.New("crash")
-				}))
+				crashed, kill := h.orchestratorCrashing(stage, n)
 				id := fmt.Sprintf("wf-crash-%s-%d", stage, n)
 				h.submitWorkflow(events.WorkflowSubmit{WorkflowID: id, Agent: "General",
 					Tasks: []events.Task{countTask(1), countTask(2), countTask(3)}})
