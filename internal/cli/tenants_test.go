@@ -216,24 +216,6 @@ func TestTenantFlagNamesTheSeed(t *testing.T) {
 	}
 }
 
-// syncBuffer is a buffer a command writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestTenantsCommandsTakeTurns: tenants commands run at once edit the file
 // one after another (tenants.Lock): eight adds at once leave eight tenants
 // in the file and in the accounts rendered from it, none lost to another's
@@ -242,7 +224,7 @@ func TestTenantsCommandsTakeTurns(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tenants.yaml")
 	const n = 8
 	var wg sync.WaitGroup
-	outs := make([]syncBuffer, n)
+	outs := make([]lockedBuffer, n)
 	codes := make([]int, n)
 	for i := range n {
 		wg.Go(func() {
@@ -282,7 +264,7 @@ func TestTenantsWaitForTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out lockedBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(context.Background(), []string{"tenants", "add", "late", "--offline", "--tenants", path}, &out, &out)
