@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -343,15 +344,20 @@ func (sh *shape) as(role string) []string {
 // connect opens a connection of this process as role.
 func (sh *shape) connect(role, inbox string) (*nats.Conn, jetstream.JetStream, error) {
 	auth := bus.Auth{User: role, PasswordFile: filepath.Join(sh.repo, "deploy", "dev", role+".password"), Inbox: inbox}
+	return dial(sh.url, "jetloop bench "+role, auth, sh.b.log)
+}
+
+// dial connects to url as auth says, with the JetStream of its account:
+// an account that imports the streams' API gets it under its prefix.
+func dial(url, name string, auth bus.Auth, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
 	opts, err := auth.Options()
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := bus.Connect(sh.url, "jetloop bench "+role, func(err error) { sh.b.log.Warn("nats", "err", err) }, opts...)
+	nc, err := bus.Connect(url, name, func(err error) { log.Warn("nats", "err", err) }, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	// The client's account imports the streams' API under a prefix.
 	js, err := bus.JetStreamFor(context.Background(), nc, "")
 	if err != nil {
 		nc.Close()

@@ -255,20 +255,7 @@ func (b *run) startTenantShape(ctx context.Context, bins, repo string) (_ *tenan
 // the API prefix.
 func (sh *tenantShape) connect(tenant, role string) (*nats.Conn, jetstream.JetStream, error) {
 	auth := bus.Auth{Creds: sh.seedPath(tenant, role), Inbox: bus.InboxCLI}
-	opts, err := auth.Options()
-	if err != nil {
-		return nil, nil, err
-	}
-	nc, err := bus.Connect(sh.b.url, "jetloop bench "+tenant+" "+role, func(err error) { sh.b.b.log.Warn("nats", "err", err) }, opts...)
-	if err != nil {
-		return nil, nil, err
-	}
-	js, err := bus.JetStreamFor(context.Background(), nc, "")
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return nc, js, nil
+	return dial(sh.b.url, "jetloop bench "+tenant+" "+role, auth, sh.b.b.log)
 }
 
 // burst submits n of b's two-step turns at once and returns each one's
