@@ -34,7 +34,7 @@ func run() int {
 	agentsPath := flag.String("agents", "data/AGENTS.md", "AGENTS.md file or directory")
 	auth := bus.Auth{Inbox: bus.InboxOrchestrator}
 	auth.Flags(flag.CommandLine)
-	shards := flag.Int("shards", 16, "turns advanced in parallel")
+	shards := flag.Int("shards", orchestrator.DefaultShards, "turns advanced in parallel (inputs of different turns handled at once)")
 	runners := flag.Int("model-runners", 32, "model calls run at once")
 	ackWait := flag.Duration("ack-wait", 30*time.Second, "how long an input stays with this process before another may take it")
 	data := flag.String("data", embedded.DefaultDataDir, "store of the embedded server, when one is started")
