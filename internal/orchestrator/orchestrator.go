@@ -420,6 +420,11 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 		}
 		wg.Wait()
 	}
+	if sub, err := o.watchResults(shards); err != nil {
+		o.log.Warn("results are taken from the inbox only", "err", err)
+	} else {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
 	submissions, err := pump(inbox, min(4*o.shards, submissionsBuffer))
 	if err != nil {
 		stop()
@@ -549,6 +554,31 @@ func inputTurn(msg jetstream.Msg) string {
 		turn = s.TurnID + s.WorkflowID
 	}
 	return turn
+}
+
+// watchResults hands each tool result for a turn of this process's
+// partitions to the turn's shard as the worker publishes it, while the inbox
+// stores it. The result's decision is then appended while the inbox syncs
+// the result, not after: under sync always one fsync less in series on
+// every tool step. The log, not the inbox, is what keeps an applied result,
+// so applying it before it is stored loses nothing; and nothing depends on
+// this early copy — the stored one still comes, and alone is retried or
+// dead-lettered (shard.applyEarly). It takes only what the stored copy's
+// handling would take: a result of a valid turn id it owns, not a copy of
+// a stored message, that decodes as a result of that turn.
+func (o *Orchestrator) watchResults(shards []*shard) (*nats.Subscription, error) {
+	prefix := events.ResultSubject("")
+	return o.nc.Subscribe(events.ResultSubject("*"), func(m *nats.Msg) {
+		turn := strings.TrimPrefix(m.Subject, prefix)
+		if !events.ValidID(turn) || !o.owns[bus.Partition(turn)].Load() || storedCopy(m.Header) != "" {
+			return
+		}
+		r, err := decodeToolResult(m.Data)
+		if err != nil || r.TurnID != turn || strings.HasPrefix(r.Worker, fsm.SubagentWorker) {
+			return
+		}
+		shards[shardIndex(turn, len(shards))].in.push(input{early: &r})
+	})
 }
 
 // shardIndex is the shard of n that handles a turn's inputs.

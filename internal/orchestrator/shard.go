@@ -49,6 +49,10 @@ type shard struct {
 	// submission's, with what its start reads), used by the turn's first
 	// load.
 	preloaded *locked[*preloaded]
+	// early are the calls whose results were applied as they were
+	// published, until their stored copies come (applyEarly). Bounded: a
+	// result the inbox refused has no stored copy.
+	early *locked[struct{}]
 
 	// slot is held by the input being handled, until it is parked; lanes
 	// bounds the turns handled at once, parked ones included, so that a
@@ -71,9 +75,13 @@ const parkAfter = 100 * time.Millisecond
 // included.
 const maxLanes = 64
 
+// earlyResults bounds the results a shard remembers it applied before they
+// were stored: far more than its turns' calls in flight.
+const earlyResults = 4096
+
 func newShard(o *Orchestrator, cacheSize int, stopping *atomic.Bool) *shard {
 	return &shard{o: o, in: newQueue(), cache: newLocked[*entry](cacheSize), flows: newLocked[*flow](0),
-		preloaded: newLocked[*preloaded](0), stopping: stopping,
+		preloaded: newLocked[*preloaded](0), early: newLocked[struct{}](earlyResults), stopping: stopping,
 		slot: make(chan struct{}, 1), lanes: make(chan struct{}, maxLanes), waiting: map[string][]input{}}
 }
 
@@ -132,6 +140,8 @@ func (s *shard) take(in input) {
 	switch {
 	case in.answer != nil:
 		in.answer.verdict <- s.answer(in.answer.res)
+	case in.early != nil:
+		s.applyEarly(*in.early)
 	case s.dead.Load():
 	case s.stopping.Load():
 		_ = in.msg.Nak() // not started: another process takes it now
@@ -204,12 +214,18 @@ func (l *locked[V]) Delete(key string) {
 type input struct {
 	msg    jetstream.Msg
 	answer *answer
+	// early is a tool result seen as it was published, before the inbox
+	// stored it (Orchestrator.watchResults).
+	early *events.ToolResult
 }
 
 // turn is the turn (or workflow) whose lane handles the input.
 func (in input) turn() string {
-	if in.answer != nil {
+	switch {
+	case in.answer != nil:
 		return in.answer.res.TurnID
+	case in.early != nil:
+		return in.early.TurnID
 	}
 	return inputTurn(in.msg)
 }
@@ -323,6 +339,33 @@ func (s *shard) answer(res events.ModelResult) error {
 	}
 	return err
 }
+
+// applyEarly applies a tool result seen on its way to the inbox, as the
+// stored copy would be applied. It reports nothing: whatever keeps it from
+// being applied here — a repeat, a forged or misrouted result, a crash, a
+// turn this process no longer owns — is met again by the stored copy,
+// which is retried or dead-lettered as any input is. Once it is applied
+// (its decision appended), the stored copy is acknowledged as a repeat
+// without another decision (dispatch).
+func (s *shard) applyEarly(r events.ToolResult) {
+	if s.dead.Load() || s.stopping.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*defaultIOTimeout)
+	defer cancel()
+	log := s.o.log.With("input", "result", "turn", r.TurnID, "early", true)
+	switch err := s.apply(ctx, log, r.TurnID, fsm.ToolAnswer(r), false); {
+	case err == nil:
+		s.early.Put(earlyKey(r.TurnID, r.CallID), struct{}{})
+	case errors.Is(err, errCrashed):
+		s.dead.Store(true)
+	default:
+		log.Debug("a result not applied before it was stored: its stored copy will be", "err", err)
+	}
+}
+
+// earlyKey names a call whose result was applied before it was stored.
+func earlyKey(turn, call string) string { return turn + "\x00" + call }
 
 // retry is an input that could not be handled now and comes back later.
 type retry struct{ err error }
@@ -499,6 +542,13 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 		}
 		if r.TurnID != turn {
 			return &deadLetter{fmt.Sprintf("result for turn %q sent to turn %q", r.TurnID, turn)}
+		}
+		if key := earlyKey(turn, r.CallID); s.early.Contains(key) {
+			// Applied as it was published: this is its stored copy.
+			// Its call's result is in the log whatever another process
+			// did since (the append was fenced), so no read is needed.
+			s.early.Delete(key)
+			return nil
 		}
 		in = fsm.ToolAnswer(r)
 		if strings.HasPrefix(r.Worker, fsm.SubagentWorker) {
