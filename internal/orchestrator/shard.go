@@ -141,6 +141,10 @@ func (s *shard) take(in input) {
 	case in.answer != nil:
 		in.answer.verdict <- s.answer(in.answer.res)
 	case in.early != nil:
+		if f := s.o.fair; f != nil { // a tenant's results take their turn too
+			f.acquire(s.o.tenant)
+			defer f.release(s.o.tenant)
+		}
 		s.applyEarly(*in.early)
 	case s.dead.Load():
 	case s.stopping.Load():
@@ -344,7 +348,9 @@ func (s *shard) answer(res events.ModelResult) error {
 // stored copy would be applied. It reports nothing: whatever keeps it from
 // being applied here — a repeat, a forged or misrouted result, a crash, a
 // turn this process no longer owns — is met again by the stored copy,
-// which is retried or dead-lettered as any input is. Once it is applied
+// which is retried or dead-lettered as any input is; and what only a read
+// of the log could judge is left to it (errDoubt), so a flood of forged
+// results costs no more reads than before. Once it is applied
 // (its decision appended), the stored copy is acknowledged as a repeat
 // without another decision (dispatch).
 func (s *shard) applyEarly(r events.ToolResult) {
@@ -354,7 +360,7 @@ func (s *shard) applyEarly(r events.ToolResult) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*defaultIOTimeout)
 	defer cancel()
 	log := s.o.log.With("input", "result", "turn", r.TurnID, "early", true)
-	switch err := s.apply(ctx, log, r.TurnID, fsm.ToolAnswer(r), false); {
+	switch err := s.decide(ctx, log, r.TurnID, fsm.ToolAnswer(r), false, true); {
 	case err == nil:
 		s.early.Put(earlyKey(r.TurnID, r.CallID), struct{}{})
 	case errors.Is(err, errCrashed):
@@ -621,6 +627,16 @@ func (o *Orchestrator) loadEntry(ctx context.Context, turn string) (*entry, erro
 // acknowledge (by returning nil). A lost race for the log is decided again
 // on the fresh log.
 func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm.Input, redelivered bool) error {
+	return s.decide(ctx, log, turn, in, redelivered, false)
+}
+
+// errDoubt is an early result (applyEarly) that only a read of the log
+// could judge: its stored copy will be judged so, and one read is enough.
+var errDoubt = errors.New("orchestrator: judged on the stored copy")
+
+// decide is apply; early gives up with errDoubt where apply would read the
+// log to judge an input the cached state refuses or calls a repeat.
+func (s *shard) decide(ctx context.Context, log *slog.Logger, turn string, in fsm.Input, redelivered, early bool) error {
 	for range 5 {
 		cached := s.cache.Contains(turn)
 		e, err := s.load(ctx, turn)
@@ -645,6 +661,9 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 			}
 			return nil
 		case cached && (errors.Is(err, fsm.ErrUnknownTurn) || errors.As(err, &ie)):
+			if early {
+				return errDoubt
+			}
 			// Another orchestrator may have moved the turn on: judge the
 			// input against the log, not against this process's memory.
 			s.cache.Delete(turn)
@@ -660,6 +679,9 @@ func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm
 			return &retry{err}
 		}
 		if cached && len(d.Events) == 0 {
+			if early {
+				return errDoubt
+			}
 			// The cached state calls this input a repeat. Another
 			// orchestrator may have moved the turn on since, and the input
 			// be new there: acknowledging it on a stale state would lose it.
