@@ -167,15 +167,22 @@ func (m *members) run(ctx context.Context, w jetstream.KeyWatcher) error {
 			if err := m.beat(bctx); err != nil && ctx.Err() == nil {
 				m.log.Warn("cannot refresh this orchestrator's liveness key", "err", err)
 			}
+			cancel()
 			if updates == nil {
 				w, updates = m.rewatch(ctx)
 			} else if time.Since(listed) > bus.OrchestratorsTTL {
 				// A watch can stall without closing while a node fails
-				// over, and miss an expiry: the keys are listed too.
-				m.reconcile(bctx)
-				listed = time.Now()
+				// over, and miss an expiry: the keys are listed too, on
+				// every tick until a listing succeeds. (With the beat's
+				// deadline, spent by a beat waiting for a new leader, a
+				// listing failed, and was tried again a TTL later only:
+				// a dead orchestrator's turns then waited ~9 s.)
+				lctx, cancel := context.WithTimeout(ctx, bus.OrchestratorsTTL/3)
+				if m.reconcile(lctx) {
+					listed = time.Now()
+				}
+				cancel()
 			}
-			cancel()
 		case e, ok := <-updates:
 			switch {
 			case !ok:
@@ -221,15 +228,19 @@ func (m *members) rewatch(ctx context.Context) (jetstream.KeyWatcher, <-chan jet
 	return w, w.Updates()
 }
 
-// reconcile replaces the live set by the bucket's keys when they differ.
-func (m *members) reconcile(ctx context.Context) {
+// reconcile replaces the live set by the bucket's keys when they differ,
+// and reports whether it could list them.
+func (m *members) reconcile(ctx context.Context) bool {
 	keys, err := m.kv.ListKeys(ctx)
 	if err != nil {
-		return
+		return false
 	}
 	fresh := map[string]bool{}
 	for k := range keys.Keys() {
 		fresh[k] = true
+	}
+	if ctx.Err() != nil { // cut short: a partial list is no live set
+		return false
 	}
 	m.mu.Lock()
 	delete(fresh, m.name) // this one's own entry is the twin check's
@@ -248,6 +259,7 @@ func (m *members) reconcile(ctx context.Context) {
 		default:
 		}
 	}
+	return true
 }
 
 func (m *members) err() error {
