@@ -103,9 +103,10 @@ type Option func(*Orchestrator) error
 // sync always), so it is sized for inputs waiting on the server, not for
 // cores: with 16, turns sharing a shard waited on each other's appends. With
 // 128 the deployed benchmark took 15–43 % more steps a second at 200 turns
-// in flight, and from −10 % to +26 % at 50 (BENCHMARKS.md, "Before and
-// after").
-const DefaultShards = 128
+// in flight, but a burst of 10,000 submissions left the process 11–19 KB per
+// paused turn, over the 10 KB target; 64 keeps it at 8–9 KB and most of
+// the gain (BENCHMARKS.md, "Before and after").
+const DefaultShards = 64
 
 // submissionsBuffer is how many submissions a process pulls ahead of its
 // shards: enough to keep them busy in a burst, few enough to leave the rest
