@@ -32,11 +32,7 @@ func TestResultAppliedAsPublished(t *testing.T) {
 	h.submit(script("t-early", "General", `{"responses": [
 		{"tool_calls": [{"name": "gate", "arguments": {}}]},
 		{"text": "through"}]}`))
-	select {
-	case <-g.called:
-	case <-time.After(time.Minute):
-		t.Fatal("the gate was never called")
-	}
+	g.waitCalled(t)
 	var call string
 	for _, c := range of[events.ToolRequestedData](t, h.events("t-early"), events.ToolRequested) {
 		call = c.CallID

@@ -46,6 +46,17 @@ func (g *gate) Spec() events.ToolSpec {
 	return events.ToolSpec{Name: "gate", Description: "Waits for the test.", Parameters: json.RawMessage(`{"type":"object"}`)}
 }
 
+// waitCalled returns once the gate has been called, failing the test after
+// a minute.
+func (g *gate) waitCalled(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.called:
+	case <-time.After(time.Minute):
+		t.Fatal("the gate was never called")
+	}
+}
+
 func (g *gate) Call(ctx context.Context, _ json.RawMessage) (tools.Result, error) {
 	select {
 	case g.called <- struct{}{}:
@@ -99,11 +110,7 @@ func TestAStalledTurnDoesNotHoldUpItsShard(t *testing.T) {
 	h.submit(script("t-fast", "General", `{"responses": [
 		{"tool_calls": [{"name": "gate", "arguments": {}}]},
 		{"text": "through"}]}`))
-	select {
-	case <-g.called:
-	case <-time.After(time.Minute):
-		t.Fatal("the gate was never called")
-	}
+	g.waitCalled(t)
 	h.submit(script("t-stalled", "General", `{"responses": [{"text": "never stored"}]}`))
 	select {
 	case <-denied:
