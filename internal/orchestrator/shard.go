@@ -964,7 +964,7 @@ func (o *Orchestrator) publishJob(ctx context.Context, j fsm.Job) error {
 	if j.Model != nil {
 		o.calls.put(j.ID, j.Model)
 	}
-	if _, err := o.js.PublishMsg(ctx, &nats.Msg{Subject: j.Subject, Data: data, Header: o.jobHeader(j)}, jetstream.WithMsgID(j.ID)); err != nil {
+	if _, err := bus.PublishAgain(ctx, o.js, &nats.Msg{Subject: j.Subject, Data: data, Header: o.jobHeader(j)}, jetstream.WithMsgID(j.ID)); err != nil {
 		return fmt.Errorf("orchestrator: publish job %s: %w", j.ID, err)
 	}
 	return nil
