@@ -380,19 +380,29 @@ func create(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamCon
 // cures a request a cluster never answered, and a placement refused while
 // the meta leader sees a node offline for a moment.
 func tryAgain(ctx context.Context, do func(context.Context) error) error {
+	return tryEach(ctx, 10*time.Second, 250*time.Millisecond, func(err error) bool {
+		var apiErr *jetstream.APIError
+		return errors.As(err, &apiErr) && apiErr.ErrorCode == codeNoSuitablePeers
+	}, do)
+}
+
+// tryEach calls do, each time with a deadline of attempt, until it
+// succeeds, ctx ends, or it fails with an error that is neither its own
+// deadline (tried again at once) nor one again says time cures (tried again
+// after pause).
+func tryEach(ctx context.Context, attempt, pause time.Duration, again func(error) bool, do func(context.Context) error) error {
 	for {
-		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		tctx, cancel := context.WithTimeout(ctx, attempt)
 		err := do(tctx)
 		cancel()
-		var apiErr *jetstream.APIError
 		switch {
 		case err == nil:
 			return nil
 		case ctx.Err() != nil:
 			return err
 		case errors.Is(err, context.DeadlineExceeded):
-		case errors.As(err, &apiErr) && apiErr.ErrorCode == codeNoSuitablePeers:
-			if !backoff.Sleep(ctx, 250*time.Millisecond) {
+		case again(err):
+			if !backoff.Sleep(ctx, pause) {
 				return err
 			}
 		default:
