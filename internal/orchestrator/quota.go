@@ -66,10 +66,13 @@ type quotas struct {
 	tenant  string
 	q       Quota
 	limiter *rate.Limiter
-	// live is the index's count at the last refresh, admitted what was
-	// admitted since: a count between two refreshes errs on the side of
-	// more in flight, never fewer.
-	live, admitted atomic.Int64
+	// live is the index's count at the last refresh. admitted counts the
+	// submissions admitted and not yet in such a count: an admitted turn
+	// is indexed while its submission is handled, so an admission leaves
+	// admitted only at a refresh whose listing began after its handling
+	// ended (settled counts those, between two refreshes). A count errs on
+	// the side of more in flight, never fewer.
+	live, admitted, settled atomic.Int64
 	// used and soft are the account's stored bytes and soft limit at the
 	// last refresh (soft 0: no limit).
 	used, soft atomic.Int64
@@ -84,6 +87,7 @@ const (
 )
 
 // admit takes a new submission into account, or says which quota refuses
+// it. The handling of an admitted submission calls settle when it ends.
 // it and why.
 func (q *quotas) admit() (quota, reason string) {
 	if soft := q.soft.Load(); soft > 0 && q.used.Load() >= soft {
@@ -118,18 +122,31 @@ func (o *Orchestrator) watchQuota(ctx context.Context) error {
 	}
 }
 
+// settle says that the handling of a submission admit took in has ended:
+// the index has its entry, or it will never have one.
+func (q *quotas) settle() { q.settled.Add(1) }
+
+// recount replaces the in-flight count with the index's, listed by count.
+// A submission whose handling had not ended when the listing began may or
+// may not be in it: it stays counted until the next recount.
+func (q *quotas) recount(ctx context.Context, count func(context.Context) (int64, error)) error {
+	settled := q.settled.Swap(0)
+	n, err := count(ctx)
+	if err != nil {
+		q.settled.Add(settled)
+		return err
+	}
+	q.live.Store(n)
+	q.admitted.Add(-settled)
+	return nil
+}
+
 func (o *Orchestrator) refreshQuota(ctx context.Context) {
 	q := o.quota
 	ctx, cancel := context.WithTimeout(ctx, quotaRefresh)
 	defer cancel()
 	if q.q.InFlight > 0 {
-		before := q.admitted.Load()
-		if n, err := o.countLive(ctx); err == nil {
-			// What was admitted while the index was read may or may not be
-			// in it: it stays counted until the next refresh.
-			q.live.Store(n)
-			q.admitted.Add(-before)
-		} else if ctx.Err() == nil {
+		if err := q.recount(ctx, o.countLive); err != nil && ctx.Err() == nil {
 			o.log.Debug("cannot count the turns in flight", "err", err)
 		}
 	}
@@ -165,25 +182,26 @@ func (o *Orchestrator) countLive(ctx context.Context) (int64, error) {
 
 // refuse tells whether a client's new submission of id (a turn's or a
 // workflow's) is refused by the quota, and why. One that already started
-// is never refused: it is the same submission delivered again.
-func (s *shard) refuse(ctx context.Context, id string) (string, error) {
+// is never refused: it is the same submission delivered again. When the
+// quota admitted it, the caller calls settle once its handling ends.
+func (s *shard) refuse(ctx context.Context, id string) (reason string, settle func(), err error) {
 	q := s.o.quota
 	if q == nil {
-		return "", nil
+		return "", func() {}, nil
 	}
 	quota, reason := q.admit()
 	if reason == "" {
-		return "", nil
+		return "", q.settle, nil
 	}
 	last, _, ok, err := s.o.store.Last(ctx, id)
 	if err != nil {
-		return "", &retry{err}
+		return "", nil, &retry{err}
 	}
 	// A log whose first event ends it is a rejection's, which a valid
 	// submission replaces.
 	if ok && !(last.Seq == 1 && (last.Type == events.TurnFinished || last.Type == events.WorkflowFinished)) {
-		return "", nil
+		return "", func() {}, nil
 	}
 	s.o.metrics.QuotaRefusal(quota)
-	return reason, nil
+	return reason, nil, nil
 }

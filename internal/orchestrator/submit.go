@@ -145,13 +145,14 @@ func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit,
 	}
 	start.Digest = digest
 	if sub.Parent == nil && sub.Workflow == nil {
-		reason, err := s.refuse(ctx, sub.TurnID)
+		reason, settle, err := s.refuse(ctx, sub.TurnID)
 		if err != nil {
 			return err
 		}
 		if reason != "" {
 			return s.reject(ctx, log, sub.TurnID, sub.SessionID, reason, redelivered)
 		}
+		defer settle() // the turn's index entry is written in apply, below
 	}
 	if r.log != nil || r.lerr != nil {
 		s.preloaded.Put(sub.TurnID, &preloaded{turn: sub.TurnID, e: r.log, err: r.lerr})

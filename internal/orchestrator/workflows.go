@@ -64,13 +64,14 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 	}
 	start := workflow.Start{WorkflowID: sub.WorkflowID, SessionID: sub.SessionID, Agent: sub.Agent, Tasks: sub.Tasks,
 		Limits: limits, Policy: workflow.EffectivePolicy(sub.Policy), Metadata: sub.Metadata, Digest: digest(data)}
-	reason, err := s.refuse(ctx, sub.WorkflowID)
+	reason, settle, err := s.refuse(ctx, sub.WorkflowID)
 	if err != nil {
 		return err
 	}
 	if reason != "" {
 		return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, reason)
 	}
+	defer settle() // its index entry is written by markLive, below
 	if err := s.o.markLive(ctx, sub.WorkflowID); err != nil {
 		if unstorable(err) {
 			return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, "cannot start the workflow: "+err.Error())
