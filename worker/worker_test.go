@@ -286,7 +286,9 @@ func TestParallelCallsOfOneTool(t *testing.T) {
 // only until the bucket's TTL passes: its live peers keep theirs, with the
 // count of workers corrected, and a tool it alone served disappears.
 func TestKilledWorkersToolsExpire(t *testing.T) {
-	e := newEnvTTL(t, time.Second)
+	// Entries are refreshed every third of the TTL: a TTL of 3 s leaves a
+	// loaded machine 2 s of stall before a live worker's entry lapses.
+	e := newEnvTTL(t, 3*time.Second)
 	_, killA := e.worker([]tools.Tool{&hang{}}, worker.WithName("a"))
 	e.worker(nil, worker.WithName("b"))
 	e.waitFor("two workers of echo", func() bool { i := e.info("echo"); return i != nil && i.Workers == 2 })
@@ -306,10 +308,10 @@ func TestKilledWorkersToolsExpire(t *testing.T) {
 func TestLongCallsAreNotRedelivered(t *testing.T) {
 	e := newEnv(t)
 	// Heartbeats come every third of the ack wait: only a stall of more
-	// than 600 ms on a loaded machine could make this redeliver.
-	e.worker(nil, worker.WithAckWait(600*time.Millisecond), worker.WithName("a"))
-	e.worker(nil, worker.WithAckWait(600*time.Millisecond), worker.WithName("b"))
-	e.job(job("t1", "sleep", `{"ms":2400}`)) // four ack waits
+	// than 1 s on a loaded machine could make this redeliver.
+	e.worker(nil, worker.WithAckWait(1500*time.Millisecond), worker.WithName("a"))
+	e.worker(nil, worker.WithAckWait(1500*time.Millisecond), worker.WithName("b"))
+	e.job(job("t1", "sleep", `{"ms":6000}`)) // four ack waits
 	if r := e.result("t1"); r.IsError || r.Output != "slept" || r.Attempt != 1 {
 		t.Errorf("a long call answered with %+v", r)
 	}

@@ -116,8 +116,8 @@ func TestPoisonInputsDoNotStallOtherTurns(t *testing.T) {
 		t.Fatalf("bystander finished %s", fin.StopReason)
 	}
 	// A liveness bound, not a benchmark: before the fix such a flood held a
-	// 2-step turn 10 to 43 s.
-	if took > 5*time.Second {
+	// 2-step turn 10 to 43 s; a loaded machine may take a few seconds.
+	if took > 9*time.Second {
 		t.Errorf("an unrelated turn took %s behind %d poison inputs", took, poison)
 	}
 

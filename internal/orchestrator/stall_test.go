@@ -124,8 +124,9 @@ func TestAStalledTurnDoesNotHoldUpItsShard(t *testing.T) {
 	if fin.StopReason != events.StopCompleted || fin.Output != "through" {
 		t.Fatalf("t-fast finished %+v", fin)
 	}
-	// Its stalled neighbour's append waits 10 s: well beyond this.
-	if took := time.Since(opened); took > 3*time.Second {
+	// Its stalled neighbour's append waits 10 s: well beyond this, and
+	// beyond what a loaded machine adds.
+	if took := time.Since(opened); took > 7*time.Second {
 		t.Fatalf("t-fast took %s to finish after its tool answered: it waited behind the stalled turn", took)
 	}
 	if h.last("t-stalled") != "" {

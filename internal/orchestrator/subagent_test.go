@@ -90,7 +90,7 @@ Level four.
 `
 
 var subagentScripts = map[string]string{
-	"researcher.yaml": "responses:\n  - text: \"found: 42\"\n    delay_ms: 300\nrepeat_last: true\n",
+	"researcher.yaml": "responses:\n  - text: \"found: 42\"\n    delay_ms: 1500\nrepeat_last: true\n",
 	"slow.yaml":       "responses:\n  - tool_calls: [{name: echo, arguments: {text: hi}}]\n  - text: echoed\n",
 	"ping.yaml":       "responses:\n  - tool_calls: [{name: Pong, arguments: {task: go}}]\n  - text: ping done\n",
 	"pong.yaml":       "responses:\n  - tool_calls: [{name: Ping, arguments: {task: again}}]\n  - text: pong done\n",
@@ -171,7 +171,7 @@ func TestSubagentParallelChildren(t *testing.T) {
 		}
 		started, ended = append(started, clog[0].Time), append(ended, clog[len(clog)-1].Time)
 	}
-	// Each child's model answers after 300 ms: run one after the other,
+	// Each child's model answers after 1.5 s: run one after the other,
 	// the second would start after the first ended.
 	if !started[1].Before(ended[0]) || !started[0].Before(ended[1]) {
 		t.Fatalf("children ran one after the other: started %v, ended %v", started, ended)
