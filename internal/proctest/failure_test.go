@@ -397,7 +397,9 @@ func TestCallDeadlineIsTheBackstop(t *testing.T) {
 // job. A worker killed with SIGKILL takes the tools it alone served with it
 // once the registry's TTL passes; one stopped with SIGTERM at once.
 func TestOfferedToolsAreAllowedAndServed(t *testing.T) {
-	s := newStack(t, 2*time.Second)
+	// Workers refresh their entries every third of the TTL: 5 s leaves a
+	// loaded machine room before a live worker's entry lapses.
+	s := newStack(t, 5*time.Second)
 	a := s.worker("wa", "--tools", "read_file,grep")
 	b := s.worker("wb") // every built-in but shell
 	for _, name := range []string{"read_file", "grep", "write_file", "list_dir", "echo", "sleep"} {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/turntest"
@@ -222,9 +223,11 @@ func TestTSWorkerJobs(t *testing.T) {
 	url := srv.ClientURL()
 	nc, js := srv.Connect(t)
 	wire := record(t, nc, "jetloop.inbox.result.>", "$JS.ACK."+events.StreamJobs+".>", "jetloop.dead.>")
-	// Every call takes 2 s, longer than the ack wait: only heartbeats keep
-	// a job from being handed to the worker's next free slot.
-	worker := startTS(t, url, "ts-jobs", "--ack-wait", "1500ms", "--delay", "2s", "--concurrency", "4")
+	// Every call takes 4 s, longer than the ack wait: only heartbeats keep
+	// a job from being handed to the worker's next free slot. (Heartbeats
+	// come every third of the ack wait, which leaves a loaded machine 2 s
+	// of stall.)
+	worker := startTS(t, url, "ts-jobs", "--ack-wait", "3s", "--delay", "4s", "--concurrency", "4")
 	turntest.WaitTool(t, js, tsTool)
 
 	soon := time.Now().Add(time.Minute)
@@ -318,6 +321,15 @@ func TestTSWorkerFailover(t *testing.T) {
 	url := srv.ClientURL()
 	nc, js := srv.Connect(t)
 	wire := record(t, nc, "jetloop.inbox.result.>")
+	// The killed worker is still counted at the end: its entries outlive
+	// the test, not the 15 s the workers would give them.
+	p := bus.DefaultProvision(1 << 20)
+	p.ToolsTTL = 10 * time.Minute
+	for _, b := range p.Buckets() {
+		if _, err := js.CreateKeyValue(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
 	flags := []string{"--max-deliver", "1", "--ack-wait", "2s", "--delay", "10m", "--concurrency", "1"}
 	workers := map[string]*process{"ts-a": startTS(t, url, "ts-a", flags...), "ts-b": startTS(t, url, "ts-b", flags...)}
 	natstest.WaitFor(t, "both workers to be counted", func() bool {
