@@ -142,7 +142,7 @@ func TestAStartDecidedAgainElsewhereLeavesItsCallAlone(t *testing.T) {
 			t.Fatal("the other orchestrator took none of 50 copies of the submission")
 		}
 		h.publish(events.SubjectSubmit, data, fmt.Sprintf("%s-again-%d", turn, i))
-		h.waitFor("the copy to be handled", func() bool { return submits(mOwner)+submits(m) == float64(i+2) })
+		h.waitFor("the copy to be handled", func() bool { return submits(mOwner)+submits(m) >= float64(i+2) })
 	}
 	// A model job published for the call would be run by now (the gate
 	// holds the first call only), or be held by the owner's runner, which

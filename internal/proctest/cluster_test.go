@@ -149,8 +149,10 @@ func TestClusterSurvivesNodeAndOrchestratorLoss(t *testing.T) {
 	// A call the killed orchestrator was making comes again after the ack
 	// wait (5 s) to another one; none started later has an excuse.
 	// The first run's text may reach this process a moment after the kill
-	// returned, though it was streamed before.
-	repeats := w.check(func(first time.Time) bool { return first.Before(killed.Add(100 * time.Millisecond)) }, toolCalls(t, d.workers...))
+	// returned, though it was streamed before: a loaded machine can make
+	// that moment long, and a repeat starts 5 s after the kill at the
+	// earliest.
+	repeats := w.check(func(first time.Time) bool { return first.Before(killed.Add(time.Second)) }, toolCalls(t, d.workers...))
 	t.Logf("%d model calls made again after the kill; took %s in all", repeats, time.Since(began).Round(time.Millisecond))
 }
 

@@ -352,10 +352,11 @@ func TestAbortCancelsTheRunningCall(t *testing.T) {
 		i := s.consumer("sleep")
 		return i.NumAckPending == 0 && s.jobs() == 0
 	})
+	// The broadcast's callback may run after the ack was seen.
 	select {
 	case at := <-broadcast:
 		t.Logf("call acknowledged within %s of the cancel broadcast", time.Since(at).Round(time.Millisecond))
-	default:
+	case <-time.After(10 * time.Second):
 		t.Error("the orchestrator did not broadcast the cancel")
 	}
 	if !strings.Contains(w.out.String(), "call aborted with its turn") {
