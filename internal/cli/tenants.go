@@ -594,5 +594,8 @@ func (c *command) usage(ctx context.Context, path, tenant string) (int64, int, e
 	for range keys.Keys() {
 		n++
 	}
+	if err := ctx.Err(); err != nil { // the lister ends quietly with ctx
+		return int64(info.Store), -1, err
+	}
 	return int64(info.Store), n, nil
 }

@@ -658,9 +658,6 @@ func (o *Orchestrator) markDone(ctx context.Context, id string) {
 // index.
 func (o *Orchestrator) liveIDs(ctx context.Context, p int) ([]string, error) {
 	keys, err := o.live.ListKeysFiltered(ctx, strconv.Itoa(p)+".>")
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
-	}
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator: the unfinished turns of partition %d: %w", p, err)
 	}
@@ -669,6 +666,11 @@ func (o *Orchestrator) liveIDs(ctx context.Context, p int) ([]string, error) {
 		ids = append(ids, k[strings.IndexByte(k, '.')+1:])
 	}
 	_ = keys.Stop() // stopped already when its channel closed
+	// The lister ends its keys quietly when ctx does: a list cut short
+	// would leave turns unarmed.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("orchestrator: the unfinished turns of partition %d: %w", p, err)
+	}
 	return ids, nil
 }
 

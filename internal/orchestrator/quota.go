@@ -2,13 +2,11 @@ package orchestrator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 )
 
@@ -166,9 +164,6 @@ func (o *Orchestrator) refreshQuota(ctx context.Context) {
 // countLive counts the unfinished turns and workflows in the index.
 func (o *Orchestrator) countLive(ctx context.Context) (int64, error) {
 	keys, err := o.live.ListKeys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return 0, nil
-	}
 	if err != nil {
 		return 0, err
 	}
@@ -177,7 +172,9 @@ func (o *Orchestrator) countLive(ctx context.Context) (int64, error) {
 		n++
 	}
 	_ = keys.Stop() // stopped already when its channel closed
-	return n, nil
+	// The lister ends its keys quietly when ctx does: a count cut short
+	// would let a tenant past its quota.
+	return n, ctx.Err()
 }
 
 // refuse tells whether a client's new submission of id (a turn's or a
