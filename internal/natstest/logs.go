@@ -65,8 +65,11 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 		return
 	}
 	for read := uint64(0); read < info.State.Msgs; {
-		batch, err := cons.Fetch(int(min(1000, info.State.Msgs-read)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
+		var batch jetstream.MessageBatch
+		if err := again(func() (err error) {
+			batch, err = cons.Fetch(int(min(1000, info.State.Msgs-read)), jetstream.FetchMaxWait(5*time.Second))
+			return err
+		}); err != nil {
 			t.Errorf("check logs: %v", err)
 			return
 		}
@@ -80,14 +83,20 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 			}
 			checkEvent(t, md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data(), logs)
 		}
-		if err := batch.Error(); err != nil {
+		read += uint64(n)
+		err := batch.Error()
+		if errors.Is(err, nats.ErrNoResponders) && backoff.Sleep(ctx, 250*time.Millisecond) {
+			// The consumer's node is coming back: the ordered consumer
+			// goes on from its last message.
+			continue
+		}
+		if err != nil {
 			t.Errorf("check logs: %v", err)
 			return
 		}
 		if n == 0 {
 			break // the rest was removed since the stream's info was read
 		}
-		read += uint64(n)
 	}
 	for subject, log := range logs {
 		if err := events.CheckLog(log); err != nil {
