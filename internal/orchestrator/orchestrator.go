@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jetloop/jetloop/internal/agents"
+	"github.com/jetloop/jetloop/internal/backoff"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
@@ -324,9 +325,16 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	first := o.members.owned(live)
 	n, paused := 0, 0
 	for _, p := range first {
-		pn, pp, err := o.gain(setup, p, before, live, parts[p])
+		orphaned, err := o.takeOver(setup, p, before, live, parts[p])
 		if err != nil {
 			return err
+		}
+		pn, pp, failed, err := o.rearm(setup, p, orphaned)
+		if err != nil {
+			return err
+		}
+		if len(failed) > 0 {
+			go o.rearmRetrying(ctx, p, failed, orphaned)
 		}
 		n, paused = n+pn, paused+pp
 	}
@@ -488,13 +496,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 			}
 			o.log.Info("took a partition over", "partition", p)
 			// Its deadlines are armed while its inputs are already served.
-			go func() {
-				rctx, cancel := context.WithTimeout(ctx, time.Minute)
-				defer cancel()
-				if _, _, err := o.rearm(rctx, p, orphaned); err != nil && ctx.Err() == nil {
-					o.log.Error("cannot re-arm the deadlines of a partition taken over", "partition", p, "err", err)
-				}
-			}()
+			go o.rearmRetrying(ctx, p, nil, orphaned)
 		}
 		live = now
 	}
@@ -511,21 +513,11 @@ func (o *Orchestrator) Partitions() []int {
 	return ps
 }
 
-// gain makes this process the owner of partition p: what a dead owner held
-// of its inputs is handed back at once (an owner still alive, giving p up
-// to this one, drains its own), cached states of p become stale, and the
-// timers of p's unfinished turns and workflows are armed from the index. It
-// returns how many turns it re-armed, and how many of those are paused.
-func (o *Orchestrator) gain(ctx context.Context, p int, before, now []string, c jetstream.Consumer) (turns, paused int, err error) {
-	orphaned, err := o.takeOver(ctx, p, before, now, c)
-	if err != nil {
-		return 0, 0, err
-	}
-	return o.rearm(ctx, p, orphaned)
-}
-
-// takeOver is gain but for the re-arming. It reports whether p's owner
-// before was dead (or there was none).
+// takeOver makes this process the owner of partition p: what a dead owner
+// held of its inputs is handed back at once (an owner still alive, giving p
+// up to this one, drains its own) and cached states of p become stale. It
+// reports whether p's owner before was dead (or there was none). The
+// timers of p's unfinished turns and workflows are armed next, by rearm.
 func (o *Orchestrator) takeOver(ctx context.Context, p int, before, now []string, c jetstream.Consumer) (orphaned bool, err error) {
 	if prev := bus.Owner(p, before); prev == "" || !slices.Contains(now, prev) {
 		if err := o.reclaim(ctx, events.StreamInbox, c); err != nil {
@@ -683,56 +675,111 @@ func (o *Orchestrator) liveIDs(ctx context.Context, p int) ([]string, error) {
 // be anywhere but in the log. (Their ids make a copy of a stored job
 // nothing. An owner alive that gave p up sends the answers of its calls
 // through the inbox.)
-func (o *Orchestrator) rearm(ctx context.Context, p int, orphaned bool) (n, paused int, err error) {
+//
+// It returns the turns and workflows it could not re-arm, a read or a
+// publish having failed (the server away, a node failing over, a full
+// store), for rearmRetrying.
+func (o *Orchestrator) rearm(ctx context.Context, p int, orphaned bool) (n, paused int, failed []string, err error) {
 	ids, err := o.liveIDs(ctx, p)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
+	n, paused, failed = o.rearmIDs(ctx, ids, orphaned)
+	return n, paused, failed, nil
+}
+
+// rearmIDs is rearm of the turns and workflows ids.
+func (o *Orchestrator) rearmIDs(ctx context.Context, ids []string, orphaned bool) (n, paused int, failed []string) {
 	for _, id := range ids {
-		last, _, ok, err := o.store.Last(ctx, id)
+		turn, isPaused, err := o.rearmOne(ctx, id, orphaned)
 		if err != nil {
-			o.log.Warn("cannot re-arm the timers of a turn", "turn", id, "err", err)
+			o.log.Warn("cannot re-arm a turn or workflow; trying again", "turn", id, "err", err)
+			failed = append(failed, id)
 			continue
 		}
-		if ok && last.Type == events.TurnFinished {
-			// The handling that finished it stopped short of leaving the
-			// index, maybe of telling its workflow too.
-			if err := o.notifyFinished(ctx, id); err != nil {
-				o.log.Warn("cannot tell a workflow its task finished", "turn", id, "err", err)
-				continue
-			}
-		}
-		if !ok || last.Type == events.TurnFinished || last.Type == events.WorkflowFinished {
-			o.markDone(ctx, id)
-			continue
-		}
-		if last.Type.Workflow() {
-			st, _, err := o.store.LoadWorkflow(ctx, id)
-			if err != nil {
-				o.log.Warn("cannot re-arm the deadline of a workflow", "workflow", id, "err", err)
-				continue
-			}
-			o.timers.arm(st.ID, workflowTimers(st))
-			continue
-		}
-		st, _, err := o.store.Load(ctx, id)
-		if err != nil {
-			o.log.Warn("cannot re-arm the timers of a turn", "turn", id, "err", err)
-			continue
-		}
-		o.timers.set(st)
-		n++
-		paused += b2i(st.Phase == fsm.PhasePaused)
-		if orphaned {
-			if err := o.publishJobs(ctx, st); err != nil {
-				o.log.Warn("cannot publish the jobs a turn waits on", "turn", id, "err", err)
-			}
-			if err := o.nudge(ctx, st); err != nil {
-				o.log.Warn("cannot complete a turn's last decision", "turn", id, "err", err)
-			}
+		n += b2i(turn)
+		paused += b2i(isPaused)
+	}
+	return n, paused, failed
+}
+
+// rearmOne re-arms one turn or workflow of the index. It reports whether
+// it is an unfinished turn, and a paused one.
+func (o *Orchestrator) rearmOne(ctx context.Context, id string, orphaned bool) (turn, paused bool, err error) {
+	last, _, ok, err := o.store.Last(ctx, id)
+	if err != nil {
+		return false, false, err
+	}
+	if ok && last.Type == events.TurnFinished {
+		// The handling that finished it stopped short of leaving the
+		// index, maybe of telling its workflow too.
+		if err := o.notifyFinished(ctx, id); err != nil {
+			return false, false, fmt.Errorf("tell its workflow it finished: %w", err)
 		}
 	}
-	return n, paused, nil
+	if !ok || last.Type == events.TurnFinished || last.Type == events.WorkflowFinished {
+		o.markDone(ctx, id)
+		return false, false, nil
+	}
+	if last.Type.Workflow() {
+		st, _, err := o.store.LoadWorkflow(ctx, id)
+		if err != nil {
+			return false, false, err
+		}
+		o.timers.arm(st.ID, workflowTimers(st))
+		return false, false, nil
+	}
+	st, _, err := o.store.Load(ctx, id)
+	if err != nil {
+		return false, false, err
+	}
+	o.timers.set(st)
+	if orphaned {
+		if err := o.publishJobs(ctx, st); err != nil {
+			return false, false, fmt.Errorf("publish the jobs it waits on: %w", err)
+		}
+		if err := o.nudge(ctx, st); err != nil {
+			return false, false, fmt.Errorf("complete its last decision: %w", err)
+		}
+	}
+	return true, st.Phase == fsm.PhasePaused, nil
+}
+
+// rearmRetrying re-arms ids of partition p (nil: the whole partition, from
+// the index), and tries again what it could not, until it succeeds, p is
+// given up (its new owner re-arms it), ctx ends or the jobs stream's
+// deduplication window nears its end: a job whose publish failed may have
+// been stored, and published again after the window it would be a second
+// call.
+func (o *Orchestrator) rearmRetrying(ctx context.Context, p int, ids []string, orphaned bool) {
+	until := time.Now().Add(bus.JobsDuplicates / 2)
+	err := backoff.Policy{First: 500 * time.Millisecond, Max: 10 * time.Second}.Do(ctx, func(int) error {
+		if !o.owns[p].Load() {
+			return nil
+		}
+		if time.Now().After(until) {
+			return backoff.Permanent(fmt.Errorf("%d turns or workflows not re-armed", max(len(ids), 1)))
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if ids == nil {
+			var err error
+			if _, _, ids, err = o.rearm(rctx, p, orphaned); err != nil {
+				ids = nil
+				o.log.Warn("cannot read the index of a partition's unfinished turns; trying again", "partition", p, "err", err)
+				return err
+			}
+		} else {
+			_, _, ids = o.rearmIDs(rctx, ids, orphaned)
+		}
+		if len(ids) > 0 {
+			return fmt.Errorf("%d turns or workflows not re-armed", len(ids))
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		o.log.Error("gave up re-arming a partition's turns", "partition", p, "err", err)
+	}
 }
 
 // notifyFinished tells the workflow of a finished turn, if it is a task,

@@ -1,0 +1,96 @@
+package orchestrator_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestRearmTriesAgainWhatItCouldNot: an orchestrator dies in a model call
+// it made in its process, so the call's job is in the turn's log only. Its
+// successor re-arms the turn at start and must publish that job, but the
+// jobs stream is full then. Once there is room the job is published and the
+// turn finishes: a re-arm that fails is tried again, not only logged.
+func TestRearmTriesAgainWhatItCouldNot(t *testing.T) {
+	const bound = 256 << 10
+	p := bus.DefaultProvision(1 << 20)
+	p.MaxBytes = bound
+	h := newHarnessOn(t, natstest.Start(t), &p)
+	g := newGated(1)
+	_, kill := h.orchestratorKill(orchestrator.WithProvider("script", g))
+	h.submit(script("stranded", "General", `{"responses": [{"text": "made it"}]}`))
+	select {
+	case <-g.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the model was never called")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Its submission handled: the turn is in the index, and no input of it
+	// is left to come again.
+	live, err := h.js.KeyValue(ctx, bus.BucketLive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the turn in the index and its submission acknowledged", func() bool {
+		keys, _ := live.Keys(ctx)
+		return slices.ContainsFunc(keys, func(k string) bool { return strings.HasSuffix(k, ".stranded") }) && h.inboxLeft() == 0
+	})
+	kill()
+
+	filler := events.ToolSubject("filler") // a tool no worker serves
+	// Smaller and smaller messages until not even a small one fits.
+	for size := 32 << 10; size > 0; size /= 4 {
+		for i := 0; ; i++ {
+			_, err := h.js.Publish(ctx, filler, make([]byte, size))
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "maximum bytes exceeded") {
+				break
+			}
+			if err != nil {
+				t.Fatalf("filling the jobs stream: %v", err)
+			}
+			if i > 100 {
+				t.Fatal("the jobs stream never filled")
+			}
+		}
+	}
+	// A publish the stream refuses still reaches a subscriber of its
+	// subject: the successor's re-arm tried to publish the job.
+	tried := make(chan *nats.Msg, 16)
+	sub, err := h.nc.ChanSubscribe(events.SubjectModel, tried)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	h.orchestrator()
+	select {
+	case <-tried:
+	case <-time.After(time.Minute):
+		t.Fatal("the successor never published the model job")
+	}
+	if last := h.last("stranded"); last == events.TurnFinished {
+		t.Fatal("the turn finished with the jobs stream full")
+	}
+
+	jobs, err := h.js.Stream(ctx, events.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jobs.Purge(ctx, jetstream.WithPurgeSubject(filler)); err != nil {
+		t.Fatal(err)
+	}
+	if _, fin := h.finished("stranded"); fin.StopReason != events.StopCompleted || fin.Output != "made it" {
+		t.Fatalf("finished %s %q %s", fin.StopReason, fin.Output, fin.Error)
+	}
+}
