@@ -753,7 +753,11 @@ func (o *Orchestrator) rearmOne(ctx context.Context, id string, orphaned bool) (
 // call.
 func (o *Orchestrator) rearmRetrying(ctx context.Context, p int, ids []string, orphaned bool) {
 	until := time.Now().Add(bus.JobsDuplicates / 2)
-	err := backoff.Policy{First: 500 * time.Millisecond, Max: 10 * time.Second}.Do(ctx, func(int) error {
+	retry := backoff.Policy{First: 500 * time.Millisecond, Max: 10 * time.Second}
+	if ids != nil && !backoff.Sleep(ctx, retry.First) { // they failed a moment ago
+		return
+	}
+	err := retry.Do(ctx, func(int) error {
 		if !o.owns[p].Load() {
 			return nil
 		}
