@@ -28,6 +28,11 @@ type members struct {
 	name  string
 	nonce string // tells this process from another running under its name
 
+	// found are the orchestrators whose keys join found, this process's
+	// predecessor (a key under its name) and the dead it deleted included:
+	// the owners of the partitions before this process.
+	found []string
+
 	mu      sync.Mutex
 	live    map[string]bool
 	twin    error         // set when another process runs under this name
@@ -71,6 +76,13 @@ func newMembers(kv jetstream.KeyValue, log *slog.Logger, name string) *members {
 // another orchestrator. So is one of a process of this machine that no
 // longer runs.
 func (m *members) join(ctx, life context.Context) (jetstream.KeyWatcher, error) {
+	// A key under this name before this process wrote one is its
+	// predecessor's, dead less than a TTL ago: the others have not seen it
+	// go, and the partitions it owned come to this process orphaned.
+	m.found = nil
+	if _, err := m.kv.Get(ctx, m.name); err == nil {
+		m.found = append(m.found, m.name)
+	}
 	if err := m.beat(ctx); err != nil {
 		// A full store, say: the others do not see this one until a
 		// refresh is written, and serving goes on meanwhile.
@@ -85,6 +97,9 @@ func (m *members) join(ctx, life context.Context) (jetstream.KeyWatcher, error) 
 			break // the live set as it stands
 		}
 		m.update(e)
+		if e.Key() != m.name && e.Operation() == jetstream.KeyValuePut {
+			m.found = append(m.found, e.Key())
+		}
 		var r memberRecord
 		if e.Key() != m.name && e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &r) == nil && r.gone() {
 			m.log.Info("an orchestrator of this machine is gone; its partitions are taken over now", "orchestrator", e.Key(), "pid", r.PID)

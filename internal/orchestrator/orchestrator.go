@@ -321,7 +321,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 
 	// The partitions owned from the start are re-armed before serving.
 	live := o.members.names()
-	before := slices.DeleteFunc(slices.Clone(live), func(n string) bool { return n == o.name })
+	before := o.members.found
 	first := o.members.owned(live)
 	n, paused := 0, 0
 	for _, p := range first {
@@ -518,8 +518,9 @@ func (o *Orchestrator) Partitions() []int {
 // up to this one, drains its own) and cached states of p become stale. It
 // reports whether p's owner before was dead (or there was none). The
 // timers of p's unfinished turns and workflows are armed next, by rearm.
+// An owner under this process's own name is its predecessor, dead.
 func (o *Orchestrator) takeOver(ctx context.Context, p int, before, now []string, c jetstream.Consumer) (orphaned bool, err error) {
-	if prev := bus.Owner(p, before); prev == "" || !slices.Contains(now, prev) {
+	if prev := bus.Owner(p, before); prev == "" || prev == o.name || !slices.Contains(now, prev) {
 		if err := o.reclaim(ctx, events.StreamInbox, c); err != nil {
 			return false, err
 		}

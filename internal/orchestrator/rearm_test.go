@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -91,6 +92,53 @@ func TestRearmTriesAgainWhatItCouldNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, fin := h.finished("stranded"); fin.StopReason != events.StopCompleted || fin.Output != "made it" {
+		t.Fatalf("finished %s %q %s", fin.StopReason, fin.Output, fin.Error)
+	}
+}
+
+// TestRestartedOrchestratorTakesBackItsCalls: an orchestrator dies in a
+// model call it made in its process and is restarted under its name before
+// its key expires, so the other orchestrator never sees it go (and then
+// dies as well). The partitions it comes back to were its predecessor's,
+// which is dead: it publishes the call's job, and the turn finishes.
+func TestRestartedOrchestratorTakesBackItsCalls(t *testing.T) {
+	h := newHarness(t)
+	g := newGated(1)
+	// Its kill ends its call at once, not after a drain's grace: it is
+	// back before its key expires.
+	_, _, kill := h.running(orchestrator.WithName("ob"), orchestrator.WithProvider("script", g), orchestrator.WithDrainGrace(time.Millisecond))
+	turn := ""
+	for i := 0; turn == ""; i++ {
+		if id := fmt.Sprintf("heir-%d", i); bus.Owner(bus.Partition(id), []string{"oa", "ob"}) == "ob" {
+			turn = id
+		}
+	}
+	h.submit(script(turn, "General", `{"responses": [{"text": "made it"}]}`))
+	select {
+	case <-g.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the model was never called")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	live, err := h.js.KeyValue(ctx, bus.BucketLive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the turn in the index and its submission acknowledged", func() bool {
+		keys, _ := live.Keys(ctx)
+		return slices.ContainsFunc(keys, func(k string) bool { return strings.HasSuffix(k, "."+turn) }) && h.inboxLeft() == 0
+	})
+	other, _, killOther := h.running(orchestrator.WithName("oa"))
+	h.waitFor("the other to serve its share", func() bool { return len(other.Partitions()) > 0 })
+
+	kill()
+	back, _, _ := h.running(orchestrator.WithName("ob"))
+	h.waitFor("the restarted one to serve", func() bool { return len(back.Partitions()) > 0 })
+	// The other dies too, so that only the restarted one can take the call
+	// back: had the other seen the first go, it would have.
+	killOther()
+	if _, fin := h.finished(turn); fin.StopReason != events.StopCompleted || fin.Output != "made it" {
 		t.Fatalf("finished %s %q %s", fin.StopReason, fin.Output, fin.Error)
 	}
 }
