@@ -748,22 +748,17 @@ func (o *Orchestrator) rearmOne(ctx context.Context, id string, orphaned bool) (
 
 // rearmRetrying re-arms ids of partition p (nil: the whole partition, from
 // the index), and tries again what it could not, until it succeeds, p is
-// given up (its new owner re-arms it), ctx ends or the jobs stream's
-// deduplication window nears its end: a job whose publish failed may have
-// been stored, and published again after the window it would be a second
-// call.
+// given up (its new owner re-arms it) or ctx ends. (A tool job whose
+// publish failed may have been stored: publishJobs publishes one again
+// only within the jobs stream's deduplication window.)
 func (o *Orchestrator) rearmRetrying(ctx context.Context, p int, ids []string, orphaned bool) {
-	until := time.Now().Add(bus.JobsDuplicates / 2)
 	retry := backoff.Policy{First: 500 * time.Millisecond, Max: 10 * time.Second}
 	if ids != nil && !backoff.Sleep(ctx, retry.First) { // they failed a moment ago
 		return
 	}
-	err := retry.Do(ctx, func(int) error {
+	_ = retry.Do(ctx, func(int) error {
 		if !o.owns[p].Load() {
 			return nil
-		}
-		if time.Now().After(until) {
-			return backoff.Permanent(fmt.Errorf("%d turns or workflows not re-armed", max(len(ids), 1)))
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
@@ -782,9 +777,6 @@ func (o *Orchestrator) rearmRetrying(ctx context.Context, p int, ids []string, o
 		}
 		return nil
 	})
-	if err != nil && ctx.Err() == nil {
-		o.log.Error("gave up re-arming a partition's turns", "partition", p, "err", err)
-	}
 }
 
 // notifyFinished tells the workflow of a finished turn, if it is a task,
