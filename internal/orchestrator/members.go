@@ -76,38 +76,37 @@ func newMembers(kv jetstream.KeyValue, log *slog.Logger, name string) *members {
 // another orchestrator. So is one of a process of this machine that no
 // longer runs.
 func (m *members) join(ctx, life context.Context) (jetstream.KeyWatcher, error) {
-	// A key under this name before this process wrote one is its
-	// predecessor's, dead less than a TTL ago: the others have not seen it
-	// go, and the partitions it owned come to this process orphaned.
-	m.found = nil
-	if _, err := m.kv.Get(ctx, m.name); err == nil {
-		m.found = append(m.found, m.name)
-	}
-	if err := m.beat(ctx); err != nil {
-		// A full store, say: the others do not see this one until a
-		// refresh is written, and serving goes on meanwhile.
-		m.log.Warn("cannot write this orchestrator's liveness key; trying again", "err", err)
-	}
+	// The bucket is read before this process writes its key: a key under
+	// this name then is its predecessor's, dead less than a TTL ago. The
+	// others have not seen it go, and the partitions it owned come to this
+	// process orphaned.
 	w, err := m.kv.WatchAll(life)
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator: watch %s: %w", bus.BucketOrchestrators, err)
 	}
+	m.found = nil
 	for e := range w.Updates() {
 		if e == nil {
 			break // the live set as it stands
 		}
 		m.update(e)
-		if e.Key() != m.name && e.Operation() == jetstream.KeyValuePut {
-			m.found = append(m.found, e.Key())
+		if e.Operation() != jetstream.KeyValuePut {
+			continue
 		}
+		m.found = append(m.found, e.Key())
 		var r memberRecord
-		if e.Key() != m.name && e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &r) == nil && r.gone() {
+		if e.Key() != m.name && json.Unmarshal(e.Value(), &r) == nil && r.gone() {
 			m.log.Info("an orchestrator of this machine is gone; its partitions are taken over now", "orchestrator", e.Key(), "pid", r.PID)
 			_ = m.kv.Delete(ctx, e.Key(), jetstream.LastRevision(e.Revision()))
 			m.mu.Lock()
 			delete(m.live, e.Key())
 			m.mu.Unlock()
 		}
+	}
+	if err := m.beat(ctx); err != nil {
+		// A full store, say: the others do not see this one until a
+		// refresh is written, and serving goes on meanwhile.
+		m.log.Warn("cannot write this orchestrator's liveness key; trying again", "err", err)
 	}
 	return w, nil
 }
