@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/backoff"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/nats-io/nats.go/jetstream"
@@ -207,6 +208,10 @@ func (w *Worker) check(ctx context.Context, hook string, cp Checkpoint) (d Decis
 	return w.hooks[hook].Check(ctx, cp)
 }
 
+// hookAnswerTries bounds the publishes of a hook's answer; past them its
+// job is handed back, and the hook asked again.
+const hookAnswerTries = 5
+
 // answerHook publishes a hook's answer under its id, trying again when a
 // publish fails: the same answer published twice is one.
 func (w *Worker) answerHook(msg jetstream.Msg, a events.HookAnswer, log *slog.Logger) error {
@@ -216,17 +221,16 @@ func (w *Worker) answerHook(msg jetstream.Msg, a events.HookAnswer, log *slog.Lo
 	if err != nil {
 		return err
 	}
-	for try := 1; ; try++ {
+	return backoff.Policy{First: time.Second, Max: time.Second, Tries: hookAnswerTries}.Do(context.Background(), func(try int) error {
 		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		defer cancel()
 		_, err := w.js.Publish(ctx, events.HookAnswerSubject(a.WorkflowID), data,
 			jetstream.WithMsgID(events.HookAnswerID(a.WorkflowID, a.Task, a.Hook)))
-		cancel()
-		if err == nil || try == publishTries {
-			return err
+		if err != nil && try < hookAnswerTries {
+			log.Warn("cannot publish a hook's answer; trying again", "err", err, "try", try)
 		}
-		log.Warn("cannot publish a hook's answer; trying again", "err", err, "try", try)
-		time.Sleep(publishPause)
-	}
+		return err
+	})
 }
 
 // deadJob keeps a hook job no hook can read in the dead-letter stream; its

@@ -572,7 +572,7 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 	key := job.TurnID + ":" + job.CallID
 	if r, ok := w.calls.Result(stop, key); ok {
 		log.Info("a job for a call this worker ran: its result is sent again")
-		if err := w.answer(msg, r, log); err != nil {
+		if err := w.answer(stop, msg, r, job.Deadline, log); err != nil {
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
@@ -640,7 +640,7 @@ func (w *Worker) handle(stop context.Context, tool string, msg jetstream.Msg) {
 		IsError: res.IsError, Final: res.Final, DurationMs: duration.Milliseconds(), Worker: w.opts.name, Attempt: attempt}
 	run.end(callOutcome(err, r.IsError, job.Deadline), duration)
 	kept = &r
-	if err := w.answer(msg, r, log); err != nil {
+	if err := w.answer(stop, msg, r, job.Deadline, log); err != nil {
 		log.Warn("cannot publish a result; the job will be redelivered", "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
@@ -672,30 +672,40 @@ func (w *Worker) call(ctx context.Context, c Call) (res Result, err error) {
 	return t.fn(ctx, c)
 }
 
-// How often, and how far apart, answer tries to publish a result.
+// How far apart answer tries to publish a result: from the first pause to
+// the longest.
 const (
-	publishTries = 5
-	publishPause = time.Second
+	publishPause    = 250 * time.Millisecond
+	publishPauseMax = 5 * time.Second
 )
 
-// answer publishes a call's result, trying again when a publish fails. A
-// publish whose acknowledgement was lost may well have stored the result,
-// and a job handed back would run its call a second time (a shell command,
-// a write); the same result published again under its message id is
-// dropped as a duplicate. The job is heartbeated meanwhile, so it stays
-// with this worker.
-func (w *Worker) answer(msg jetstream.Msg, r events.ToolResult, log *slog.Logger) error {
+// answer publishes a call's result, trying again when a publish fails,
+// until it is stored, the call's deadline passes (the turn has answered the
+// call itself then), a stop's drain grace runs out or the connection
+// closes. A job handed back would run its call a second time (a shell
+// command, a write) on whichever worker takes it; a publish whose
+// acknowledgement was lost may well have stored the result, and the same
+// result published again under its message id is dropped as a duplicate.
+// The job is heartbeated meanwhile, so it stays with this worker.
+func (w *Worker) answer(stop context.Context, msg jetstream.Msg, r events.ToolResult, deadline time.Time, log *slog.Logger) error {
 	beat := bus.Heartbeat(context.Background(), msg, w.opts.ackWait/3)
 	defer beat()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if !deadline.IsZero() {
+		var dcancel context.CancelFunc
+		ctx, dcancel = context.WithDeadline(ctx, deadline)
+		defer dcancel()
+	}
 	// The tries go on through a drain (the call's work is done; only its
-	// answer is left), bounded by their number, and end when the
-	// connection closes.
-	return backoff.Policy{First: publishPause, Max: publishPause, Tries: publishTries}.Do(context.Background(), func(try int) error {
+	// answer is left), for its grace.
+	defer context.AfterFunc(stop, func() { time.AfterFunc(w.opts.drainGrace, cancel) })()
+	return backoff.Policy{First: publishPause, Max: publishPauseMax}.Do(ctx, func(try int) error {
 		err := w.publish(r)
 		if err != nil && w.nc.IsClosed() {
 			return backoff.Permanent(err)
 		}
-		if err != nil && try < publishTries {
+		if err != nil {
 			log.Warn("cannot publish a result; trying again", "err", err, "try", try)
 		}
 		return err

@@ -1,0 +1,70 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/worker"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestResultIsPublishedUntilStored: a result the inbox refuses (it is full)
+// is published again until it is stored, its job kept by the worker
+// meanwhile. Handing the job back would run the call again on whichever
+// worker took it next.
+func TestResultIsPublishedUntilStored(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inbox, err := e.js.Stream(ctx, events.StreamInbox)
+	must(t, err)
+	cfg := inbox.CachedInfo().Config
+	cfg.MaxBytes = 64 << 10
+	_, err = e.js.UpdateStream(ctx, cfg)
+	must(t, err)
+	// Smaller and smaller messages until not even a small one fits.
+	filler := events.ResultSubject("filler")
+	for size := 16 << 10; size > 0; size /= 4 {
+		for i := 0; ; i++ {
+			_, err := e.js.Publish(ctx, filler, make([]byte, size))
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "maximum bytes exceeded") {
+				break
+			}
+			must(t, err)
+			if i > 100 {
+				t.Fatal("the inbox never filled")
+			}
+		}
+	}
+	// A publish the stream refuses still reaches a subscriber.
+	var tries atomic.Int32
+	nc, _ := e.srv.Connect(t)
+	sub, err := nc.Subscribe(events.ResultSubject("t-full"), func(*nats.Msg) { tries.Add(1) })
+	must(t, err)
+	defer sub.Unsubscribe()
+
+	e.worker(nil, worker.WithName("w1"))
+	e.job(job("t-full", "echo", `{"text":"kept"}`))
+	// Past five tries, the worker used to hand the job back.
+	natstest.WaitFor(t, "six tries to publish the result", func() bool { return tries.Load() >= 6 })
+	must(t, inbox.Purge(ctx, jetstream.WithPurgeSubject(bus.Stored(filler))))
+	if r := e.result("t-full"); r.Output != "kept" || r.Attempt != 1 {
+		t.Fatalf("result %+v", r)
+	}
+	cons, err := e.js.Consumer(ctx, events.StreamJobs, events.ToolConsumer("echo"))
+	must(t, err)
+	info, err := cons.Info(ctx)
+	must(t, err)
+	if info.Delivered.Consumer != 1 || info.NumRedelivered != 0 {
+		t.Errorf("the job was delivered %d times (%d redelivered)", info.Delivered.Consumer, info.NumRedelivered)
+	}
+}
