@@ -2,8 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,21 +28,8 @@ func TestResultIsPublishedUntilStored(t *testing.T) {
 	cfg.MaxBytes = 64 << 10
 	_, err = e.js.UpdateStream(ctx, cfg)
 	must(t, err)
-	// Smaller and smaller messages until not even a small one fits.
 	filler := events.ResultSubject("filler")
-	for size := 16 << 10; size > 0; size /= 4 {
-		for i := 0; ; i++ {
-			_, err := e.js.Publish(ctx, filler, make([]byte, size))
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "maximum bytes exceeded") {
-				break
-			}
-			must(t, err)
-			if i > 100 {
-				t.Fatal("the inbox never filled")
-			}
-		}
-	}
+	natstest.Fill(t, e.js, filler)
 	// A publish the stream refuses still reaches a subscriber.
 	var tries atomic.Int32
 	nc, _ := e.srv.Connect(t)

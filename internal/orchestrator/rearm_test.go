@@ -2,7 +2,6 @@ package orchestrator_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,55 +16,54 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// inCall submits turn, which answers "made it", and returns once g holds
+// its first model call and the turn's submission is handled: the turn is
+// in the index, and no input of it is left to come again. A process that
+// made the call dies with the call's job in the turn's log only.
+func inCall(h *harness, g *gated, turn string) {
+	h.t.Helper()
+	h.submit(script(turn, "General", `{"responses": [{"text": "made it"}]}`))
+	select {
+	case <-g.entered:
+	case <-time.After(time.Minute):
+		h.t.Fatal("the model was never called")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	live, err := h.js.KeyValue(ctx, bus.BucketLive)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.waitFor("the turn in the index and its submission acknowledged", func() bool {
+		keys, _ := live.Keys(ctx)
+		return slices.ContainsFunc(keys, func(k string) bool { return strings.HasSuffix(k, "."+turn) }) && h.inboxLeft() == 0
+	})
+}
+
+// madeIt waits for turn to finish with inCall's answer.
+func madeIt(h *harness, turn string) {
+	h.t.Helper()
+	if _, fin := h.finished(turn); fin.StopReason != events.StopCompleted || fin.Output != "made it" {
+		h.t.Fatalf("finished %s %q %s", fin.StopReason, fin.Output, fin.Error)
+	}
+}
+
 // TestRearmTriesAgainWhatItCouldNot: an orchestrator dies in a model call
 // it made in its process, so the call's job is in the turn's log only. Its
 // successor re-arms the turn at start and must publish that job, but the
 // jobs stream is full then. Once there is room the job is published and the
 // turn finishes: a re-arm that fails is tried again, not only logged.
 func TestRearmTriesAgainWhatItCouldNot(t *testing.T) {
-	const bound = 256 << 10
 	p := bus.DefaultProvision(1 << 20)
-	p.MaxBytes = bound
+	p.MaxBytes = 256 << 10
 	h := newHarnessOn(t, natstest.Start(t), &p)
 	g := newGated(1)
 	_, kill := h.orchestratorKill(orchestrator.WithProvider("script", g))
-	h.submit(script("stranded", "General", `{"responses": [{"text": "made it"}]}`))
-	select {
-	case <-g.entered:
-	case <-time.After(time.Minute):
-		t.Fatal("the model was never called")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	// Its submission handled: the turn is in the index, and no input of it
-	// is left to come again.
-	live, err := h.js.KeyValue(ctx, bus.BucketLive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.waitFor("the turn in the index and its submission acknowledged", func() bool {
-		keys, _ := live.Keys(ctx)
-		return slices.ContainsFunc(keys, func(k string) bool { return strings.HasSuffix(k, ".stranded") }) && h.inboxLeft() == 0
-	})
+	inCall(h, g, "stranded")
 	kill()
 
 	filler := events.ToolSubject("filler") // a tool no worker serves
-	// Smaller and smaller messages until not even a small one fits.
-	for size := 32 << 10; size > 0; size /= 4 {
-		for i := 0; ; i++ {
-			_, err := h.js.Publish(ctx, filler, make([]byte, size))
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "maximum bytes exceeded") {
-				break
-			}
-			if err != nil {
-				t.Fatalf("filling the jobs stream: %v", err)
-			}
-			if i > 100 {
-				t.Fatal("the jobs stream never filled")
-			}
-		}
-	}
+	natstest.Fill(t, h.js, filler)
 	// A publish the stream refuses still reaches a subscriber of its
 	// subject: the successor's re-arm tried to publish the job.
 	tried := make(chan *nats.Msg, 16)
@@ -84,6 +82,8 @@ func TestRearmTriesAgainWhatItCouldNot(t *testing.T) {
 		t.Fatal("the turn finished with the jobs stream full")
 	}
 
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	jobs, err := h.js.Stream(ctx, events.StreamJobs)
 	if err != nil {
 		t.Fatal(err)
@@ -91,9 +91,7 @@ func TestRearmTriesAgainWhatItCouldNot(t *testing.T) {
 	if err := jobs.Purge(ctx, jetstream.WithPurgeSubject(filler)); err != nil {
 		t.Fatal(err)
 	}
-	if _, fin := h.finished("stranded"); fin.StopReason != events.StopCompleted || fin.Output != "made it" {
-		t.Fatalf("finished %s %q %s", fin.StopReason, fin.Output, fin.Error)
-	}
+	madeIt(h, "stranded")
 }
 
 // TestRestartedOrchestratorTakesBackItsCalls: an orchestrator dies in a
@@ -113,22 +111,7 @@ func TestRestartedOrchestratorTakesBackItsCalls(t *testing.T) {
 			turn = id
 		}
 	}
-	h.submit(script(turn, "General", `{"responses": [{"text": "made it"}]}`))
-	select {
-	case <-g.entered:
-	case <-time.After(time.Minute):
-		t.Fatal("the model was never called")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	live, err := h.js.KeyValue(ctx, bus.BucketLive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.waitFor("the turn in the index and its submission acknowledged", func() bool {
-		keys, _ := live.Keys(ctx)
-		return slices.ContainsFunc(keys, func(k string) bool { return strings.HasSuffix(k, "."+turn) }) && h.inboxLeft() == 0
-	})
+	inCall(h, g, turn)
 	other, _, killOther := h.running(orchestrator.WithName("oa"))
 	h.waitFor("the other to serve its share", func() bool { return len(other.Partitions()) > 0 })
 
@@ -138,7 +121,5 @@ func TestRestartedOrchestratorTakesBackItsCalls(t *testing.T) {
 	// The other dies too, so that only the restarted one can take the call
 	// back: had the other seen the first go, it would have.
 	killOther()
-	if _, fin := h.finished(turn); fin.StopReason != events.StopCompleted || fin.Output != "made it" {
-		t.Fatalf("finished %s %q %s", fin.StopReason, fin.Output, fin.Error)
-	}
+	madeIt(h, turn)
 }
