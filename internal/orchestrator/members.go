@@ -70,8 +70,8 @@ func newMembers(kv jetstream.KeyValue, log *slog.Logger, name string) *members {
 	return &members{kv: kv, log: log, name: name, nonce: uuid.NewString(), live: map[string]bool{}, changed: make(chan struct{}, 1)}
 }
 
-// join writes this orchestrator's key and reads the live set as it stands;
-// the watch it begins lasts as long as life. A key under this name left by
+// join reads the live set as it stands, then writes this orchestrator's
+// key; the watch it begins lasts as long as life. A key under this name left by
 // a process that died is taken over: it is this process's predecessor, not
 // another orchestrator. So is one of a process of this machine that no
 // longer runs.

@@ -85,8 +85,8 @@ const (
 )
 
 // admit takes a new submission into account, or says which quota refuses
-// it. The handling of an admitted submission calls settle when it ends.
-// it and why.
+// it and why. The handling of an admitted submission calls settle when it
+// ends.
 func (q *quotas) admit() (quota, reason string) {
 	if soft := q.soft.Load(); soft > 0 && q.used.Load() >= soft {
 		return quotaStorage, fmt.Sprintf("tenant %s is over its storage quota: %d bytes stored, soft limit %d (%d%% of the account's storage); "+
