@@ -139,6 +139,40 @@ type Metrics struct {
 	InputTokens  int   `json:"input_tokens"`
 	OutputTokens int   `json:"output_tokens"`
 	DurationMs   int64 `json:"duration_ms"`
+	// Descendants is what the turns its subagent calls started used, at
+	// every depth, apart from the turn's own figures above.
+	Descendants *TreeMetrics `json:"descendants,omitempty"`
+}
+
+// TreeMetrics sum up a tree of turns: a subagent's turn and everything
+// below it, or everything below a turn.
+type TreeMetrics struct {
+	Turns        int `json:"turns"`
+	Steps        int `json:"steps"`
+	ToolCalls    int `json:"tool_calls"`
+	ModelCalls   int `json:"model_calls"`
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+// Add counts t in m.
+func (m *TreeMetrics) Add(t TreeMetrics) {
+	m.Turns += t.Turns
+	m.Steps += t.Steps
+	m.ToolCalls += t.ToolCalls
+	m.ModelCalls += t.ModelCalls
+	m.InputTokens += t.InputTokens
+	m.OutputTokens += t.OutputTokens
+}
+
+// Tree is what a finished turn and its descendants used together.
+func (m Metrics) Tree() TreeMetrics {
+	t := TreeMetrics{Turns: 1, Steps: m.Steps, ToolCalls: m.ToolCalls, ModelCalls: m.ModelCalls,
+		InputTokens: m.InputTokens, OutputTokens: m.OutputTokens}
+	if m.Descendants != nil {
+		t.Add(*m.Descendants)
+	}
+	return t
 }
 
 // ForkedFrom names the turn and step a forked turn starts from.
@@ -224,6 +258,9 @@ type ToolSpec struct {
 	// SharedSession runs a subagent tool's children in the parent's
 	// session (the parent agent's subagent_session: shared).
 	SharedSession bool `json:"shared_session,omitempty"`
+	// Budget is, on a subagent tool, the tool budget of its agent: a child
+	// reserves the smaller of it and what its parent has left.
+	Budget int `json:"budget,omitempty"`
 }
 
 // ModelCompletedData is the data of model.completed.
@@ -263,8 +300,11 @@ type ToolCompletedData struct {
 	DurationMs int64  `json:"duration_ms"`
 	Worker     string `json:"worker"`
 	Attempts   int    `json:"attempts"`
-	// ChildTurnID is the turn whose end is a subagent call's result.
-	ChildTurnID string `json:"child_turn_id,omitempty"`
+	// ChildTurnID is the turn whose end is a subagent call's result, and
+	// ChildMetrics what that turn and its descendants used: the parent's
+	// budget counts them.
+	ChildTurnID  string       `json:"child_turn_id,omitempty"`
+	ChildMetrics *TreeMetrics `json:"child_metrics,omitempty"`
 }
 
 // PauseKind says what a paused turn waits for.

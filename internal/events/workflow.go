@@ -246,15 +246,17 @@ type WorkflowMetrics struct {
 	BusyMs       int64 `json:"busy_ms"`
 }
 
-// Add counts one more task's turn. DurationMs is the workflow's clock, not
-// a sum: the machine sets it when it writes the metrics.
+// Add counts one more task's turn, with every turn its subagents started.
+// DurationMs is the workflow's clock, not a sum: the machine sets it when
+// it writes the metrics.
 func (m *WorkflowMetrics) Add(t Metrics) {
+	tree := t.Tree()
 	m.Tasks++
-	m.Steps += t.Steps
-	m.ToolCalls += t.ToolCalls
-	m.ModelCalls += t.ModelCalls
-	m.InputTokens += t.InputTokens
-	m.OutputTokens += t.OutputTokens
+	m.Steps += tree.Steps
+	m.ToolCalls += tree.ToolCalls
+	m.ModelCalls += tree.ModelCalls
+	m.InputTokens += tree.InputTokens
+	m.OutputTokens += tree.OutputTokens
 	m.BusyMs += t.DurationMs
 }
 

@@ -236,15 +236,19 @@ func (d *decider) apply(in Input) error {
 		if c == nil || !c.Delegated() || c.Child != in.ChildTurnID {
 			return nil // late, duplicate, or from an earlier step
 		}
-		out, isErr, took := in.Output, in.IsError, in.DurationMs
+		out, isErr, took, used := in.Output, in.IsError, in.DurationMs, in.Metrics
 		if f := in.Finished; f != nil {
 			out, isErr = ChildResult(c.Agent, c.Child, *f)
 			took = f.Metrics.DurationMs
+			if f.StopReason != events.StopRejected {
+				tree := f.Metrics.Tree()
+				used = &tree
+			}
 		}
 		d.emit(events.ToolCompleted, events.ToolCompletedData{
 			CallID: c.CallID, Name: c.Name, Output: out, IsError: isErr,
 			Final: slices.Contains(s.FinalTools, c.Name), DurationMs: took,
-			Worker: SubagentWorker + c.Agent, Attempts: 1, ChildTurnID: c.Child,
+			Worker: SubagentWorker + c.Agent, Attempts: 1, ChildTurnID: c.Child, ChildMetrics: used,
 		})
 
 	case CompactAnswer:
@@ -514,7 +518,7 @@ func check(s *State) events.StepCheckedData {
 		return stop(events.StopSynthesisDone)
 	case s.Doomed != "":
 		return stop(events.StopDoomLoop)
-	case s.Used >= s.Limits.Budget:
+	case s.Spent() >= s.Limits.Budget:
 		return stop(events.StopBudget)
 	case s.Step >= s.Limits.Steps:
 		return stop(events.StopStepCap)
@@ -569,10 +573,14 @@ func (s *State) causeLine() string {
 
 func (d *decider) finish(reason events.StopReason, output, errText string) {
 	s := d.s
-	d.emit(events.TurnFinished, events.TurnFinishedData{StopReason: reason, Output: output, Error: errText,
-		Metrics: events.Metrics{Steps: s.Step, ToolCalls: s.Used, ModelCalls: s.ModelCalls,
-			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens,
-			DurationMs: d.env.Now.Sub(s.Started).Milliseconds()}})
+	m := events.Metrics{Steps: s.Step, ToolCalls: s.Used, ModelCalls: s.ModelCalls,
+		InputTokens: s.InputTokens, OutputTokens: s.OutputTokens,
+		DurationMs: d.env.Now.Sub(s.Started).Milliseconds()}
+	if s.Descendants.Turns > 0 {
+		desc := s.Descendants
+		m.Descendants = &desc
+	}
+	d.emit(events.TurnFinished, events.TurnFinishedData{StopReason: reason, Output: output, Error: errText, Metrics: m})
 }
 
 func names(specs []events.ToolSpec) []string {

@@ -23,7 +23,7 @@ func (s *State) plan(d events.ModelCompletedData) plan {
 	if d.Error != "" || s.Limits.Steps == 0 {
 		return p
 	}
-	remaining := s.Limits.Budget - s.Used
+	remaining := s.Limits.Budget - s.Spent()
 	for _, c := range d.ToolCalls {
 		sig := signature(c)
 		n := 1

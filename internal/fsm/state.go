@@ -128,10 +128,16 @@ type State struct {
 	// StepStarted is the time of the current step's step.started.
 	StepStarted time.Time
 
-	Used    int               // calls that got a tool.completed, the budget's count
-	planned []events.ToolCall // the calls the step's model answer runs
-	runSig  string
-	runLen  int
+	Used int // the turn's own calls that got a tool.completed
+	// Descendants is what the turns of its finished subagent calls used,
+	// at every depth: the budget counts their tool calls with Used.
+	Descendants events.TreeMetrics
+	// stepSpent is Spent() when the step's model answer was applied: what
+	// the step's children reserve their budgets after.
+	stepSpent int
+	planned   []events.ToolCall // the calls the step's model answer runs
+	runSig    string
+	runLen    int
 
 	ModelCalls   int
 	InputTokens  int
@@ -144,6 +150,10 @@ type State struct {
 func New(turnID string) *State {
 	return &State{TurnID: turnID, Phase: PhaseNew}
 }
+
+// Spent is the budget's count: the tool calls the turn and its finished
+// subagents' turns completed, at every depth.
+func (s *State) Spent() int { return s.Used + s.Descendants.ToolCalls }
 
 // Exists reports whether the turn has a log.
 func (s *State) Exists() bool { return s.Seq > 0 }
@@ -285,6 +295,7 @@ func evolveStepStarted(s *State, e events.Envelope) error {
 }
 
 func evolveModelCompleted(s *State, e events.Envelope, d events.ModelCompletedData) error {
+	s.stepSpent = s.Spent()
 	p := s.plan(d)
 	name := tAnswer
 	if len(p.run) > 0 {
@@ -380,6 +391,9 @@ func evolveToolCompleted(s *State, e events.Envelope, d events.ToolCompletedData
 	c.Status = CallCompleted
 	c.Result = &d
 	s.Used++
+	if d.ChildMetrics != nil {
+		s.Descendants.Add(*d.ChildMetrics)
+	}
 	s.Messages = append(s.Messages, events.Message{Role: events.RoleTool, CallID: d.CallID, Name: d.Name, Content: d.Output, IsError: d.IsError})
 	return nil
 }

@@ -47,6 +47,7 @@ type ChildAnswer struct {
 	Output     string
 	IsError    bool
 	DurationMs int64
+	Metrics    *events.TreeMetrics
 }
 
 func (ChildAnswer) input() {}
@@ -137,7 +138,50 @@ func (s *State) ChildSubmit(c *Call, agent string, shared bool) events.Submit {
 		// the parent's wall clock when the call was made.
 		sub.Limits = &events.Limits{TimeoutMs: max(dl.Sub(c.Requested).Milliseconds(), 1)}
 	}
+	if budget, ok := s.reserve(c); ok {
+		if sub.Limits == nil {
+			sub.Limits = &events.Limits{}
+		}
+		if budget > 0 {
+			sub.Limits.Budget = budget
+		} else {
+			// Nothing left for tools: the child may only answer.
+			zero := 0
+			sub.Limits.Steps = &zero
+		}
+	}
 	return sub
+}
+
+// reserve is the tool budget of a subagent call's child turn: the smaller
+// of its agent's and what the parent's tree has left once the step's own
+// calls and, in call order, the step's earlier children have theirs. A
+// turn and everything below it so never complete more tool calls than its
+// budget; what a child leaves unused comes back with its result
+// (ChildMetrics). false: the call's tool names no budget, as in a log
+// written before children reserved one.
+func (s *State) reserve(c *Call) (int, bool) {
+	left := s.Limits.Budget - s.stepSpent - len(s.planned)
+	for i := range s.Calls {
+		o := &s.Calls[i]
+		if o.Child == "" {
+			continue
+		}
+		spec, _ := s.spec(o.Name)
+		budget := spec.Budget
+		if budget <= 0 {
+			if o.CallID == c.CallID {
+				return 0, false
+			}
+			budget = DefaultBudget
+		}
+		r := min(budget, max(left, 0))
+		if o.CallID == c.CallID {
+			return r, true
+		}
+		left -= r
+	}
+	return 0, false
 }
 
 // Call returns the step's call of the given id, or nil.

@@ -248,7 +248,7 @@ func inputOf(s *State, e events.Envelope) (Input, bool) {
 		if d.ChildTurnID != "" {
 			// A child's end, recorded: replay never runs the child again.
 			return ChildAnswer{TurnID: e.TurnID, CallID: d.CallID, ChildTurnID: d.ChildTurnID,
-				Output: d.Output, IsError: d.IsError, DurationMs: d.DurationMs}, true
+				Output: d.Output, IsError: d.IsError, DurationMs: d.DurationMs, Metrics: d.ChildMetrics}, true
 		}
 		if d.Worker == Orchestrator {
 			// The results the orchestrator writes at the start of a
