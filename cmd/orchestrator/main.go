@@ -22,6 +22,7 @@ import (
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/providers"
 	"github.com/jetloop/jetloop/internal/tenants"
+	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -45,6 +46,8 @@ func run() int {
 	metricsAddr := flag.String("metrics-addr", "", proc.MetricsAddrUsage)
 	pprofAddr := flag.String("pprof-addr", "", proc.PprofAddrUsage)
 	tenantsPath := flag.String("tenants", os.Getenv("JETLOOP_TENANTS"), "serve every tenant of this tenants file (jetloop tenants), each through its own account as its orchestrator user, with its quotas (default $JETLOOP_TENANTS; docs/tenants.md)")
+	clock := flag.Duration("default-timeout", agents.DefaultTimeout, "the clock of a turn whose agent sets no timeout")
+	workflowClock := flag.Duration("default-workflow-timeout", workflow.DefaultTimeout, "the clock of a workflow whose submission sets no timeout")
 	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
 	if *version {
@@ -121,7 +124,8 @@ func run() int {
 		provs = append(provs, orchestrator.WithName(*name))
 	}
 	oopts := append(provs, orchestrator.WithShards(*shards), orchestrator.WithModelRunners(*runners), orchestrator.WithAckWait(*ackWait),
-		orchestrator.WithAllowScripts(*allowScripts), orchestrator.WithTracer(tracer))
+		orchestrator.WithAllowScripts(*allowScripts), orchestrator.WithTracer(tracer),
+		orchestrator.WithClocks(*clock, *workflowClock))
 	if *tenantsPath != "" {
 		if _, err := tenants.Load(*tenantsPath); err != nil {
 			log.Error("bad tenants file", "err", err)

@@ -30,6 +30,13 @@ const MaxSteps = 200
 // the milliseconds of a timeout far from overflowing a time.Duration.
 const MaxTimeout = 30 * 24 * time.Hour
 
+// DefaultTimeout is the clock of a turn whose agent sets no timeout: every
+// loop is bounded by a wall clock, as OpenBotStack's are. A day leaves
+// room for long agent work and for a person to answer an approval or a
+// question overnight; an agent may set up to MaxTimeout, a submission only
+// less. The orchestrator's --default-timeout changes it.
+const DefaultTimeout = 24 * time.Hour
+
 // Agent is one agent of an AGENTS.md file: its front matter and its prompt.
 // Zero values mean "not set"; the caller applies the defaults (fsm.EffectiveLimits).
 type Agent struct {

@@ -30,7 +30,7 @@ func TestAgentsCheck(t *testing.T) {
 		code      int
 		want      []string
 	}{
-		{"ok.md", "---\nname: A\nmodel: script\nsteps: 4\n---\nHi.\n", 0, []string{"A: model script, step cap 4"}},
+		{"ok.md", "---\nname: A\nmodel: script\nsteps: 4\n---\nHi.\n", 0, []string{"A: model script, step cap 4, budget 50 (default), timeout 24h0m0s (default)"}},
 		{"warn.md", "---\nname: B\nmodel: script\nsteps: -1\ncolour: red\n---\nHi.\n", 0,
 			[]string{"warn.md:4: warning", "warn.md:5: warning", "B: model script, step cap 0"}},
 		{"dup.md", "---\nname: C\n---\nOne.\n---\nname: C\n---\nTwo.\n", 1, []string{"dup.md:6: error"}},

@@ -16,6 +16,7 @@ import (
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -155,7 +156,14 @@ func agentsCmd(_ context.Context, c *command, args []string) int {
 	}
 	for _, n := range set.Names() {
 		a, _ := set.Get(n)
-		fmt.Fprintf(c.stdout, "%s: model %s, step cap %d\n", a.Name, a.Model, a.StepCap())
+		budget, timeout := fmt.Sprint(a.Budget), a.Timeout.String()
+		if a.Budget <= 0 {
+			budget = fmt.Sprintf("%d (default)", fsm.DefaultBudget)
+		}
+		if a.Timeout <= 0 {
+			timeout = agents.DefaultTimeout.String() + " (default)"
+		}
+		fmt.Fprintf(c.stdout, "%s: model %s, step cap %d, budget %s, timeout %s\n", a.Name, a.Model, a.StepCap(), budget, timeout)
 	}
 	return ExitOK
 }

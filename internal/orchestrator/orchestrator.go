@@ -24,6 +24,7 @@ import (
 	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/tracing"
+	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
@@ -43,14 +44,17 @@ type Orchestrator struct {
 	log    *slog.Logger
 	agents *agents.Set
 
-	shards     int
-	cacheSize  int
-	ackWait    time.Duration
-	runners    int
-	providers  map[string]model.Provider
-	scripts    scriptPolicy
-	beforeAck  func(stage string) error
-	drainGrace time.Duration
+	shards    int
+	cacheSize int
+	ackWait   time.Duration
+	// clock and workflowClock are the timeouts of turns whose agent, and
+	// workflows whose submission, set none.
+	clock, workflowClock time.Duration
+	runners              int
+	providers            map[string]model.Provider
+	scripts              scriptPolicy
+	beforeAck            func(stage string) error
+	drainGrace           time.Duration
 
 	store   *logstore.Store
 	tools   *toolCatalog
@@ -185,6 +189,31 @@ func WithName(name string) Option {
 	}
 }
 
+// WithClocks sets the timeouts of turns whose agent sets none (default
+// agents.DefaultTimeout) and of workflows whose submission sets none
+// (default workflow.DefaultTimeout). A turn or workflow records its clock
+// when it starts: a change affects only those that start after it.
+func WithClocks(turn, wf time.Duration) Option {
+	return func(o *Orchestrator) error {
+		for _, d := range []time.Duration{turn, wf} {
+			if d <= 0 || d > agents.MaxTimeout {
+				return fmt.Errorf("orchestrator: a default timeout must be positive and at most %s, got %s", agents.MaxTimeout, d)
+			}
+		}
+		o.clock, o.workflowClock = turn, wf
+		return nil
+	}
+}
+
+// clockOf is the timeout a turn of agent a starts with, before its
+// submission tightens it.
+func (o *Orchestrator) clockOf(a *agents.Agent) time.Duration {
+	if a.Timeout > 0 {
+		return a.Timeout
+	}
+	return o.clock
+}
+
 // WithDrainGrace bounds how long a graceful stop waits for in-flight work.
 func WithDrainGrace(d time.Duration) Option {
 	return func(o *Orchestrator) error {
@@ -215,6 +244,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, set *agents.Se
 	o := &Orchestrator{
 		nc: nc, js: js, log: log, agents: set,
 		shards: DefaultShards, cacheSize: 100_000, ackWait: bus.DefaultAckWait, runners: 32,
+		clock: agents.DefaultTimeout, workflowClock: workflow.DefaultTimeout,
 		providers:  map[string]model.Provider{"script": model.Scripted{}},
 		drainGrace: 10 * time.Second,
 		cancels:    bus.NewCancels(),

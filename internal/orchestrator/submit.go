@@ -251,7 +251,7 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 	if err != nil {
 		return fsm.Start{}, err
 	}
-	limits := fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits)
+	limits := fsm.EffectiveLimits(a.Steps, a.Budget, o.clockOf(a), a.DoomLoop, sub.Limits)
 	history, turns, err := o.history.session(ctx, sub.SessionID, sub.TurnID)
 	if err != nil {
 		return fsm.Start{}, &retry{err}
@@ -360,7 +360,7 @@ func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm
 	return fsm.Start{
 		TurnID: sub.TurnID, SessionID: sub.SessionID, Input: input, History: history,
 		Setup: fsm.Setup{Agent: a.Name, Model: modelName, System: a.Prompt,
-			Limits: fsm.EffectiveLimits(a.Steps, a.Budget, a.Timeout, a.DoomLoop, sub.Limits),
+			Limits: fsm.EffectiveLimits(a.Steps, a.Budget, o.clockOf(a), a.DoomLoop, sub.Limits),
 			Tools:  o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
 			Script: script, Metadata: sub.Metadata, KeepSteps: a.KeepSteps, ScriptIndex: scriptIndex,
 			Summarizer: a.Summarizer, OverTokens: a.OverTokens,

@@ -49,6 +49,9 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 		sub.SessionID = sub.WorkflowID
 	}
 	limits := workflow.EffectiveLimits(sub.Limits)
+	if limits.TimeoutMs <= 0 {
+		limits.TimeoutMs = s.o.workflowClock.Milliseconds()
+	}
 	for i, t := range sub.Tasks {
 		agent := t.Agent
 		if agent == "" {

@@ -89,6 +89,12 @@ type Decision struct {
 	Events []events.Envelope
 }
 
+// DefaultTimeout is the clock of a workflow whose submission sets none, so
+// that no workflow runs or waits for ever: a week, for tasks that each
+// take up to a day and gates that wait on people. The orchestrator's
+// --default-workflow-timeout changes it; a submission may set up to 30 days.
+const DefaultTimeout = 7 * 24 * time.Hour
+
 // EffectiveLimits are a submission's limits with the contract's defaults:
 // max_tasks 50 unless set, never over 1000.
 func EffectiveLimits(l *events.WorkflowLimits) events.WorkflowLimits {
