@@ -111,8 +111,12 @@ func (s *State) CompactSubmit(through int) events.Submit {
 	if s.Parent != nil {
 		sub.Parent.RootTurnID = s.Root()
 	}
+	// A text-only turn: a summary needs no tools, and so the tree's
+	// budget is never spent on one.
+	zero := 0
+	sub.Limits = &events.Limits{Steps: &zero}
 	if dl := s.Deadline(); !dl.IsZero() {
-		sub.Limits = &events.Limits{TimeoutMs: max(dl.Sub(s.LastTime).Milliseconds(), 1)}
+		sub.Limits.TimeoutMs = max(dl.Sub(s.LastTime).Milliseconds(), 1)
 	}
 	return sub
 }
