@@ -96,7 +96,7 @@ type WorkflowLimits struct {
 }
 
 // Policy is what the gate does between tasks. Hooks are asked in order
-// after every task's checkpoint (gate rule 3); HookTimeoutMs bounds each
+// after every task's checkpoint (gate rule 4); HookTimeoutMs bounds each
 // one's answer (DefaultHookTimeoutMs when 0) and OnHookTimeout says what a
 // silent hook does (stop with error unless HookTimeoutContinue).
 type Policy struct {

@@ -273,7 +273,7 @@ func (d *decider) gate() {
 		}
 		stop(events.StopError, why)
 	case s.PendingHook() != "":
-		// Rule 3: the hook's job is out (Jobs); its answer or its timeout
+		// Rule 4: the hook's job is out (Jobs); its answer or its timeout
 		// goes on from here.
 	case last.StopReason == events.StopBudget && s.spent():
 		// The task's budget was what the workflow had left (Jobs tightens
