@@ -582,9 +582,9 @@ func TestHookErrorIsNotADenial(t *testing.T) {
 	}
 }
 
-// TestSeedMap: docs/workflow.md's seed map names every exported name of the
-// seeds (testdata/seed_names.txt, written from them), in a table's first
-// column.
+// TestSeedMap: docs/workflow.md's seed map names every name of the seeds
+// (testdata/seed_names.txt, written from them) in a table's first column,
+// once, and names nothing that is not a seed's.
 func TestSeedMap(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/workflow.md")
 	if err != nil {
@@ -594,34 +594,45 @@ func TestSeedMap(t *testing.T) {
 	if !ok {
 		t.Fatal("docs/workflow.md has no seed map")
 	}
-	mapped := map[string]bool{}
+	// A first column is names in backquotes, separated by ", ".
+	mapped := map[string]int{}
 	for line := range strings.Lines(section) {
 		if !strings.HasPrefix(line, "| `") {
 			continue
 		}
 		first := strings.Split(line, "|")[1]
-		for _, part := range strings.Split(first, "`") {
-			for name := range strings.SplitSeq(part, ", ") {
-				mapped[strings.TrimSpace(name)] = true
-			}
+		for name := range strings.SplitSeq(strings.TrimSpace(first), ", ") {
+			mapped[strings.Trim(name, "`")]++
 		}
 	}
 	names, err := os.ReadFile("testdata/seed_names.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	seed := map[string]bool{}
 	for line := range strings.Lines(string(names)) {
 		name := strings.TrimSpace(line)
 		if name == "" || strings.HasPrefix(name, "#") {
 			continue
 		}
-		n++
-		if !mapped[name] {
+		if seed[name] {
+			t.Errorf("%s is listed twice", name)
+		}
+		seed[name] = true
+		switch mapped[name] {
+		case 0:
 			t.Errorf("the seed map does not say where %s lives", name)
+		case 1:
+		default:
+			t.Errorf("the seed map has %d rows for %s", mapped[name], name)
 		}
 	}
-	if n < 100 {
-		t.Fatalf("only %d seed names", n)
+	for name := range mapped {
+		if !seed[name] {
+			t.Errorf("the seed map names %q, which is no seed's name (testdata/seed_names.txt)", name)
+		}
+	}
+	if len(seed) < 150 {
+		t.Fatalf("only %d seed names", len(seed))
 	}
 }
