@@ -15,6 +15,7 @@ import (
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/jetloop/jetloop/worker"
+	"github.com/nats-io/nats.go"
 )
 
 // audit is a Checkpoint: it keeps every checkpoint it is asked about and
@@ -392,6 +393,20 @@ func TestHooksAreToldEverything(t *testing.T) {
 	// and hold are handed that checkpoint as the last one. A task that
 	// outlives the clock under load leaves no checkpoint to hand: try again
 	// with a longer clock.
+	// What reaches a subscriber, in order: rec's jobs and every event.
+	var seenMu sync.Mutex
+	var order []string
+	for _, subject := range []string{events.HookSubject("rec"), events.TurnEventsFilter("*")} {
+		sub, err := h.nc.Subscribe(subject, func(m *nats.Msg) {
+			seenMu.Lock()
+			defer seenMu.Unlock()
+			order = append(order, m.Subject+" "+string(m.Data))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+	}
 	var id string
 	for timeout := int64(1000); ; timeout *= 4 {
 		id = fmt.Sprintf("clocked-%d", timeout)
@@ -409,6 +424,24 @@ func TestHooksAreToldEverything(t *testing.T) {
 			t.Fatalf("task 1 never finished before the clock: %+v", fin)
 		}
 	}
+	// The final job was published before workflow.finished.
+	h.waitFor("the final job and the finish seen", func() bool {
+		seenMu.Lock()
+		defer seenMu.Unlock()
+		job, finish := -1, -1
+		for i, o := range order {
+			switch {
+			case job < 0 && strings.HasPrefix(o, events.HookSubject("rec")+" ") && strings.Contains(o, `"workflow_id":"`+id+`"`) && strings.Contains(o, `"ended":`):
+				job = i
+			case finish < 0 && strings.HasPrefix(o, events.EventsSubject(id, id)+" ") && strings.Contains(o, string(events.WorkflowFinished)):
+				finish = i
+			}
+		}
+		if job >= 0 && finish >= 0 && job > finish {
+			t.Fatalf("rec's final job came after workflow.finished")
+		}
+		return job >= 0 && finish >= 0
+	})
 	free() // hold's answer to its first job now comes after the end, and changes nothing either
 	h.waitFor("rec handed the last checkpoint", func() bool { return len(rec.of(id)) == 1 })
 	cp := rec.of(id)[0]
