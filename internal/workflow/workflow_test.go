@@ -527,6 +527,15 @@ func TestFinalCheckpointReachesEveryHook(t *testing.T) {
 			r.answer("audit", events.GateWait, "look")
 			r.do(Command{Action: events.ActionApprove, Approved: &no})
 		}, events.StopDenied, "denied", "hook-final:wf:1:guard"},
+		{"aborted while a hook thinks", hooks, events.WorkflowLimits{}, func(r *run) {
+			r.finish(events.StopCompleted, one(1, 1))
+			r.do(Command{Action: events.ActionAbort})
+		}, events.StopAborted, "aborted", "hook-final:wf:1:audit hook-final:wf:1:guard"},
+		{"the first hook never answers", hooks, events.WorkflowLimits{}, func(r *run) {
+			r.finish(events.StopCompleted, one(1, 1))
+			r.now = r.s.HookDeadline()
+			r.do(Tick{TurnID: "wf", Kind: events.TimerHook, CallID: "audit", At: r.now})
+		}, events.StopError, "hook audit did not answer", "hook-final:wf:1:guard"},
 		{"completed: every hook was asked", hooks, events.WorkflowLimits{}, func(r *run) {
 			for range 2 {
 				r.finish(events.StopCompleted, one(1, 1))
