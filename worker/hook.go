@@ -54,9 +54,9 @@ type Checkpoint struct {
 	// context ends then.
 	Deadline time.Time `json:"deadline"`
 	// Ended is set when the workflow ended at this checkpoint before this
-	// hook was asked (a timeout, a rejected task, another hook's stop or
-	// error, a denial): the hook is handed the last checkpoint, and its
-	// decision changes nothing.
+	// hook decided (its clock, an abort, a rejected task, another hook's
+	// stop, error or timeout, a denial): the hook is handed the last
+	// checkpoint, and its decision changes nothing.
 	Ended *Ended `json:"ended,omitempty"`
 	// Attempt counts the deliveries of the job: more than 1 when a hook
 	// process died or timed out with it before.

@@ -32,7 +32,7 @@ type audit struct {
 }
 
 // Check implements worker.Hook. It stores the last checkpoint of a
-// workflow that ended before asking it too, with how it ended (cp.Ended).
+// workflow that ended before this hook decided, with how it ended (cp.Ended).
 // A failed write ends the workflow error, as the seed's Checkpoint.Save
 // error ends its loop. A job asked again (a hook process died mid-job) may
 // store a line twice: the line names the workflow and task, so a reader

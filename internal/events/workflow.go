@@ -142,7 +142,7 @@ func HookAnswerID(workflow string, task int, hook string) string {
 }
 
 // HookFinalJobID is the Nats-Msg-Id of the job that hands hook a
-// workflow's last checkpoint after the workflow ended without asking it:
+// workflow's last checkpoint after the workflow ended before it decided:
 // not HookJobID, which a job asked before the end may hold already.
 func HookFinalJobID(workflow string, task int, hook string) string {
 	return "hook-final:" + workflow + ":" + strconv.Itoa(task) + ":" + hook
@@ -153,7 +153,7 @@ func HookFinalJobID(workflow string, task int, hook string) string {
 // JETLOOP_CHECKPOINTS holds) and result; Last is set after the last task
 // of the list. Deadline is when the workflow stops waiting for the answer.
 // Ended is set on a final job: the workflow ended at this checkpoint
-// before this hook was asked, so the job only hands it the checkpoint and
+// before this hook decided, so the job only hands it the checkpoint and
 // its answer changes nothing.
 type HookJob struct {
 	WorkflowID string                   `json:"workflow_id"`

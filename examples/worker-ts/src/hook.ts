@@ -22,7 +22,7 @@ export type HookJob = {
   /** The task's result as task.finished has it; metrics are the task's own. */
   task_result: { stop_reason: string; output: string; error?: string; metrics: Record<string, number> };
   deadline: string;
-  /** Set on a final job: the workflow ended at this checkpoint before asking this hook; the answer changes nothing. */
+  /** Set on a final job: the workflow ended at this checkpoint before this hook decided; the answer changes nothing. */
   ended?: { stop_reason: string; error?: string };
 };
 
@@ -121,7 +121,7 @@ export function parseHookJob(data: Uint8Array): HookJob {
 /**
  * Audit is a Checkpoint: it appends each task's checkpoint to a file, one
  * JSON line each (as examples/go-hook's audit does), and lets the workflow
- * go on; the last checkpoint of a workflow that ended before asking it
+ * go on; the last checkpoint of a workflow that ended before it decided
  * too, with how it ended. A failed write throws, which ends the workflow
  * error. A job asked again (a hook process died mid-job) may store a line
  * twice; the line names the workflow and task, so a reader keeps the last.
