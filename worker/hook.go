@@ -19,30 +19,48 @@ import (
 // the seed's TotalRuntime).
 type WorkflowMetrics = events.WorkflowMetrics
 
+// TaskMetrics are one task's own numbers, as its task.finished has them
+// (the seed's TaskResult.TurnCount, ToolCallsUsed and Duration): Steps,
+// ToolCalls, ModelCalls, InputTokens, OutputTokens and DurationMs.
+type TaskMetrics = events.Metrics
+
+// Ended is how a workflow ended: its workflow.finished's StopReason and
+// Error.
+type Ended = events.HookEnded
+
 // Checkpoint is what a hook is asked about: a workflow right after one of
 // its tasks, its checkpoint written (docs/protocol.md, "Hooks"). It carries
 // OpenBotStack's Checkpoint.Save arguments (the task's index, its result
-// and the metrics) and PolicyCheckpoint.Check's.
+// and the metrics) and PolicyCheckpoint.Check's. It marshals flat, with
+// the wire's snake_case names: metrics is the checkpoint's, task_metrics
+// the task result's.
 type Checkpoint struct {
-	WorkflowID string
-	SessionID  string
+	WorkflowID string `json:"workflow_id"`
+	SessionID  string `json:"session_id"`
 	// Task is the task just done, from 1; TurnID its turn. Last is set
 	// after the last task of the list: a stop then vetoes the result.
-	Task   int
-	TurnID string
-	Last   bool
-	// Metrics are the workflow's sums, this task's included.
-	Metrics WorkflowMetrics
+	Task   int    `json:"task"`
+	TurnID string `json:"turn_id"`
+	Last   bool   `json:"last"`
+	// Metrics are the workflow's sums, this task's included; TaskMetrics
+	// this task's own.
+	Metrics     WorkflowMetrics `json:"metrics"`
+	TaskMetrics TaskMetrics     `json:"task_metrics"`
 	// StopReason, Output and Error are the task's result.
-	StopReason events.StopReason
-	Output     string
-	Error      string
+	StopReason events.StopReason `json:"stop_reason"`
+	Output     string            `json:"output"`
+	Error      string            `json:"error,omitempty"`
 	// Deadline is when the workflow stops waiting for the answer; Check's
 	// context ends then.
-	Deadline time.Time
+	Deadline time.Time `json:"deadline"`
+	// Ended is set when the workflow ended at this checkpoint before this
+	// hook decided (its clock, an abort, a rejected task, another hook's
+	// stop, error or timeout, a denial): the hook is handed the last
+	// checkpoint, and its decision changes nothing.
+	Ended *Ended `json:"ended,omitempty"`
 	// Attempt counts the deliveries of the job: more than 1 when a hook
 	// process died or timed out with it before.
-	Attempt int
+	Attempt int `json:"attempt"`
 }
 
 // Decision is a hook's answer: go on, stop the workflow (it ends denied
@@ -69,8 +87,9 @@ func Wait(reason string) Decision { return Decision{Decision: events.GateWait, R
 // PolicyCheckpoint (Check decides) and, when it stores the checkpoint
 // somewhere and answers Continue, its Checkpoint. Several hooks named in
 // order in policy.hooks are its CompositeCheckpoint. A returned error (or a
-// panic) stops the workflow with the error's text, as the seed's
-// Save and Check errors do.
+// panic) is answered as the hook's failure: the workflow ends with stop
+// reason error and the error's text, as the seed's Save and Check errors
+// end its loop, not denied as a Stop does.
 type Hook interface {
 	Check(ctx context.Context, cp Checkpoint) (Decision, error)
 }
@@ -154,8 +173,9 @@ func (w *Worker) handleHook(stop context.Context, hook string, msg jetstream.Msg
 	defer beat()
 
 	d, err := w.check(ctx, hook, Checkpoint{WorkflowID: job.WorkflowID, SessionID: job.SessionID, Task: job.Task,
-		TurnID: job.TurnID, Last: job.Last, Metrics: job.Checkpoint.Metrics, StopReason: job.TaskResult.StopReason,
-		Output: job.TaskResult.Output, Error: job.TaskResult.Error, Deadline: job.Deadline, Attempt: attempt})
+		TurnID: job.TurnID, Last: job.Last, Metrics: job.Checkpoint.Metrics, TaskMetrics: job.TaskResult.Metrics,
+		StopReason: job.TaskResult.StopReason, Output: job.TaskResult.Output, Error: job.TaskResult.Error,
+		Deadline: job.Deadline, Ended: job.Ended, Attempt: attempt})
 	switch {
 	case stop.Err() != nil && ctx.Err() != nil && !deadlinePassed(job.Deadline):
 		log.Info("hook cut short by shutdown; handed back")
@@ -166,9 +186,10 @@ func (w *Worker) handleHook(stop context.Context, hook string, msg jetstream.Msg
 		_ = msg.Ack()
 		return
 	case err != nil:
-		d = Stop(fmt.Sprintf("hook %s failed: %v", hook, err))
+		// The orchestrator names the hook in the workflow's error.
+		d = Decision{Decision: events.GateError, Reason: err.Error()}
 	case d.Decision != events.GateContinue && d.Decision != events.GateStop && d.Decision != events.GateWait:
-		d = Stop(fmt.Sprintf("hook %s answered %q: a hook answers continue, stop or wait", hook, d.Decision))
+		d = Decision{Decision: events.GateError, Reason: fmt.Sprintf("answered %q: a hook answers continue, stop or wait", d.Decision)}
 	}
 	a := events.HookAnswer{WorkflowID: job.WorkflowID, Task: job.Task, Hook: hook, Decision: d.Decision, Reason: capReason(d.Reason)}
 	if err := w.answerHook(msg, a, log); err != nil {

@@ -31,13 +31,15 @@ type audit struct {
 	path string
 }
 
-// Check implements worker.Hook. A failed write stops the workflow with the
-// error, as the seed's Checkpoint.Save error does. A job asked again (a
-// hook process died mid-job) may store a line twice: the line names the
-// workflow and task, so a reader keeps the last.
+// Check implements worker.Hook. It stores the last checkpoint of a
+// workflow that ended before this hook decided, with how it ended (cp.Ended).
+// A failed write ends the workflow error, as the seed's Checkpoint.Save
+// error ends its loop. A job asked again (a hook process died mid-job) may
+// store a line twice: the line names the workflow and task, so a reader
+// keeps the last.
 func (a *audit) Check(_ context.Context, cp worker.Checkpoint) (worker.Decision, error) {
 	line, err := json.Marshal(map[string]any{"workflow_id": cp.WorkflowID, "task": cp.Task, "last": cp.Last,
-		"stop_reason": cp.StopReason, "metrics": cp.Metrics})
+		"stop_reason": cp.StopReason, "metrics": cp.Metrics, "task_metrics": cp.TaskMetrics, "ended": cp.Ended})
 	if err != nil {
 		return worker.Decision{}, err
 	}

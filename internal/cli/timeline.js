@@ -570,10 +570,11 @@ function mount(tl, opts) {
         (m.type === "workflow.finished" && tl.finished ? " stop-" + tl.finished.stop_reason : "");
       var n = el("div", cls, { id: "mark-" + m.seq, "data-type": m.type, "data-task": m.task, "aria-label": m.type });
       if (m.decision) n.setAttribute("data-decision", m.decision);
+      if (m.by) n.setAttribute("data-by", m.by);
       n.style.left = pct(m.at_ms) + "%";
       tipFor(n, function () {
         var f = document.createDocumentFragment();
-        f.appendChild(el("div", "t", {}, m.type + (m.decision ? " · " + m.decision : "")));
+        f.appendChild(el("div", "t", {}, m.type + (m.decision ? " · " + m.decision : "") + (m.by ? " by " + m.by : "")));
         f.appendChild(dl([["at", "+" + ms(m.at_ms)], ["seq", m.seq], ["task", m.task || ""]]));
         if (m.text) f.appendChild(pre(m.text));
         return f;

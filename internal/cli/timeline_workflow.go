@@ -77,6 +77,7 @@ type WorkflowMark struct {
 	Type     events.Type         `json:"type"`
 	Task     int                 `json:"task"`
 	Decision events.GateDecision `json:"decision,omitempty"` // workflow.gated
+	By       string              `json:"by,omitempty"`       // workflow.gated: rules, approval or a hook
 	Text     string              `json:"text"`
 }
 
@@ -158,7 +159,7 @@ func BuildWorkflowTimeline(log []events.Envelope, turns map[string][]events.Enve
 		case *events.WorkflowCheckpointedData:
 			mark.Task = d.Task
 		case *events.WorkflowGatedData:
-			mark.Task, mark.Decision = d.Task, d.Decision
+			mark.Task, mark.Decision, mark.By = d.Task, d.Decision, d.By
 			if d.Decision == events.GateWait {
 				w.Waits = append(w.Waits, TimelineWait{Task: d.Task, StartMs: now, Open: true, Reason: d.Reason})
 			}

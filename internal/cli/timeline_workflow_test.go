@@ -87,7 +87,8 @@ func TestReplayHTMLWorkflow(t *testing.T) {
 		t.Fatalf("stdout %q, want %q", stdout, want)
 	}
 
-	// The marks: every workflow event, in order, with its task.
+	// The marks: every workflow event, in order, with its task; a gate's
+	// with who decided.
 	if len(wt.Marks) != len(log) {
 		t.Fatalf("%d marks for %d events", len(wt.Marks), len(log))
 	}
@@ -97,10 +98,10 @@ func TestReplayHTMLWorkflow(t *testing.T) {
 			t.Errorf("mark %d: %+v, event %s", i, m, log[i].Type)
 		}
 		if m.Type == events.WorkflowGated {
-			gates = append(gates, fmt.Sprintf("%d:%s", m.Task, m.Decision))
+			gates = append(gates, fmt.Sprintf("%d:%s:%s", m.Task, m.Decision, m.By))
 		}
 	}
-	if got := strings.Join(gates, " "); got != "2:wait 3:wait 4:stop" {
+	if got := strings.Join(gates, " "); got != "2:wait:approval 3:wait:approval 4:stop:rules" {
 		t.Errorf("gate marks %q", got)
 	}
 	// Two waits for a person, each between the tasks it separates.

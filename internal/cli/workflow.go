@@ -189,7 +189,8 @@ func workflowDetail(e events.Envelope) string {
 		m := d.Metrics
 		return fmt.Sprintf("after task %d: %d tasks, %d steps, %d tool calls, %d+%d tokens", d.Task, m.Tasks, m.Steps, m.ToolCalls, m.InputTokens, m.OutputTokens)
 	case *events.WorkflowGatedData:
-		return fmt.Sprintf("before task %d: %s (%s)", d.Task, d.Decision, d.Reason)
+		// by says which decided: the rules, a person's approval, or a hook.
+		return fmt.Sprintf("before task %d: %s by %s (%s)", d.Task, d.Decision, orDash(d.By), d.Reason)
 	case *events.WorkflowResumedData:
 		return fmt.Sprintf("approved %t %s", d.Approved, d.Note)
 	case *events.WorkflowFinishedData:

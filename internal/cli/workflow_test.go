@@ -84,3 +84,21 @@ func TestDemoWorkflow(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
 	}
 }
+
+// TestGateLinesSayWhoDecided: the workflow trace's line for a gate names
+// who decided: the rules, a person's approval or a hook.
+func TestGateLinesSayWhoDecided(t *testing.T) {
+	for by, want := range map[string]string{
+		"audit":               "before task 2: stop by audit (disk full)",
+		events.GateByRules:    "before task 2: stop by rules (disk full)",
+		events.GateByApproval: "before task 2: stop by approval (disk full)",
+	} {
+		data, err := json.Marshal(events.WorkflowGatedData{Task: 2, Decision: events.GateStop, Reason: "disk full", By: by})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := workflowDetail(events.Envelope{Type: events.WorkflowGated, Data: data}); got != want {
+			t.Errorf("by %s: %q, want %q", by, got, want)
+		}
+	}
+}

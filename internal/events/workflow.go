@@ -96,7 +96,7 @@ type WorkflowLimits struct {
 }
 
 // Policy is what the gate does between tasks. Hooks are asked in order
-// after every task's checkpoint (gate rule 3); HookTimeoutMs bounds each
+// after every task's checkpoint (gate rule 4); HookTimeoutMs bounds each
 // one's answer (DefaultHookTimeoutMs when 0) and OnHookTimeout says what a
 // silent hook does (stop with error unless HookTimeoutContinue).
 type Policy struct {
@@ -141,10 +141,20 @@ func HookAnswerID(workflow string, task int, hook string) string {
 	return "hook-answer:" + workflow + ":" + strconv.Itoa(task) + ":" + hook
 }
 
+// HookFinalJobID is the Nats-Msg-Id of the job that hands hook a
+// workflow's last checkpoint after the workflow ended before it decided:
+// not HookJobID, which a job asked before the end may hold already.
+func HookFinalJobID(workflow string, task int, hook string) string {
+	return "hook-final:" + workflow + ":" + strconv.Itoa(task) + ":" + hook
+}
+
 // HookJob asks a hook about a workflow after one of its tasks, on
 // jetloop.jobs.hook.<name>: the task's checkpoint (what KV
 // JETLOOP_CHECKPOINTS holds) and result; Last is set after the last task
 // of the list. Deadline is when the workflow stops waiting for the answer.
+// Ended is set on a final job: the workflow ended at this checkpoint
+// before this hook decided, so the job only hands it the checkpoint and
+// its answer changes nothing.
 type HookJob struct {
 	WorkflowID string                   `json:"workflow_id"`
 	SessionID  string                   `json:"session_id"`
@@ -154,12 +164,23 @@ type HookJob struct {
 	Checkpoint WorkflowCheckpointedData `json:"checkpoint"`
 	TaskResult HookTaskResult           `json:"task_result"`
 	Deadline   time.Time                `json:"deadline"`
+	Ended      *HookEnded               `json:"ended,omitempty"`
 }
 
-// HookTaskResult is the task's result in a HookJob.
+// HookTaskResult is the task's result in a HookJob, as task.finished has
+// it: Metrics are the task's own (its turn's steps, calls, tokens and
+// duration), where the checkpoint's sum the workflow's tasks so far.
 type HookTaskResult struct {
 	StopReason StopReason `json:"stop_reason"`
 	Output     string     `json:"output"`
+	Error      string     `json:"error,omitempty"`
+	Metrics    Metrics    `json:"metrics"`
+}
+
+// HookEnded is how a workflow ended, in a final HookJob: its
+// workflow.finished's stop reason and error.
+type HookEnded struct {
+	StopReason StopReason `json:"stop_reason"`
 	Error      string     `json:"error,omitempty"`
 }
 
@@ -276,6 +297,12 @@ const (
 	GateStop     GateDecision = "stop"
 	GateWait     GateDecision = "wait"
 )
+
+// GateError is a hook's answer that it failed: the gate records it as a
+// stop by that hook and the workflow ends error with the hook's message,
+// not denied, which is a policy's veto. It is never a workflow.gated
+// decision.
+const GateError GateDecision = "error"
 
 // WorkflowGatedData is the data of workflow.gated. By is who decided: the
 // gate's own rules (GateByRules), a person's approve_between (GateByApproval)

@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/jetloop/jetloop/worker"
+	"github.com/nats-io/nats.go"
 )
 
 // audit is a Checkpoint: it keeps every checkpoint it is asked about and
@@ -288,4 +290,199 @@ func TestHookKilledMidJobIsAskedAgain(t *testing.T) {
 	if a, _ := attempts.Load(1); a == nil || a.(int) < 2 {
 		t.Fatalf("task 1's job was delivered %v times to the second process, want a redelivery", a)
 	}
+}
+
+// hookRecorder keeps every checkpoint a hook is handed, as the wire names it.
+type hookRecorder struct {
+	mu   sync.Mutex
+	seen []worker.Checkpoint
+}
+
+func (r *hookRecorder) Check(_ context.Context, cp worker.Checkpoint) (worker.Decision, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, cp)
+	return worker.Continue("stored"), nil
+}
+
+func (r *hookRecorder) of(workflow string) []worker.Checkpoint {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []worker.Checkpoint
+	for _, cp := range r.seen {
+		if cp.WorkflowID == workflow {
+			out = append(out, cp)
+		}
+	}
+	return out
+}
+
+// TestHooksAreToldEverything: a hook is handed the task's own metrics, as
+// task.finished has them; a workflow that ends by its clock while a hook
+// decides hands every hook that had not decided its last checkpoint, in a
+// final job sent before workflow.finished, whose answers are acknowledged
+// with no event and no dead letter; and a hook that fails ends the
+// workflow error with its message, not denied.
+func TestHooksAreToldEverything(t *testing.T) {
+	h := newHarness(t)
+	rec := &hookRecorder{}
+	release := make(chan struct{})
+	// hold decides only when released: the workflow's clock runs out first.
+	hold := worker.HookFunc(func(ctx context.Context, cp worker.Checkpoint) (worker.Decision, error) {
+		if cp.Ended == nil {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return worker.Continue("held"), nil
+	})
+	fail := worker.HookFunc(func(context.Context, worker.Checkpoint) (worker.Decision, error) {
+		return worker.Decision{}, errors.New("cannot write the audit: disk full")
+	})
+	h.worker(func(w *worker.Worker) {
+		for name, hk := range map[string]worker.Hook{"rec": rec, "hold": hold, "fail": fail} {
+			if err := w.HandleHook(name, hk); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	var released sync.Once
+	free := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	h.orchestrator()
+
+	// The task's own numbers.
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "told", Agent: "General",
+		Policy: &events.Policy{Hooks: []string{"rec"}}, Tasks: []events.Task{echoTask("one"), echoTask("two")}})
+	log, fin := h.workflowFinished("told")
+	if fin.StopReason != events.StopCompleted {
+		t.Fatalf("finished %+v", fin)
+	}
+	var own []events.Metrics
+	for _, e := range log {
+		if e.Type == events.TaskFinished {
+			var d events.TaskFinishedData
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			own = append(own, d.Metrics)
+		}
+	}
+	seen := rec.of("told")
+	if len(seen) != 2 || len(own) != 2 {
+		t.Fatalf("the hook saw %d checkpoints of %d tasks", len(seen), len(own))
+	}
+	for i, cp := range seen {
+		if cp.TaskMetrics != own[i] || cp.TaskMetrics.ToolCalls != 1 || cp.Metrics.ToolCalls != i+1 || cp.Ended != nil {
+			t.Fatalf("task %d: the hook saw task metrics %+v and sums %+v; task.finished has %+v", i+1, cp.TaskMetrics, cp.Metrics, own[i])
+		}
+	}
+	// The SDK's Checkpoint marshals as the wire names it.
+	raw, err := json.Marshal(seen[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{`"workflow_id":"told"`, `"task_metrics":{"steps":2,"tool_calls":1`, `"stop_reason":"completed"`} {
+		if !strings.Contains(string(raw), name) {
+			t.Fatalf("%s lacks %s", raw, name)
+		}
+	}
+
+	// The clock runs out while hold decides about task 1: rec, never asked,
+	// and hold are handed that checkpoint as the last one. A task that
+	// outlives the clock under load leaves no checkpoint to hand: try again
+	// with a longer clock.
+	// What reaches a subscriber, in order: rec's jobs and every event.
+	var seenMu sync.Mutex
+	var order []string
+	for _, subject := range []string{events.HookSubject("rec"), events.TurnEventsFilter("*")} {
+		sub, err := h.nc.Subscribe(subject, func(m *nats.Msg) {
+			seenMu.Lock()
+			defer seenMu.Unlock()
+			order = append(order, m.Subject+" "+string(m.Data))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+	}
+	var id string
+	for timeout := int64(1000); ; timeout *= 4 {
+		id = fmt.Sprintf("clocked-%d", timeout)
+		h.submitWorkflow(events.WorkflowSubmit{WorkflowID: id, Agent: "General", Limits: &events.WorkflowLimits{TimeoutMs: timeout},
+			Policy: &events.Policy{Hooks: []string{"hold", "rec"}, HookTimeoutMs: 10 * timeout},
+			Tasks:  []events.Task{echoTask("one"), echoTask("two")}})
+		_, fin = h.workflowFinished(id)
+		if fin.StopReason != events.StopTimeout {
+			t.Fatalf("finished %+v", fin)
+		}
+		if len(fin.Tasks) == 1 && fin.Tasks[0].StopReason == events.StopCompleted {
+			break
+		}
+		if timeout > 60_000 {
+			t.Fatalf("task 1 never finished before the clock: %+v", fin)
+		}
+	}
+	// The final job was published before workflow.finished.
+	h.waitFor("the final job and the finish seen", func() bool {
+		seenMu.Lock()
+		defer seenMu.Unlock()
+		job, finish := -1, -1
+		for i, o := range order {
+			switch {
+			case job < 0 && strings.HasPrefix(o, events.HookSubject("rec")+" ") && strings.Contains(o, `"workflow_id":"`+id+`"`) && strings.Contains(o, `"ended":`):
+				job = i
+			case finish < 0 && strings.HasPrefix(o, events.EventsSubject(id, id)+" ") && strings.Contains(o, string(events.WorkflowFinished)):
+				finish = i
+			}
+		}
+		if job >= 0 && finish >= 0 && job > finish {
+			t.Fatalf("rec's final job came after workflow.finished")
+		}
+		return job >= 0 && finish >= 0
+	})
+	free() // hold's answer to its first job now comes after the end, and changes nothing either
+	h.waitFor("rec handed the last checkpoint", func() bool { return len(rec.of(id)) == 1 })
+	cp := rec.of(id)[0]
+	if cp.Ended == nil || cp.Ended.StopReason != events.StopTimeout || cp.Ended.Error != fin.Error || cp.Task != 1 ||
+		cp.Metrics.Tasks != 1 || cp.TaskMetrics.ToolCalls != 1 || cp.StopReason != events.StopCompleted {
+		t.Fatalf("rec was handed %+v (ended %+v)", cp, cp.Ended)
+	}
+	// Every answer is published (a job is acknowledged after its answer)
+	// and changes nothing.
+	for _, hook := range []string{"hold", "rec"} {
+		h.waitFor(hook+"'s jobs answered", func() bool {
+			c, err := h.js.Consumer(context.Background(), events.StreamJobs, events.HookConsumer(hook))
+			if err != nil {
+				return false
+			}
+			info, err := c.Info(context.Background())
+			return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+		})
+	}
+	h.waitFor("the final answers taken from the inbox", func() bool { return h.inboxLeft() == 0 })
+	if log := h.events(id); log[len(log)-1].Type != events.WorkflowFinished {
+		t.Fatalf("after the final answers the log ends with %s", log[len(log)-1].Type)
+	}
+	for subject := range h.deadBySubject() {
+		if strings.Contains(subject, "hook") {
+			t.Fatalf("a dead letter of a hook: %s", subject)
+		}
+	}
+
+	// A hook that fails ends the workflow error with its message.
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "broken", Agent: "General",
+		Policy: &events.Policy{Hooks: []string{"fail", "rec"}}, Tasks: []events.Task{echoTask("one"), echoTask("two")}})
+	log, fin = h.workflowFinished("broken")
+	if fin.StopReason != events.StopError || fin.Error != "hook fail failed: cannot write the audit: disk full" {
+		t.Fatalf("finished %+v", fin)
+	}
+	if got := gates(log); got != "2:fail:stop" {
+		t.Fatalf("gates %s", got)
+	}
+	h.waitFor("rec handed the checkpoint fail ended on", func() bool {
+		s := rec.of("broken")
+		return len(s) == 1 && s[0].Ended != nil && s[0].Ended.StopReason == events.StopError
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
@@ -184,6 +185,25 @@ func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, 
 				continue
 			}
 		}
+		if final := workflow.FinalJobs(d.State); len(final) > 0 && len(d.Events) > 0 {
+			// The hooks' final jobs go out before workflow.finished is
+			// stored: once it is, nothing would send them again. A cached
+			// state may be stale; a job must not announce an end that
+			// another process's append is about to refute.
+			if cached {
+				_, last, _, err := s.o.store.Last(ctx, id)
+				if err != nil {
+					return &retry{err}
+				}
+				if last != f.seq {
+					s.flows.Delete(id)
+					continue
+				}
+			}
+			if err := s.o.publishFlowJobList(ctx, final); err != nil {
+				return &retry{err}
+			}
+		}
 		seq, err := s.o.store.Append(ctx, f.seq, d.Events)
 		if err != nil {
 			s.flows.Delete(id)
@@ -271,13 +291,20 @@ func workflowTimers(st *workflow.State) []fsm.Timer {
 // (hook:<workflow_id>:<task>:<name>): each id makes a second publish
 // nothing, whatever crashed between.
 func (o *Orchestrator) publishFlowJobs(ctx context.Context, st *workflow.State, hooks bool) error {
-	for _, j := range workflow.Jobs(st) {
+	jobs := workflow.Jobs(st)
+	if !hooks {
+		jobs = slices.DeleteFunc(jobs, func(j workflow.Job) bool { return j.Hook != nil })
+	}
+	return o.publishFlowJobList(ctx, jobs)
+}
+
+// publishFlowJobList publishes a workflow's jobs under their ids.
+func (o *Orchestrator) publishFlowJobList(ctx context.Context, jobs []workflow.Job) error {
+	for _, j := range jobs {
 		var v any = j.Submit
 		switch {
 		case j.Abort != nil:
 			v = j.Abort
-		case j.Hook != nil && !hooks:
-			continue
 		case j.Hook != nil:
 			v = j.Hook
 		}
@@ -300,7 +327,7 @@ func (o *Orchestrator) publishFlowJobs(ctx context.Context, st *workflow.State, 
 // shard wrote last, when it knows it: then one round trip, not a read and
 // a write, unless someone wrote since.
 func (o *Orchestrator) putCheckpoint(ctx context.Context, st *workflow.State, rev uint64) (uint64, error) {
-	cp := events.WorkflowCheckpointedData{Task: st.Checkpointed, Metrics: st.Metrics}
+	cp := st.Checkpoint
 	data, err := events.Marshal(cp)
 	if err != nil {
 		return 0, err

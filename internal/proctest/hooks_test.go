@@ -49,6 +49,10 @@ type auditLine struct {
 	Metrics    struct {
 		ToolCalls int `json:"tool_calls"`
 	} `json:"metrics"`
+	TaskMetrics struct {
+		Steps     int `json:"steps"`
+		ToolCalls int `json:"tool_calls"`
+	} `json:"task_metrics"`
 }
 
 // TestWorkflowHooksAsTheirDeployment runs workflows whose policy names two
@@ -198,8 +202,10 @@ policy: {hooks: [audit, cost-guard]}
 			t.Errorf("%s: audit stored the checkpoints of tasks %v, want %v", id, got[id], tasks)
 		}
 	}
-	if !last.Last || last.Metrics.ToolCalls != 1 {
-		t.Errorf("hooks-under's last checkpoint: %+v, want last with 1 tool call", last)
+	// The workflow's one tool call was task 1's: task 3's own numbers say
+	// none.
+	if !last.Last || last.Metrics.ToolCalls != 1 || last.TaskMetrics.ToolCalls != 0 || last.TaskMetrics.Steps != 1 {
+		t.Errorf("hooks-under's last checkpoint: %+v, want last with 1 tool call, none of them task 3's own", last)
 	}
 	for id, tasks := range want {
 		var by []string

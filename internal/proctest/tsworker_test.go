@@ -689,9 +689,9 @@ policy: {hooks: [audit]}
 		if err := json.Unmarshal([]byte(line), &l); err != nil {
 			t.Fatalf("audit line %q: %v", line, err)
 		}
-		stored = append(stored, fmt.Sprintf("%s:%d:%t", l.WorkflowID, l.Task, l.Last))
+		stored = append(stored, fmt.Sprintf("%s:%d:%t:%d", l.WorkflowID, l.Task, l.Last, l.TaskMetrics.Steps))
 	}
-	if want := []string{"ts-hooks:1:false", "ts-hooks:2:true"}; !slices.Equal(stored, want) {
+	if want := []string{"ts-hooks:1:false:1", "ts-hooks:2:true:1"}; !slices.Equal(stored, want) {
 		t.Errorf("audit stored %v, want %v", stored, want)
 	}
 	var by []string
@@ -729,10 +729,30 @@ policy: {hooks: [audit]}
 	if _, err := kvGet(t, ajs, events.BucketTools, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("%s still advertised after its only worker stopped: %v", key, err)
 	}
+	// A hook that fails (its file is a directory) ends the workflow error
+	// with its message, not denied.
+	bad := startTS(t, url, "ts-hook-bad", "--user", "exampleworker", "--password", strings.TrimSpace(string(secret)), "--audit", t.TempDir())
+	turntest.WaitTool(t, ajs, key)
+	if err := os.WriteFile(wf, []byte(`workflow_id: ts-hooks-bad
+agent: General
+tasks:
+  - {input: one, model: script, script: {responses: [{text: first}]}}
+  - {input: two, model: script, script: {responses: [{text: second}]}}
+policy: {hooks: [audit]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badOut, code := run(t, root, append(append([]string{"workflow"}, as("client")...), "run", "--watch", wf)...)
+	if code == 0 || !strings.Contains(badOut, "error after 1 tasks") || !strings.Contains(badOut, "hook audit failed: EISDIR") {
+		t.Errorf("a failing hook: workflow run --watch exited %d:\n%s", code, badOut)
+	}
+	if code := bad.stop(t); code != 0 {
+		t.Fatalf("worker-ts exited %d after SIGTERM", code)
+	}
 	if code := orch.stop(t); code != 0 {
 		t.Fatalf("orchestrator exited %d after SIGTERM", code)
 	}
-	for _, o := range []string{worker.out.String(), orch.out.String(), out} {
+	for _, o := range []string{worker.out.String(), bad.out.String(), orch.out.String(), out, badOut} {
 		if strings.Contains(strings.ToLower(o), "permissions violation") {
 			t.Errorf("denied something:\n%s", o)
 		}

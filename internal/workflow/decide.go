@@ -279,7 +279,7 @@ func (d *decider) gate() {
 		}
 		stop(events.StopError, why)
 	case s.PendingHook() != "":
-		// Rule 3: the hook's job is out (Jobs); its answer or its timeout
+		// Rule 4: the hook's job is out (Jobs); its answer or its timeout
 		// goes on from here.
 	case last.StopReason == events.StopBudget && s.spent():
 		// The task's budget was what the workflow had left (Jobs tightens
@@ -311,7 +311,8 @@ func (d *decider) gate() {
 // hookAnswer records the pending hook's decision and acts on it: continue
 // asks the next hook (or applies the rules), stop ends the workflow denied
 // with the hook's reason, wait pauses for a person (once per gate: a later
-// wait at the same gate goes on as continue).
+// wait at the same gate goes on as continue), and error, the hook's own
+// failure, ends it error with the hook's message.
 func (d *decider) hookAnswer(in HookAnswer) error {
 	s := d.s
 	if in.Task < s.Task || (in.Task == s.Task && s.answered(in.Hook)) {
@@ -342,8 +343,14 @@ func (d *decider) hookAnswer(in HookAnswer) error {
 		d.finish(events.StopDenied, reason)
 	case events.GateWait:
 		d.emit(events.WorkflowGated, g)
+	case events.GateError:
+		// Recorded as the hook's stop, its message as the reason: the gate
+		// stopped, and the finish says it was the hook's failure.
+		g.Decision = events.GateStop
+		d.emit(events.WorkflowGated, g)
+		d.finish(events.StopError, fmt.Sprintf("hook %s failed: %s", h, reason))
 	default:
-		return inputError(fmt.Sprintf("hook %s answered %q: a hook answers continue, stop or wait", h, in.Decision))
+		return inputError(fmt.Sprintf("hook %s answered %q: a hook answers continue, stop, wait or error", h, in.Decision))
 	}
 	return nil
 }

@@ -31,19 +31,39 @@ func Jobs(s *State) []Job {
 		return []Job{{ID: "task-start:" + sub.TurnID, Subject: events.SubjectSubmit, Submit: sub}}
 	case s.PendingHook() != "":
 		h := s.PendingHook()
-		last := s.Outcomes[len(s.Outcomes)-1]
-		return []Job{{ID: events.HookJobID(s.ID, s.Task, h), Subject: events.HookSubject(h), Hook: &events.HookJob{
-			WorkflowID: s.ID, SessionID: s.SessionID, Task: s.Task, TurnID: TurnID(s.ID, s.Task),
-			Last:       s.Task >= len(s.Tasks),
-			Checkpoint: events.WorkflowCheckpointedData{Task: s.Checkpointed, Metrics: s.Metrics},
-			TaskResult: events.HookTaskResult{StopReason: last.StopReason, Output: s.Output, Error: s.TaskError},
-			Deadline:   s.HookDeadline().UTC()}}}
+		return []Job{{ID: events.HookJobID(s.ID, s.Task, h), Subject: events.HookSubject(h), Hook: s.hookJob()}}
 	case s.Done() && s.Finished != nil && s.Task > 0 && len(s.Finished.Tasks) > len(s.Outcomes):
 		turn := TurnID(s.ID, s.Task)
 		return []Job{{ID: "control:" + turn + ":workflow", Subject: events.ControlSubject(turn),
 			Abort: &events.Control{Action: events.ActionAbort, Reason: "its workflow " + s.ID + " stopped: " + string(s.Finished.StopReason)}}}
 	}
 	return nil
+}
+
+// FinalJobs are the final hook jobs of a finished workflow: one for each
+// hook that never decided about its last checkpoint (Unasked), saying how
+// the workflow ended. The runtime publishes them before it appends
+// workflow.finished, so a hook is never left without the last checkpoint
+// by a crash after the end; no answer is waited for.
+func FinalJobs(s *State) []Job {
+	var out []Job
+	for _, h := range s.Unasked() {
+		j := s.hookJob()
+		j.Ended = &events.HookEnded{StopReason: s.Finished.StopReason, Error: s.Finished.Error}
+		out = append(out, Job{ID: events.HookFinalJobID(s.ID, s.Task, h), Subject: events.HookSubject(h), Hook: j})
+	}
+	return out
+}
+
+// hookJob asks about the last task and its checkpoint.
+func (s *State) hookJob() *events.HookJob {
+	last := s.Outcomes[len(s.Outcomes)-1]
+	return &events.HookJob{
+		WorkflowID: s.ID, SessionID: s.SessionID, Task: s.Task, TurnID: TurnID(s.ID, s.Task),
+		Last:       s.Task >= len(s.Tasks),
+		Checkpoint: s.Checkpoint,
+		TaskResult: events.HookTaskResult{StopReason: last.StopReason, Output: s.Output, Error: s.TaskError, Metrics: s.TaskMetrics},
+		Deadline:   s.HookDeadline().UTC()}
 }
 
 // submission is the turn of the task under way: in the workflow's session,

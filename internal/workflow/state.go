@@ -28,14 +28,17 @@ type State struct {
 	Task        int
 	TaskStarted time.Time
 	Running     bool
-	// Outcomes are the finished tasks, in order, and Output and TaskError
-	// the last one's.
-	Outcomes  []events.TaskOutcome
-	Output    string
-	TaskError string
-	Metrics   events.WorkflowMetrics
-	// Checkpointed is the task of the last checkpoint.
+	// Outcomes are the finished tasks, in order, and Output, TaskError and
+	// TaskMetrics the last one's.
+	Outcomes    []events.TaskOutcome
+	Output      string
+	TaskError   string
+	TaskMetrics events.Metrics
+	Metrics     events.WorkflowMetrics
+	// Checkpointed is the task of the last checkpoint, and Checkpoint the
+	// checkpoint itself, as the log and KV hold it.
 	Checkpointed int
+	Checkpoint   events.WorkflowCheckpointedData
 	// Gated is the gate's last decision, for the task after Task.
 	Gated *events.WorkflowGatedData
 	// Hooked is how many hooks of Policy.Hooks answered (or timed out) at
@@ -82,6 +85,18 @@ func (s *State) PendingHook() string {
 		return ""
 	}
 	return s.Policy.Hooks[s.Hooked]
+}
+
+// Unasked are the hooks of Policy.Hooks that have not decided at the gate
+// of the last checkpoint, when the workflow ended there: each is handed
+// that checkpoint in a final job, so a hook that stores checkpoints sees
+// the last one however the workflow ended. A hook that answered, or that
+// the gate gave up on, has seen it.
+func (s *State) Unasked() []string {
+	if !s.Done() || s.Task == 0 || s.Running || s.Checkpointed != s.Task || s.Hooked >= len(s.Policy.Hooks) {
+		return nil
+	}
+	return s.Policy.Hooks[s.Hooked:]
 }
 
 // HookDeadline is when the gate stops waiting for the pending hook: its
@@ -148,12 +163,12 @@ func Evolve(s *State, e events.Envelope) error {
 		if err = s.step(tTaskDone, string(e.Type)); err == nil {
 			s.Running = false
 			s.Outcomes = append(s.Outcomes, events.TaskOutcome{Task: d.Task, TurnID: d.TurnID, StopReason: d.StopReason})
-			s.Output, s.TaskError = d.Output, d.Error
+			s.Output, s.TaskError, s.TaskMetrics = d.Output, d.Error, d.Metrics
 			s.Metrics.Add(d.Metrics)
 		}
 	case *events.WorkflowCheckpointedData:
 		if err = s.step(tCheckpoint, string(e.Type)); err == nil {
-			s.Checkpointed = d.Task
+			s.Checkpointed, s.Checkpoint = d.Task, *d
 			s.Metrics.DurationMs = d.Metrics.DurationMs
 		}
 	case *events.WorkflowGatedData:

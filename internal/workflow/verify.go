@@ -34,7 +34,8 @@ func Verify(log []events.Envelope) (int, error) {
 // verifyGate checks the decision that begins with log[0], a workflow.gated:
 // the gate's own (by rules or approval) must be what Gate decides; a hook's
 // is an input recorded, so what it caused must be what the hook's answer
-// (or, for a hook that never answered, its timeout) causes.
+// (continue, stop, wait or error; or, for a hook that never answered, its
+// timeout) causes.
 func verifyGate(s *State, log []events.Envelope) error {
 	e := log[0]
 	var g events.WorkflowGatedData
@@ -45,6 +46,10 @@ func verifyGate(s *State, log []events.Envelope) error {
 	if IsHook(g.By) {
 		ins = []Input{HookAnswer{WorkflowID: s.ID, Task: s.Task, Hook: g.By, Decision: g.Decision, Reason: g.Reason},
 			Tick{TurnID: s.ID, Kind: events.TimerHook, CallID: g.By, At: e.Time}}
+		if g.Decision == events.GateStop {
+			// A hook's error answer is recorded as its stop.
+			ins = append(ins, HookAnswer{WorkflowID: s.ID, Task: s.Task, Hook: g.By, Decision: events.GateError, Reason: g.Reason})
+		}
 	}
 	var mismatch error
 	for _, in := range ins {

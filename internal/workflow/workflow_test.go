@@ -452,9 +452,148 @@ func TestHookWaitAndTimeout(t *testing.T) {
 	}
 }
 
-// TestSeedMap: docs/workflow.md's seed map names every exported name of the
-// seeds (testdata/seed_names.txt, written from them), in a table's first
-// column.
+// TestHookJobCarriesTheTasksOwnMetrics: a hook is told the task's own
+// numbers, as task.finished has them, beside the workflow's sums.
+func TestHookJobCarriesTheTasksOwnMetrics(t *testing.T) {
+	r := newRun(t, 2, events.WorkflowLimits{}, events.Policy{Hooks: []string{"audit"}})
+	r.finish(events.StopCompleted, one(3, 100))
+	r.answer("audit", events.GateContinue, "")
+	task := events.Metrics{Steps: 2, ToolCalls: 5, ModelCalls: 2, InputTokens: 70, OutputTokens: 9, DurationMs: 40}
+	r.finish(events.StopCompleted, task)
+	j := Jobs(r.s)
+	if len(j) != 1 || j[0].Hook == nil {
+		t.Fatalf("jobs at the gate: %+v", j)
+	}
+	if got := j[0].Hook.TaskResult.Metrics; got != task {
+		t.Fatalf("the task's metrics in the job: %+v, want %+v", got, task)
+	}
+	if m := j[0].Hook.Checkpoint.Metrics; m.ToolCalls != 8 || m.Tasks != 2 || j[0].Hook.Checkpoint.Task != 2 || j[0].Hook.Ended != nil {
+		t.Fatalf("the checkpoint in the job: %+v", j[0].Hook.Checkpoint)
+	}
+}
+
+// TestFinalCheckpointReachesEveryHook: however a workflow ends at a
+// checkpoint, each hook that did not decide there is handed that
+// checkpoint in a final job that says how the workflow ended; a hook that
+// answered is not asked twice, and a hook's error ends the workflow error.
+func TestFinalCheckpointReachesEveryHook(t *testing.T) {
+	hooks := events.Policy{Hooks: []string{"audit", "guard"}, HookTimeoutMs: 1000}
+	finals := func(s *State) string {
+		var out []string
+		for _, j := range FinalJobs(s) {
+			h := j.Hook
+			if h == nil || h.Ended == nil || h.Ended.StopReason != s.Finished.StopReason || h.Ended.Error != s.Finished.Error ||
+				h.Checkpoint != s.Checkpoint || h.Task != s.Task || j.Subject != events.HookSubject(strings.TrimPrefix(j.ID, fmt.Sprintf("hook-final:wf:%d:", s.Task))) {
+				t.Fatalf("a final job %+v (ended %+v) of %+v", j, h.Ended, s.Finished)
+			}
+			out = append(out, j.ID)
+		}
+		return strings.Join(out, " ")
+	}
+	cases := []struct {
+		name   string
+		policy events.Policy
+		limits events.WorkflowLimits
+		end    func(r *run)
+		stop   events.StopReason
+		error  string // a part of workflow.finished's error
+		finals string
+	}{
+		{"timed out at the gate", hooks, events.WorkflowLimits{TimeoutMs: 100}, func(r *run) {
+			r.do(TaskDone{WorkflowID: "wf", Task: 1, TurnID: "wf-1", Finished: events.TurnFinishedData{StopReason: events.StopCompleted, Metrics: one(1, 1)}})
+			r.now = r.now.Add(time.Second)
+			r.do(Gate{})
+		}, events.StopTimeout, "wall clock", "hook-final:wf:1:audit hook-final:wf:1:guard"},
+		{"timed out while a hook thinks", hooks, events.WorkflowLimits{TimeoutMs: 500}, func(r *run) {
+			r.finish(events.StopCompleted, one(1, 1))
+			r.answer("audit", events.GateContinue, "stored")
+			r.now = r.s.Deadline()
+			r.do(Tick{TurnID: "wf", Kind: events.TimerTurn, At: r.now})
+		}, events.StopTimeout, "timeout of", "hook-final:wf:1:guard"},
+		{"a rejected task", hooks, events.WorkflowLimits{}, func(r *run) {
+			r.finish(events.StopRejected, events.Metrics{})
+		}, events.StopError, "was rejected", "hook-final:wf:1:audit hook-final:wf:1:guard"},
+		{"the first hook stops", hooks, events.WorkflowLimits{}, func(r *run) {
+			r.finish(events.StopCompleted, one(1, 1))
+			r.answer("audit", events.GateStop, "no")
+		}, events.StopDenied, "no", "hook-final:wf:1:guard"},
+		{"the first hook fails", hooks, events.WorkflowLimits{}, func(r *run) {
+			r.finish(events.StopCompleted, one(1, 1))
+			r.answer("audit", events.GateError, "disk full")
+		}, events.StopError, "hook audit failed: disk full", "hook-final:wf:1:guard"},
+		{"a person denies after a hook's wait", hooks, events.WorkflowLimits{}, func(r *run) {
+			no := false
+			r.finish(events.StopCompleted, one(1, 1))
+			r.answer("audit", events.GateWait, "look")
+			r.do(Command{Action: events.ActionApprove, Approved: &no})
+		}, events.StopDenied, "denied", "hook-final:wf:1:guard"},
+		{"aborted while a hook thinks", hooks, events.WorkflowLimits{}, func(r *run) {
+			r.finish(events.StopCompleted, one(1, 1))
+			r.do(Command{Action: events.ActionAbort})
+		}, events.StopAborted, "aborted", "hook-final:wf:1:audit hook-final:wf:1:guard"},
+		{"the first hook never answers", hooks, events.WorkflowLimits{}, func(r *run) {
+			r.finish(events.StopCompleted, one(1, 1))
+			r.now = r.s.HookDeadline()
+			r.do(Tick{TurnID: "wf", Kind: events.TimerHook, CallID: "audit", At: r.now})
+		}, events.StopError, "hook audit did not answer", "hook-final:wf:1:guard"},
+		{"completed: every hook was asked", hooks, events.WorkflowLimits{}, func(r *run) {
+			for range 2 {
+				r.finish(events.StopCompleted, one(1, 1))
+				r.answer("audit", events.GateContinue, "")
+				r.answer("guard", events.GateContinue, "")
+			}
+		}, events.StopCompleted, "", ""},
+		{"aborted while a task runs: its checkpoint is not made", hooks, events.WorkflowLimits{}, func(r *run) {
+			r.do(Command{Action: events.ActionAbort})
+		}, events.StopAborted, "aborted", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRun(t, 2, c.limits, c.policy)
+			c.end(r)
+			f := r.s.Finished
+			if f == nil || f.StopReason != c.stop || !strings.Contains(f.Error, c.error) {
+				t.Fatalf("finished %+v, want %s with %q", f, c.stop, c.error)
+			}
+			if got := finals(r.s); got != c.finals {
+				t.Fatalf("final jobs %q, want %q", got, c.finals)
+			}
+			if _, err := Verify(r.log); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestHookErrorIsNotADenial: a hook's error answer is recorded as its stop
+// and ends the workflow error with its message; a rewritten finish does not
+// verify.
+func TestHookErrorIsNotADenial(t *testing.T) {
+	r := newRun(t, 1, events.WorkflowLimits{}, events.Policy{Hooks: []string{"audit"}})
+	r.finish(events.StopCompleted, one(1, 1))
+	r.answer("audit", events.GateError, "cannot write checkpoints.jsonl: disk full")
+	f := r.s.Finished
+	if f == nil || f.StopReason != events.StopError || f.Error != "hook audit failed: cannot write checkpoints.jsonl: disk full" {
+		t.Fatalf("finished %+v", f)
+	}
+	if got := gatesOf(r.log); got != "2:audit:stop" {
+		t.Fatalf("gates %s", got)
+	}
+	if n, err := Verify(r.log); err != nil || n != 1 {
+		t.Fatalf("verify: %d, %v", n, err)
+	}
+	bad := append([]events.Envelope(nil), r.log...)
+	fin := bad[len(bad)-1]
+	fin.Data = json.RawMessage(strings.Replace(string(fin.Data), `"error"`, `"denied"`, 1))
+	bad[len(bad)-1] = fin
+	if _, err := Verify(bad); err == nil {
+		t.Fatal("a hook's failure rewritten as a denial verifies")
+	}
+}
+
+// TestSeedMap: docs/workflow.md's seed map names every name of the seeds
+// (testdata/seed_names.txt, written from them) in a table's first column,
+// once, and names nothing that is not a seed's.
 func TestSeedMap(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/workflow.md")
 	if err != nil {
@@ -464,34 +603,45 @@ func TestSeedMap(t *testing.T) {
 	if !ok {
 		t.Fatal("docs/workflow.md has no seed map")
 	}
-	mapped := map[string]bool{}
+	// A first column is names in backquotes, separated by ", ".
+	mapped := map[string]int{}
 	for line := range strings.Lines(section) {
 		if !strings.HasPrefix(line, "| `") {
 			continue
 		}
 		first := strings.Split(line, "|")[1]
-		for _, part := range strings.Split(first, "`") {
-			for name := range strings.SplitSeq(part, ", ") {
-				mapped[strings.TrimSpace(name)] = true
-			}
+		for name := range strings.SplitSeq(strings.TrimSpace(first), ", ") {
+			mapped[strings.Trim(name, "`")]++
 		}
 	}
 	names, err := os.ReadFile("testdata/seed_names.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	seed := map[string]bool{}
 	for line := range strings.Lines(string(names)) {
 		name := strings.TrimSpace(line)
 		if name == "" || strings.HasPrefix(name, "#") {
 			continue
 		}
-		n++
-		if !mapped[name] {
+		if seed[name] {
+			t.Errorf("%s is listed twice", name)
+		}
+		seed[name] = true
+		switch mapped[name] {
+		case 0:
 			t.Errorf("the seed map does not say where %s lives", name)
+		case 1:
+		default:
+			t.Errorf("the seed map has %d rows for %s", mapped[name], name)
 		}
 	}
-	if n < 100 {
-		t.Fatalf("only %d seed names", n)
+	for name := range mapped {
+		if !seed[name] {
+			t.Errorf("the seed map names %q, which is no seed's name (testdata/seed_names.txt)", name)
+		}
+	}
+	if len(seed) < 150 {
+		t.Fatalf("only %d seed names", len(seed))
 	}
 }

@@ -17,10 +17,13 @@ export type HookJob = {
   task: number;
   turn_id: string;
   last: boolean;
-  /** The task's checkpoint as KV JETLOOP_CHECKPOINTS holds it: { task, metrics, ... }. */
+  /** The task's checkpoint as KV JETLOOP_CHECKPOINTS holds it: { task, metrics } (the workflow's sums so far). */
   checkpoint: Record<string, unknown> & { metrics?: Record<string, unknown> };
-  task_result: { stop_reason: string; output: string; error?: string };
+  /** The task's result as task.finished has it; metrics are the task's own. */
+  task_result: { stop_reason: string; output: string; error?: string; metrics: Record<string, number> };
   deadline: string;
+  /** Set on a final job: the workflow ended at this checkpoint before this hook decided; the answer changes nothing. */
+  ended?: { stop_reason: string; error?: string };
 };
 
 /** HookAnswer is a hook's decision, on jetloop.inbox.hook.<workflow_id> (schemas/hook_answer.schema.json). */
@@ -28,18 +31,23 @@ export type HookAnswer = {
   workflow_id: string;
   task: number;
   hook: string;
-  decision: Decision["decision"];
+  /** error: the hook failed; the workflow ends error with reason. */
+  decision: Decision["decision"] | "error";
   reason: string;
 };
 
-/** Decision is a hook's answer: go on, stop the workflow (it ends denied with reason), or wait for a person. */
+/**
+ * Decision is a hook's answer: go on, stop the workflow (it ends denied with
+ * reason), or wait for a person. A hook does not answer error itself: the
+ * worker answers error, with the message, when check throws.
+ */
 export type Decision = { decision: "continue" | "stop" | "wait"; reason: string };
 
 /** Hook is one hook a worker serves. */
 export interface Hook {
   /** Its name in policy.hooks: [A-Za-z0-9_-]{1,64}, neither rules nor approval. */
   readonly name: string;
-  /** check decides about the job's task; signal aborts at the job's deadline or on shutdown. A throw stops the workflow. */
+  /** check decides about the job's task; signal aborts at the job's deadline or on shutdown. A throw ends the workflow error with its message. */
   check(job: HookJob, signal: AbortSignal): Promise<Decision>;
 }
 
@@ -58,7 +66,8 @@ export function validHookName(name: string): boolean {
   return ID.test(name) && name !== "rules" && name !== "approval";
 }
 
-const JOB_FIELDS = new Set(["workflow_id", "session_id", "task", "turn_id", "last", "checkpoint", "task_result", "deadline"]);
+const JOB_FIELDS = new Set(["workflow_id", "session_id", "task", "turn_id", "last", "checkpoint", "task_result", "deadline", "ended"]);
+const METRICS = ["steps", "tool_calls", "model_calls", "input_tokens", "output_tokens", "duration_ms"];
 
 /** parseHookJob decodes a hook job, refusing one the schema refuses before any hook sees it. */
 export function parseHookJob(data: Uint8Array): HookJob {
@@ -95,8 +104,13 @@ export function parseHookJob(data: Uint8Array): HookJob {
   }
   const r = v.task_result;
   if (!isObject(r) || typeof r.stop_reason !== "string" || typeof r.output !== "string" ||
-    (r.error !== undefined && typeof r.error !== "string")) {
-    throw new InvalidJob("task_result must be {stop_reason, output, error?}");
+    (r.error !== undefined && typeof r.error !== "string") || !isObject(r.metrics) ||
+    !METRICS.every((k) => Number.isInteger((r.metrics as Record<string, unknown>)[k]))) {
+    throw new InvalidJob(`task_result must be {stop_reason, output, error?, metrics {${METRICS.join(", ")}}}`);
+  }
+  const e = v.ended;
+  if (e !== undefined && (!isObject(e) || typeof e.stop_reason !== "string" || (e.error !== undefined && typeof e.error !== "string"))) {
+    throw new InvalidJob("ended must be {stop_reason, error?}");
   }
   if (typeof v.deadline !== "string" || !TIME.test(v.deadline) || Number.isNaN(Date.parse(v.deadline))) {
     throw new InvalidJob("deadline must be an RFC 3339 UTC time");
@@ -107,9 +121,10 @@ export function parseHookJob(data: Uint8Array): HookJob {
 /**
  * Audit is a Checkpoint: it appends each task's checkpoint to a file, one
  * JSON line each (as examples/go-hook's audit does), and lets the workflow
- * go on. A failed write throws, which stops the workflow. A job asked again
- * (a hook process died mid-job) may store a line twice; the line names the
- * workflow and task, so a reader keeps the last.
+ * go on; the last checkpoint of a workflow that ended before it decided
+ * too, with how it ended. A failed write throws, which ends the workflow
+ * error. A job asked again (a hook process died mid-job) may store a line
+ * twice; the line names the workflow and task, so a reader keeps the last.
  */
 export class Audit implements Hook {
   readonly name = "audit";
@@ -123,6 +138,8 @@ export class Audit implements Hook {
       last: job.last,
       stop_reason: job.task_result.stop_reason,
       metrics: job.checkpoint.metrics ?? {},
+      task_metrics: job.task_result.metrics,
+      ...(job.ended ? { ended: job.ended } : {}),
     });
     await appendFile(this.path, `${line}\n`);
     return { decision: "continue", reason: `checkpoint stored in ${this.path}` };

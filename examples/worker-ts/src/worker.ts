@@ -454,7 +454,7 @@ export class Worker {
     }
     timers.push(setInterval(() => msg.working(), this.opts.ackWaitMs / 3));
     try {
-      let d: Decision;
+      let d: Pick<HookAnswer, "decision" | "reason">;
       const h = this.hooks.get(hook)!;
       // A hook that ignores its signal still stops being waited for.
       let onAbort = () => {};
@@ -463,12 +463,15 @@ export class Worker {
         ac.signal.addEventListener("abort", onAbort, { once: true });
       });
       try {
-        d = await Promise.race([h.check(job, ac.signal), stopped]);
-        if (d.decision !== "continue" && d.decision !== "stop" && d.decision !== "wait") {
-          d = { decision: "stop", reason: `hook ${hook} answered ${JSON.stringify(d.decision)}: a hook answers continue, stop or wait` };
+        const got: Decision = await Promise.race([h.check(job, ac.signal), stopped]);
+        d = got;
+        if (got.decision !== "continue" && got.decision !== "stop" && got.decision !== "wait") {
+          d = { decision: "error", reason: `answered ${JSON.stringify(got.decision)}: a hook answers continue, stop or wait` };
         }
       } catch (err) {
-        d = { decision: "stop", reason: `hook ${hook} failed: ${(err as Error).message}` };
+        // The hook's failure, not a policy's stop: the orchestrator ends the
+        // workflow error and names the hook.
+        d = { decision: "error", reason: err instanceof Error ? err.message : String(err) };
       } finally {
         ac.signal.removeEventListener("abort", onAbort);
       }
