@@ -52,11 +52,11 @@ type Tail struct {
 	direct bool
 	start  Start
 
-	sub  *nats.Subscription
-	wake chan *nats.Msg
-	next uint64 // the next sequence to read from
-	buf  []TailMsg
-	more uint64 // known to be stored after buf
+	sub    *nats.Subscription
+	wake   chan *nats.Msg
+	next   uint64 // the next sequence to read from
+	buf    []TailMsg
+	unread uint64 // known to be stored after buf
 }
 
 // tailBatch bounds one read.
@@ -99,6 +99,14 @@ func NewTail(ctx context.Context, js jetstream.JetStream, stream, filter string,
 		t.Close()
 		return nil, err
 	}
+	// A first message begin buffered is followed by a read, so that its
+	// Pending says whether more follow.
+	if len(t.buf) > 0 {
+		if err := t.fill(ctx); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
 	return t, nil
 }
 
@@ -137,7 +145,7 @@ func (t *Tail) Next(ctx context.Context) (TailMsg, error) {
 	}
 	m := t.buf[0]
 	t.buf = t.buf[1:]
-	m.Pending = uint64(len(t.buf)) + t.more
+	m.Pending = uint64(len(t.buf)) + t.unread
 	return m, nil
 }
 
@@ -152,15 +160,18 @@ func (t *Tail) drainWake() {
 }
 
 // read fills the buffer with what is stored from t.next on; it returns how
-// many messages it read.
+// many messages are buffered.
 func (t *Tail) read(ctx context.Context) (int, error) {
-	var err error
-	if t.direct {
-		err = t.readDirect(ctx)
-	} else {
-		err = t.readLeader(ctx)
-	}
+	err := t.fill(ctx)
 	return len(t.buf), err
+}
+
+// fill appends to the buffer what is stored from t.next on.
+func (t *Tail) fill(ctx context.Context) error {
+	if t.direct {
+		return t.readDirect(ctx)
+	}
+	return t.readLeader(ctx)
 }
 
 // begin finds where the tail starts: a sequence, or the filter's last
@@ -219,7 +230,7 @@ type apiGetRequest struct {
 
 // readLeader reads up to tailBatch messages one get at a time.
 func (t *Tail) readLeader(ctx context.Context) error {
-	t.more = 0
+	t.unread = 0
 	for range tailBatch {
 		m, err := t.get(ctx, apiGetRequest{Seq: t.next, NextFor: t.filter})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -231,7 +242,7 @@ func (t *Tail) readLeader(ctx context.Context) error {
 		t.buf = append(t.buf, TailMsg{RawStreamMsg: m})
 		t.next = m.Sequence + 1
 	}
-	t.more = 1 // at least: the batch was full
+	t.unread = 1 // at least: the batch was full
 	return nil
 }
 
@@ -305,7 +316,7 @@ func (t *Tail) readDirect(ctx context.Context) error {
 	if err := t.nc.PublishRequest(t.api+"DIRECT.GET."+t.stream, inbox, body); err != nil {
 		return fmt.Errorf("bus: read %s: %w", t.stream, err)
 	}
-	t.more = 0
+	t.unread = 0
 	for {
 		resp, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
@@ -315,7 +326,7 @@ func (t *Tail) readDirect(ctx context.Context) error {
 		case "404":
 			return nil
 		case "204":
-			t.more, _ = strconv.ParseUint(resp.Header.Get("Nats-Num-Pending"), 10, 64)
+			t.unread, _ = strconv.ParseUint(resp.Header.Get("Nats-Num-Pending"), 10, 64)
 			return nil
 		}
 		m, err := directMsg(resp)
