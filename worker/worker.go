@@ -372,9 +372,9 @@ func HandleFunc[Args any](w *Worker, name, description string, fn func(ctx conte
 }
 
 // Run serves the tools until ctx ends: it creates (or, confined, binds)
-// each tool's durable consumer, advertises the tools in the registry while it runs,
-// pulls a job whenever a slot is free, heartbeats running calls and answers
-// each with a result. When ctx ends it stops taking jobs, lets running calls
+// each tool's durable consumer, advertises the tools in the registry while
+// it runs, pulls a job whenever a slot is free, heartbeats running calls
+// and answers each with a result. When ctx ends it stops taking jobs, lets running calls
 // finish within the drain grace, withdraws its tools and returns nil. It
 // returns an error when it cannot start (no tools, the streams missing,
 // permissions). Run once.
@@ -422,7 +422,7 @@ func (w *Worker) run(ctx context.Context) error {
 	// memory on one server do not survive its restart, stream and all.
 	w.jobsStream = jobs.CachedInfo().Config
 	// A worker that may make its consumers makes them now; a confined
-	// one binds each once the trusted side has made it (see bind).
+	// one binds each once the trusted side has made it (see bound).
 	consumers := map[string]jetstream.Consumer{}
 	hooks := map[string]jetstream.Consumer{}
 	if !w.confined {
