@@ -53,10 +53,14 @@ type Tail struct {
 	start  Start
 
 	sub    *nats.Subscription
-	wake   chan *nats.Msg
+	wake   chan struct{}
 	next   uint64 // the next sequence to read from
 	buf    []TailMsg
 	unread uint64 // known to be stored after buf
+	// settle: until then an empty read is tried again after backoff, not
+	// after tailPoll (see tailSettle).
+	settle  time.Time
+	backoff time.Duration
 }
 
 // tailBatch bounds one read.
@@ -86,13 +90,17 @@ func NewTail(ctx context.Context, js jetstream.JetStream, stream, filter string,
 		api += "."
 	}
 	t := &Tail{nc: js.Conn(), api: api, stream: stream, filter: filter, start: start,
-		direct: cfg.AllowDirect && cfg.Replicas <= 1, wake: make(chan *nats.Msg, 64)}
-	if t.sub, err = t.nc.ChanSubscribe(filter, t.wake); err != nil {
+		direct: cfg.AllowDirect && cfg.Replicas <= 1, wake: make(chan struct{}, 1)}
+	// A burst of messages is one wake-up, and one read finds them all.
+	t.sub, err = t.nc.Subscribe(filter, func(*nats.Msg) {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
 		return nil, fmt.Errorf("bus: subscribe %s: %w", filter, err)
 	}
-	// A burst of wake-ups is one read: the channel never blocks the
-	// connection, and what it drops a read finds anyway.
-	_ = t.sub.SetPendingLimits(-1, -1)
 	// Where it starts is settled now, after subscribing: a message stored
 	// in between is read, not lost between the two.
 	if err := t.begin(ctx); err != nil {
@@ -115,8 +123,6 @@ func (t *Tail) Close() { _ = t.sub.Unsubscribe() }
 
 // Next returns the next stored message, waiting for one until ctx ends.
 func (t *Tail) Next(ctx context.Context) (TailMsg, error) {
-	var settle time.Time
-	backoff := time.Millisecond
 	for len(t.buf) == 0 {
 		n, err := t.read(ctx)
 		if err != nil {
@@ -125,11 +131,9 @@ func (t *Tail) Next(ctx context.Context) (TailMsg, error) {
 		if n > 0 {
 			break
 		}
-		var wait time.Duration
-		if now := time.Now(); now.Before(settle) {
-			wait, backoff = backoff, min(2*backoff, 200*time.Millisecond)
-		} else {
-			wait = tailPoll
+		wait := tailPoll
+		if time.Now().Before(t.settle) {
+			wait, t.backoff = t.backoff, min(2*t.backoff, 200*time.Millisecond)
 		}
 		timer := time.NewTimer(wait)
 		select {
@@ -138,8 +142,9 @@ func (t *Tail) Next(ctx context.Context) (TailMsg, error) {
 			return TailMsg{}, ctx.Err()
 		case <-t.wake:
 			timer.Stop()
-			t.drainWake()
-			settle, backoff = time.Now().Add(tailSettle), time.Millisecond
+			// Several messages may have made this one wake-up, and not
+			// all be stored yet: read again shortly for a while.
+			t.settle, t.backoff = time.Now().Add(tailSettle), time.Millisecond
 		case <-timer.C:
 		}
 	}
@@ -147,16 +152,6 @@ func (t *Tail) Next(ctx context.Context) (TailMsg, error) {
 	t.buf = t.buf[1:]
 	m.Pending = uint64(len(t.buf)) + t.unread
 	return m, nil
-}
-
-func (t *Tail) drainWake() {
-	for {
-		select {
-		case <-t.wake:
-		default:
-			return
-		}
-	}
 }
 
 // read fills the buffer with what is stored from t.next on; it returns how
