@@ -84,6 +84,9 @@ type Provision struct {
 	MaxMsgSize int32
 	// ToolsTTL is the life of a tool worker's entries without a refresh.
 	ToolsTTL time.Duration
+	// WorkersMaxBytes bounds the workers' bucket, which worker
+	// deployments write.
+	WorkersMaxBytes int64
 }
 
 // DefaultProvision is the contract's table as it stands without flags.
@@ -98,6 +101,8 @@ func DefaultProvision(maxPayload int64) Provision {
 		DeadMaxAge:     14 * 24 * time.Hour,
 		MaxMsgSize:     int32(min(maxPayload, 1<<31-1)),
 		ToolsTTL:       ToolsTTL,
+		// A sixteenth of a tenant's storage at most (tenants.Fit).
+		WorkersMaxBytes: WorkersMaxBytes,
 	}
 }
 
@@ -187,7 +192,7 @@ func (p Provision) Buckets() []jetstream.KeyValueConfig {
 			// number of them): bounded, so that one cannot fill its
 			// tenant's storage with presence.
 			MaxValueSize: WorkerValueMax,
-			MaxBytes:     WorkersMaxBytes,
+			MaxBytes:     p.WorkersMaxBytes,
 		},
 		{
 			Bucket:      BucketOrchestrators,
