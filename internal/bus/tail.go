@@ -91,6 +91,13 @@ func NewTail(ctx context.Context, js jetstream.JetStream, stream, filter string,
 	}
 	t := &Tail{nc: js.Conn(), api: api, stream: stream, filter: filter, start: start,
 		direct: cfg.AllowDirect && cfg.Replicas <= 1, wake: make(chan struct{}, 1)}
+	// Where it starts is only a sequence: whatever is stored after it is
+	// read by the reads below, all made after subscribing, so nothing falls
+	// between the two. Settled before subscribing, a tail that has
+	// subscribed has begun.
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
 	// A burst of messages is one wake-up, and one read finds them all.
 	t.sub, err = t.nc.Subscribe(filter, func(*nats.Msg) {
 		select {
@@ -100,12 +107,6 @@ func NewTail(ctx context.Context, js jetstream.JetStream, stream, filter string,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bus: subscribe %s: %w", filter, err)
-	}
-	// Where it starts is settled now, after subscribing: a message stored
-	// in between is read, not lost between the two.
-	if err := t.begin(ctx); err != nil {
-		t.Close()
-		return nil, err
 	}
 	// A first message begin buffered is followed by a read, so that its
 	// Pending says whether more follow.
