@@ -12,7 +12,6 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func newClient(t *testing.T) (*client.Client, context.Context) {
@@ -261,8 +260,19 @@ func TestTurnsFilter(t *testing.T) {
 // Watch FromNow skips what the log holds; Watch of a turn that never comes
 // ends with its context.
 func TestWatchFromNowAndCancel(t *testing.T) {
-	c, ctx := newClient(t)
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
 	id, wait := paused(t, c, ctx, "Asker")
+	subs := nc.NumSubscriptions()
 	first := make(chan client.Event, 1)
 	errs := make(chan error, 1)
 	go func() {
@@ -278,9 +288,10 @@ func TestWatchFromNowAndCancel(t *testing.T) {
 		}
 		errs <- nil
 	}()
-	// Reply once the watch's consumer is there, or FromNow would rightly
-	// see nothing of a turn that finished before it.
-	natstest.WaitFor(t, "the watch's consumer", func() bool { return watching(t, id) })
+	// Reply once the watch has begun (it subscribes to the log once it
+	// knows where it starts), or FromNow would rightly see nothing of a
+	// turn that finished before it.
+	natstest.WaitFor(t, "the watch to begin", func() bool { return nc.NumSubscriptions() > subs })
 	if err := c.Reply(ctx, id, wait.CallID, "green"); err != nil {
 		t.Fatal(err)
 	}
@@ -301,32 +312,6 @@ func TestWatchFromNowAndCancel(t *testing.T) {
 	if _, err := c.Wait(short, "never-submitted"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("wait for no turn: %v", err)
 	}
-}
-
-// watching reports whether a consumer of the events stream delivers turn's
-// new events.
-func watching(t *testing.T, turn string) bool {
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := js.Stream(t.Context(), events.StreamEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
-	infos := stream.ListConsumers(t.Context())
-	found := false
-	for info := range infos.Info() {
-		cfg := info.Config
-		found = found || cfg.DeliverPolicy == jetstream.DeliverNewPolicy &&
-			(cfg.FilterSubject == events.TurnEventsFilter(turn) || slices.Contains(cfg.FilterSubjects, events.TurnEventsFilter(turn)))
-	}
-	return found
 }
 
 // A submission that fails the schema is refused before it is sent.

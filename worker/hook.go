@@ -134,10 +134,7 @@ func (w *Worker) hookConsumerConfig(hook string) jetstream.ConsumerConfig {
 // pullHook is one slot of a hook, as pull is of a tool.
 func (w *Worker) pullHook(ctx context.Context, hook string, c jetstream.Consumer) {
 	repair := func(ctx context.Context) (jetstream.Consumer, error) {
-		if err := bus.EnsureStream(ctx, w.js, w.jobsStream); err != nil {
-			return nil, err
-		}
-		return w.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, w.hookConsumerConfig(hook))
+		return w.remake(ctx, w.hookConsumerConfig(hook))
 	}
 	bus.PullRepairing(ctx, c, w.log.With("hook", hook), repair, func(msg jetstream.Msg) { w.handleHook(ctx, hook, msg) })
 }

@@ -49,7 +49,7 @@ func newRegistry(ctx context.Context, js jetstream.JetStream, name string, specs
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		workers, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: bus.BucketWorkers, Description: "jetloop: live workers of each tool",
-			TTL: ttl, Storage: jetstream.FileStorage,
+			TTL: ttl, Storage: jetstream.FileStorage, MaxValueSize: bus.WorkerValueMax, MaxBytes: bus.WorkersMaxBytes,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			workers, err = js.KeyValue(ctx, bus.BucketWorkers)

@@ -277,9 +277,11 @@ func New(nc *nats.Conn, opts ...Option) (*Worker, error) {
 // Name is the worker's name in results and the registry.
 func (w *Worker) Name() string { return w.opts.name }
 
-// Ready is closed once Run serves the tools: their consumers are bound and
-// the registry lists them, so a turn that starts now is offered them. It is
-// never closed when Run fails to start.
+// Ready is closed once Run serves the tools: the registry lists them, so a
+// turn that starts now is offered them, and their consumers are bound (a
+// confined worker's are bound once an orchestrator has made them; their
+// jobs wait in the stream until then). It is never closed when Run fails
+// to start.
 func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
 // ToolOption sets more of what the registry says of a tool.
@@ -369,10 +371,10 @@ func HandleFunc[Args any](w *Worker, name, description string, fn func(ctx conte
 	}, opts...)
 }
 
-// Run serves the tools until ctx ends: it creates (or binds) each tool's
-// durable consumer, advertises the tools in the registry while it runs,
-// pulls a job whenever a slot is free, heartbeats running calls and answers
-// each with a result. When ctx ends it stops taking jobs, lets running calls
+// Run serves the tools until ctx ends: it creates (or, confined, binds)
+// each tool's durable consumer, advertises the tools in the registry while
+// it runs, pulls a job whenever a slot is free, heartbeats running calls
+// and answers each with a result. When ctx ends it stops taking jobs, lets running calls
 // finish within the drain grace, withdraws its tools and returns nil. It
 // returns an error when it cannot start (no tools, the streams missing,
 // permissions). Run once.
@@ -419,21 +421,25 @@ func (w *Worker) run(ctx context.Context) error {
 	// What the worker makes again if the server loses it: jobs kept in
 	// memory on one server do not survive its restart, stream and all.
 	w.jobsStream = jobs.CachedInfo().Config
+	// A worker that may make its consumers makes them now; a confined
+	// one binds each once the trusted side has made it (see bound).
 	consumers := map[string]jetstream.Consumer{}
-	for name := range w.tools {
-		c, err := w.js.CreateOrUpdateConsumer(setup, events.StreamJobs, w.consumerConfig(name))
-		if err != nil {
-			return fmt.Errorf("worker: consumer %s: %w", events.ToolConsumer(name), err)
-		}
-		consumers[name] = c
-	}
 	hooks := map[string]jetstream.Consumer{}
-	for name := range w.hooks {
-		c, err := w.js.CreateOrUpdateConsumer(setup, events.StreamJobs, w.hookConsumerConfig(name))
-		if err != nil {
-			return fmt.Errorf("worker: consumer %s: %w", events.HookConsumer(name), err)
+	if !w.confined {
+		for name := range w.tools {
+			c, err := w.js.CreateOrUpdateConsumer(setup, events.StreamJobs, w.consumerConfig(name))
+			if err != nil {
+				return fmt.Errorf("worker: consumer %s: %w", events.ToolConsumer(name), err)
+			}
+			consumers[name] = c
 		}
-		hooks[name] = c
+		for name := range w.hooks {
+			c, err := w.js.CreateOrUpdateConsumer(setup, events.StreamJobs, w.hookConsumerConfig(name))
+			if err != nil {
+				return fmt.Errorf("worker: consumer %s: %w", events.HookConsumer(name), err)
+			}
+			hooks[name] = c
+		}
 	}
 	cancelSub, err := w.nc.Subscribe(events.CancelSubject("*"), func(m *nats.Msg) {
 		// Only the orchestrators' broadcast cancels; a delivery some
@@ -463,15 +469,27 @@ func (w *Worker) run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { reg.keepAlive(ctx, w.log) })
-	for name, c := range consumers {
-		for range w.opts.concurrency {
-			wg.Go(func() { w.pull(ctx, name, c) })
-		}
+	for name := range w.tools {
+		wg.Go(func() {
+			c, err := w.bound(ctx, consumers[name], w.consumerConfig(name))
+			if err != nil {
+				return // stopped while waiting
+			}
+			for range w.opts.concurrency {
+				wg.Go(func() { w.pull(ctx, name, c) })
+			}
+		})
 	}
-	for name, c := range hooks {
-		for range w.opts.concurrency {
-			wg.Go(func() { w.pullHook(ctx, name, c) })
-		}
+	for name := range w.hooks {
+		wg.Go(func() {
+			c, err := w.bound(ctx, hooks[name], w.hookConsumerConfig(name))
+			if err != nil {
+				return
+			}
+			for range w.opts.concurrency {
+				wg.Go(func() { w.pullHook(ctx, name, c) })
+			}
+		})
 	}
 	w.obs.ready.Store(true)
 	w.log.Info("serving", "worker", w.opts.name, "tools", len(w.tools), "hooks", len(w.hooks), "concurrency", w.opts.concurrency)
@@ -504,25 +522,57 @@ func (w *Worker) specs() []events.ToolSpec {
 // pull is one slot of a tool: it asks for a job only when it can run it at
 // once, so no job waits in a buffer while its ack timer runs.
 func (w *Worker) pull(ctx context.Context, tool string, c jetstream.Consumer) {
-	repair := func(ctx context.Context) (jetstream.Consumer, error) {
-		if err := bus.EnsureStream(ctx, w.js, w.jobsStream); err != nil {
-			return nil, err
-		}
-		return w.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, w.consumerConfig(tool))
-	}
+	repair := func(ctx context.Context) (jetstream.Consumer, error) { return w.remake(ctx, w.consumerConfig(tool)) }
 	bus.PullRepairing(ctx, c, w.log.With("tool", tool), repair, func(msg jetstream.Msg) { w.handle(ctx, tool, msg) })
+}
+
+// remake makes a lost consumer again, with its stream; a confined worker
+// waits for the trusted side to.
+func (w *Worker) remake(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	if w.confined {
+		return w.bound(ctx, nil, cfg)
+	}
+	if err := bus.EnsureStream(ctx, w.js, w.jobsStream); err != nil {
+		return nil, err
+	}
+	return w.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, cfg)
+}
+
+// bound returns c, or for a confined worker the consumer cfg names once it
+// exists. A worker deployment in an account of its own may not create,
+// update or delete consumers (docs/accounts.md): an orchestrator makes a
+// tool's or hook's consumer when it sees it advertised, which only the
+// deployment granted it can do. It waits until ctx ends.
+func (w *Worker) bound(ctx context.Context, c jetstream.Consumer, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	if c != nil {
+		return c, nil
+	}
+	for wait, logged := 50*time.Millisecond, false; ; wait = min(2*wait, 2*time.Second) {
+		ictx, cancel := context.WithTimeout(ctx, ioTimeout)
+		c, err := w.js.Consumer(ictx, events.StreamJobs, cfg.Durable)
+		cancel()
+		if err == nil {
+			if got := c.CachedInfo().Config.AckWait; got < w.opts.ackWait {
+				w.log.Warn("the consumer's ack wait is shorter than this worker's: heartbeats may come too late",
+					"consumer", cfg.Durable, "ack_wait", got, "worker_ack_wait", w.opts.ackWait)
+			}
+			return c, nil
+		}
+		if !logged && errors.Is(err, jetstream.ErrConsumerNotFound) {
+			w.log.Info("waiting for an orchestrator to make the consumer", "consumer", cfg.Durable)
+			logged = true
+		} else if !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
+			w.log.Warn("cannot bind the consumer", "consumer", cfg.Durable, "err", err)
+		}
+		if !backoff.Sleep(ctx, wait) {
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // consumerConfig is the durable consumer every worker of a tool shares.
 func (w *Worker) consumerConfig(tool string) jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
-		Durable:       events.ToolConsumer(tool),
-		FilterSubject: events.ToolSubject(tool),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       w.opts.ackWait,
-		MaxDeliver:    w.opts.maxDeliver,
-		MaxAckPending: 10_000,
-	}
+	return bus.JobConsumerConfig(events.ToolConsumer(tool), events.ToolSubject(tool), w.opts.ackWait, w.opts.maxDeliver)
 }
 
 // readJob reads a delivered job: how often it was delivered, and its body,

@@ -97,8 +97,8 @@ func TestAppendSendsADecisionTogether(t *testing.T) {
 	}
 }
 
-// TestClusterLogReadsAreTheLeaders reads turn logs on a single server and
-// on a 3-node cluster, and counts the requests a client of either sees go
+// TestClusterLogReadsAreTheLeaders reads turn logs (a store's read and a
+// reader's tail) on a single server and on a 3-node cluster, and counts the requests a client of either sees go
 // by: on a single server a log is read with direct gets; on a cluster
 // never, only with the stream's message get, which its leader answers. A
 // direct get on a cluster may be answered by a follower behind the appends
@@ -132,6 +132,15 @@ func TestClusterLogReadsAreTheLeaders(t *testing.T) {
 		log, _, err := store.Read(ctx, "r")
 		if err != nil || len(log) != 2 {
 			t.Fatalf("read %d events (%v), want 2", len(log), err)
+		}
+		// A reader's tail reads the same way.
+		tail, err := bus.NewTail(ctx, js, events.StreamEvents, events.TurnEventsFilter("r"), bus.Start{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tail.Close()
+		if m, err := tail.Next(ctx); err != nil || m.Pending != 0 {
+			t.Fatalf("the tail read %+v, %v", m, err)
 		}
 		// A read's request is delivered to this connection's subscriptions
 		// before its answer comes back on it.

@@ -27,7 +27,11 @@ const (
 // Names of the buckets of the contract that the events package does not name
 // elsewhere.
 const (
-	BucketWorkers       = "JETLOOP_WORKERS"
+	BucketWorkers = "JETLOOP_WORKERS"
+	// WorkerValueMax and WorkersMaxBytes bound the workers' bucket: a
+	// value is a worker's last refresh time.
+	WorkerValueMax      = 1024
+	WorkersMaxBytes     = 64 << 20
 	BucketCheckpoints   = "JETLOOP_CHECKPOINTS"
 	BucketBlobs         = "JETLOOP_BLOBS"
 	BucketOrchestrators = "JETLOOP_ORCHESTRATORS"
@@ -80,6 +84,9 @@ type Provision struct {
 	MaxMsgSize int32
 	// ToolsTTL is the life of a tool worker's entries without a refresh.
 	ToolsTTL time.Duration
+	// WorkersMaxBytes bounds the workers' bucket, which worker
+	// deployments write.
+	WorkersMaxBytes int64
 }
 
 // DefaultProvision is the contract's table as it stands without flags.
@@ -94,6 +101,8 @@ func DefaultProvision(maxPayload int64) Provision {
 		DeadMaxAge:     14 * 24 * time.Hour,
 		MaxMsgSize:     int32(min(maxPayload, 1<<31-1)),
 		ToolsTTL:       ToolsTTL,
+		// A sixteenth of a tenant's storage at most (tenants.Fit).
+		WorkersMaxBytes: WorkersMaxBytes,
 	}
 }
 
@@ -179,6 +188,11 @@ func (p Provision) Buckets() []jetstream.KeyValueConfig {
 			TTL:         p.ToolsTTL,
 			Storage:     jetstream.FileStorage,
 			Replicas:    p.Replicas,
+			// Worker deployments write it (each its own tools' keys, any
+			// number of them): bounded, so that one cannot fill its
+			// tenant's storage with presence.
+			MaxValueSize: WorkerValueMax,
+			MaxBytes:     p.WorkersMaxBytes,
 		},
 		{
 			Bucket:      BucketOrchestrators,
@@ -272,6 +286,41 @@ func PartitionConsumerConfig(p int, ackWait time.Duration) jetstream.ConsumerCon
 	c.FilterSubjects, c.FilterSubject = nil, partitionFilter(p)
 	c.MaxAckPending = 20_000 / Partitions * 2
 	return c
+}
+
+// Defaults of a tool's or hook's consumer (contract: an ack wait of 30 s,
+// at most 5 deliveries), which an orchestrator gives the consumers it
+// makes for confined worker deployments.
+const (
+	JobAckWait    = 30 * time.Second
+	JobMaxDeliver = 5
+)
+
+// JobConsumerConfig is the durable consumer every worker of a tool (or a
+// hook) shares, on its job subject.
+func JobConsumerConfig(durable, subject string, ackWait time.Duration, maxDeliver int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       durable,
+		FilterSubject: subject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxDeliver:    maxDeliver,
+		MaxAckPending: 10_000,
+	}
+}
+
+// JobConsumerFor is the consumer of the tool or hook a key of the tools
+// bucket advertises (a tool under its name, a hook under hook.<name>); ok
+// is false for a key that names neither.
+func JobConsumerFor(key string) (cfg jetstream.ConsumerConfig, ok bool) {
+	name, hook := strings.CutPrefix(key, "hook.")
+	if name == "" || strings.ContainsAny(name, ".*> ") {
+		return cfg, false
+	}
+	if hook {
+		return JobConsumerConfig(events.HookConsumer(name), events.HookSubject(name), JobAckWait, JobMaxDeliver), true
+	}
+	return JobConsumerConfig(events.ToolConsumer(name), events.ToolSubject(name), JobAckWait, JobMaxDeliver), true
 }
 
 // ModelConsumerConfig is the model runners' durable consumer of model jobs.
@@ -438,6 +487,14 @@ func Check(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, 
 			return nil, err
 		}
 		diffs = append(diffs, d...)
+		if cfg.MaxValueSize > 0 {
+			s, err := js.Stream(ctx, "KV_"+cfg.Bucket)
+			if err == nil {
+				have := s.CachedInfo().Config
+				diffs = differ(diffs, "bucket "+cfg.Bucket+": max_value_size", unlimited(int64(have.MaxMsgSize)), int64(cfg.MaxValueSize))
+				diffs = differ(diffs, "bucket "+cfg.Bucket+": max_bytes", unlimited(have.MaxBytes), cfg.MaxBytes)
+			}
+		}
 	}
 	b := p.Blobs()
 	d, err := checkBucket(ctx, js, "OBJ_"+b.Bucket, "object store "+b.Bucket, b.TTL, b.Replicas, b.Storage)

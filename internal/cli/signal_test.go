@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // TestInterruptedWatchIsQuiet: watch and submit --watch, stopped while they
@@ -30,7 +29,7 @@ func TestInterruptedWatchIsQuiet(t *testing.T) {
 	if err := bus.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	following := func(turn string) bool { return followed(js, turn) }
+	following := func(turn string) bool { return followed(srv, turn) }
 	for i, tc := range []struct {
 		args  []string
 		turn  string
@@ -51,7 +50,7 @@ func TestInterruptedWatchIsQuiet(t *testing.T) {
 		done := make(chan int, 1)
 		args := append([]string{tc.args[0], "--nats", srv.ClientURL()}, tc.args[1:]...)
 		go func() { done <- Main(ctx, args, &stdout, &stderr) }()
-		// Stop it once it follows the turn: its ordered consumer exists.
+		// Stop it once it follows the turn: it subscribed to its log.
 		natstest.WaitFor(t, "the watch to start", func() bool { return following(tc.turn) })
 		cancel(tc.cause)
 		var code int
@@ -78,15 +77,15 @@ func TestInterruptedWatchIsQuiet(t *testing.T) {
 	}
 }
 
-// followed reports whether a watch of turn has its ordered consumer.
-func followed(js jetstream.JetStream, turn string) bool {
-	stream, err := js.Stream(context.Background(), events.StreamEvents)
+// followed reports whether a watch of turn has subscribed to its log.
+func followed(srv *natstest.Server, turn string) bool {
+	// A follower reads by get, and subscribes to the turn's log first.
+	subs, err := srv.Subsz(&server.SubszOptions{Subscriptions: true, Test: "jetloop.events.x." + turn})
 	if err != nil {
 		return false
 	}
-	for info := range stream.ListConsumers(context.Background()).Info() {
-		if slices.Contains(info.Config.FilterSubjects, events.TurnEventsFilter(turn)) ||
-			info.Config.FilterSubject == events.TurnEventsFilter(turn) {
+	for _, s := range subs.Subs {
+		if s.Subject == events.TurnEventsFilter(turn) {
 			return true
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go/jetstream"
@@ -69,8 +70,7 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 	// Follow from the start of the window, then list: an event in between
 	// is counted once and its turn read again, never missed.
 	start := time.Now().Add(-*window)
-	msgs, errs, stop, err := follow(ctx, js, events.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"jetloop.events.>"}, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start})
+	msgs, errs, stop, err := follow(ctx, js, events.StreamEvents, "jetloop.events.>", bus.Start{Time: start})
 	if err != nil {
 		return c.fail("follow %s: %v", events.StreamEvents, err)
 	}
@@ -99,7 +99,7 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 			return c.fail("follow %s: %v", events.StreamEvents, err)
 		case m := <-msgs:
 			t.add(m)
-			if md, err := m.Metadata(); !caughtUp && err == nil && md.NumPending == 0 {
+			if !caughtUp && m.Pending == 0 {
 				caughtUp = true
 			}
 			if !*once || !caughtUp {
@@ -134,10 +134,10 @@ func (t *top) caughtUp(ctx context.Context, start time.Time) bool {
 }
 
 // add takes one event into the counts and marks its turn to be read again.
-func (t *top) add(m jetstream.Msg) {
-	t.dirty[m.Subject()] = true
+func (t *top) add(m bus.TailMsg) {
+	t.dirty[m.Subject] = true
 	// One event, or a decision's events, per message.
-	_ = events.Each(m.Data(), func(e events.Envelope) error { t.count(e); return nil })
+	_ = events.Each(m.Data, func(e events.Envelope) error { t.count(e); return nil })
 }
 
 // count takes one event into the counts.

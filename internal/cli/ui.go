@@ -288,24 +288,27 @@ func (s *sse) ping() error {
 
 const ssePing = 20 * time.Second
 
-// follow delivers the messages of an ordered consumer to a channel until ctx
-// ends; its error channel says why it stopped otherwise.
-func follow(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.OrderedConsumerConfig) (<-chan jetstream.Msg, <-chan error, func(), error) {
-	cons, err := js.OrderedConsumer(ctx, stream, cfg)
+// follow delivers the stored messages of stream that match filter, from
+// start, to a channel until ctx ends; its error channel says why it stopped
+// otherwise. It reads by get (bus.Tail): a reader creates no consumer.
+func follow(ctx context.Context, js jetstream.JetStream, stream, filter string, start bus.Start) (<-chan bus.TailMsg, <-chan error, func(), error) {
+	tail, err := bus.NewTail(ctx, js, stream, filter, start)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	msgs := make(chan jetstream.Msg, 64)
+	ctx, cancel := context.WithCancel(ctx)
+	msgs := make(chan bus.TailMsg, 64)
 	errs := make(chan error, 1)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
+		defer tail.Close()
 		for {
-			m, err := it.Next()
+			m, err := tail.Next(ctx)
 			if err != nil {
-				errs <- err
+				if ctx.Err() == nil {
+					errs <- err
+				}
 				return
 			}
 			select {
@@ -315,7 +318,7 @@ func follow(ctx context.Context, js jetstream.JetStream, stream string, cfg jets
 			}
 		}
 	}()
-	return msgs, errs, it.Stop, nil
+	return msgs, errs, func() { cancel(); <-done }, nil
 }
 
 // UIRow is a row of the turns page: a turn's summary, a workflow's, or for a
@@ -434,8 +437,7 @@ func (u *uiServer) turnsLive(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	// Follow first, list second: an event between the two is seen twice
 	// rather than missed, and a row is always read whole from the stream.
-	msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"jetloop.events.>"}, DeliverPolicy: jetstream.DeliverNewPolicy, HeadersOnly: true})
+	msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, "jetloop.events.>", bus.Start{New: true})
 	if err != nil {
 		uiError(w, http.StatusBadGateway, "follow %s: %v", events.StreamEvents, err)
 		return
@@ -480,7 +482,7 @@ func (u *uiServer) turnsLive(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		case m := <-msgs:
-			dirty[m.Subject()] = true
+			dirty[m.Subject] = true
 		}
 		// A burst of events of one turn becomes one row: read what is
 		// already waiting before describing the turns it touched.
@@ -488,7 +490,7 @@ func (u *uiServer) turnsLive(w http.ResponseWriter, r *http.Request) {
 		for {
 			select {
 			case m := <-msgs:
-				dirty[m.Subject()] = true
+				dirty[m.Subject] = true
 			default:
 				break drain
 			}
@@ -559,8 +561,7 @@ func (u *uiServer) turnLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.TurnEventsFilter(turn)}})
+	msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, events.TurnEventsFilter(turn), bus.Start{})
 	if err != nil {
 		uiError(w, http.StatusBadGateway, "follow turn %s: %v", turn, err)
 		return
@@ -594,13 +595,13 @@ func (u *uiServer) turnLive(w http.ResponseWriter, r *http.Request) {
 			}
 		case m := <-msgs:
 			// One event, or a decision's events, per message.
-			if err := events.Each(m.Data(), func(e events.Envelope) error { log = append(log, e); return nil }); err != nil {
-				_ = s.send("failure", map[string]string{"error": fmt.Sprintf("event %s: %v", m.Subject(), err)})
+			if err := events.Each(m.Data, func(e events.Envelope) error { log = append(log, e); return nil }); err != nil {
+				_ = s.send("failure", map[string]string{"error": fmt.Sprintf("event %s: %v", m.Subject, err)})
 				return
 			}
 			// Draw once the log read so far is caught up, not at every
 			// event of a long replay.
-			if md, err := m.Metadata(); err == nil && md.NumPending > 0 {
+			if m.Pending > 0 {
 				continue
 			}
 			if s.send("turn", viewOf(turn, log, kids.read(ctx, u.store.Store, log))) != nil {
@@ -695,8 +696,7 @@ func (u *uiServer) workflowLive(w http.ResponseWriter, r *http.Request) {
 		if s.send("workflow", workflowViewOf(id, nil)) != nil {
 			return
 		}
-		msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{events.TurnEventsFilter(id)}})
+		msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, events.TurnEventsFilter(id), bus.Start{})
 		if err != nil {
 			_ = s.send("failure", map[string]string{"error": err.Error()})
 			return
@@ -716,14 +716,13 @@ func (u *uiServer) workflowLive(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			case m := <-msgs:
-				parts := strings.Split(m.Subject(), ".")
+				parts := strings.Split(m.Subject, ".")
 				session = parts[len(parts)-2]
 			}
 		}
 		stop()
 	}
-	msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.SessionEventsFilter(session)}})
+	msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, events.SessionEventsFilter(session), bus.Start{})
 	if err != nil {
 		_ = s.send("failure", map[string]string{"error": err.Error()})
 		return
@@ -745,18 +744,18 @@ func (u *uiServer) workflowLive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case m := <-msgs:
-			if err := events.Each(m.Data(), func(e events.Envelope) error {
+			if err := events.Each(m.Data, func(e events.Envelope) error {
 				if e.TurnID == id || strings.HasPrefix(e.TurnID, id+"-") {
 					logs[e.TurnID] = append(logs[e.TurnID], e)
 					dirty = true
 				}
 				return nil
 			}); err != nil {
-				_ = s.send("failure", map[string]string{"error": fmt.Sprintf("event %s: %v", m.Subject(), err)})
+				_ = s.send("failure", map[string]string{"error": fmt.Sprintf("event %s: %v", m.Subject, err)})
 				return
 			}
 			// Draw once the session read so far is caught up.
-			if md, err := m.Metadata(); err == nil && md.NumPending > 0 {
+			if m.Pending > 0 {
 				continue
 			}
 			if dirty && len(logs[id]) > 0 {
@@ -825,8 +824,7 @@ func (u *uiServer) control(w http.ResponseWriter, r *http.Request) {
 // deadLive streams the dead letters: those there are, then each new one.
 func (u *uiServer) deadLive(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	msgs, errs, stop, err := follow(ctx, u.js, events.StreamDead, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"jetloop.dead.>"}, DeliverPolicy: jetstream.DeliverNewPolicy})
+	msgs, errs, stop, err := follow(ctx, u.js, events.StreamDead, "jetloop.dead.>", bus.Start{New: true})
 	if err != nil {
 		uiError(w, http.StatusBadGateway, "follow %s: %v", events.StreamDead, err)
 		return
@@ -858,12 +856,7 @@ func (u *uiServer) deadLive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case m := <-msgs:
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			l := letterOf(&jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: md.Sequence.Stream, Header: m.Headers(),
-				Data: m.Data(), Time: md.Timestamp})
+			l := letterOf(m.RawStreamMsg)
 			if s.send("letters", []Letter{l}) != nil {
 				return
 			}

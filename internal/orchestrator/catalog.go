@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,8 +32,9 @@ type toolEntry struct {
 }
 
 // watchTools starts mirroring the bucket until ctx ends; the catalog holds
-// the bucket's content when it returns.
-func watchTools(ctx context.Context, js jetstream.JetStream) (*toolCatalog, error) {
+// the bucket's content when it returns. It also makes the consumer of each
+// tool and hook advertised (see jobConsumers).
+func watchTools(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*toolCatalog, error) {
 	kv, err := js.KeyValue(ctx, events.BucketTools)
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator: bind %s: %w", events.BucketTools, err)
@@ -46,6 +49,7 @@ func watchTools(ctx context.Context, js jetstream.JetStream) (*toolCatalog, erro
 	}
 	c := &toolCatalog{entries: map[string]toolEntry{}, ttl: status.TTL()}
 	ready := make(chan struct{})
+	made := &jobConsumers{js: js, log: log, checked: map[string]time.Time{}}
 	go func() {
 		defer func() { _ = w.Stop() }()
 		initial := true
@@ -65,6 +69,7 @@ func watchTools(ctx context.Context, js jetstream.JetStream) (*toolCatalog, erro
 					continue
 				}
 				c.update(u)
+				made.ensure(ctx, u)
 			}
 		}
 	}()
@@ -110,4 +115,64 @@ func (c *toolCatalog) live() []events.ToolSpec {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// jobConsumers makes the durable consumers of tools and hooks. A worker
+// deployment in an account of its own may not create consumers: one that
+// may would aim a push consumer's deliveries at any pull or reset subject
+// of the streams' account (docs/accounts.md). It may write only the tools
+// bucket's keys of what it is granted, so a key seen there is what it may
+// serve, and the orchestrator, trusted, makes that consumer with the
+// contract's settings. A consumer that exists is left as it is: a worker
+// that may make its own (on an open server) made it to its own settings.
+type jobConsumers struct {
+	js  jetstream.JetStream
+	log *slog.Logger
+	// checked is when each key's consumer was last found or made: a key
+	// is refreshed every few seconds, and its consumer checked again only
+	// after recheck (a jobs stream kept in memory loses its consumers with
+	// a server restart).
+	mu      sync.Mutex
+	checked map[string]time.Time
+}
+
+const recheck = time.Minute
+
+func (m *jobConsumers) ensure(ctx context.Context, u jetstream.KeyValueEntry) {
+	if u.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	cfg, ok := bus.JobConsumerFor(u.Key())
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	if at, ok := m.checked[u.Key()]; ok && time.Since(at) < recheck {
+		m.mu.Unlock()
+		return
+	}
+	m.checked[u.Key()] = time.Now()
+	m.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, defaultIOTimeout)
+		defer cancel()
+		_, err := m.js.Consumer(ctx, events.StreamJobs, cfg.Durable)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			_, err = m.js.CreateConsumer(ctx, events.StreamJobs, cfg)
+			if errors.Is(err, jetstream.ErrConsumerExists) {
+				err = nil // another orchestrator or the worker made it first
+			}
+			if err == nil {
+				m.log.Info("made the consumer of an advertised tool", "consumer", cfg.Durable)
+			}
+		}
+		if err != nil {
+			m.mu.Lock()
+			delete(m.checked, u.Key()) // tried again at the key's next refresh
+			m.mu.Unlock()
+			if ctx.Err() == nil {
+				m.log.Warn("cannot make the consumer of an advertised tool", "consumer", cfg.Durable, "err", err)
+			}
+		}
+	}()
 }

@@ -283,7 +283,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	if o.store, err = logstore.New(setup, o.js); err != nil {
 		return err
 	}
-	if o.tools, err = watchTools(ctx, o.js); err != nil {
+	if o.tools, err = watchTools(ctx, o.js, o.log); err != nil {
 		return err
 	}
 	if o.checkpoints, err = o.js.KeyValue(setup, bus.BucketCheckpoints); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -247,10 +248,10 @@ func deniedTo(role string) []denied {
 			"$KV.JETLOOP_ORCHESTRATORS.x", "$KV.JETLOOP_LIVE.0.x"}
 	case "orchestrator":
 		// It submits its workflows' task turns and aborts them, so it may
-		// publish submissions and control messages; a workflow submission
-		// and a tool result stay the client's and the worker's.
-		foreign = []string{"jetloop.inbox.workflow", "jetloop.inbox.result.x", "$KV.JETLOOP_TOOLS.x",
-			"$KV.JETLOOP_WORKERS.x.y"}
+		// publish submissions and control messages, and tells a parent
+		// turn that its child finished (jetloop.inbox.result.<parent>); a
+		// workflow submission stays the client's.
+		foreign = []string{"jetloop.inbox.workflow", "$KV.JETLOOP_TOOLS.x", "$KV.JETLOOP_WORKERS.x.y"}
 	}
 	for _, s := range foreign {
 		add("publish on "+s, s, map[string]any{"turn_id": "x", "call_id": "c1", "tool": "echo", "output": "forged", "final": true})
@@ -410,4 +411,256 @@ func state(t *testing.T, js jetstream.JetStream) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// pushTargets are the subjects a push consumer's deliveries would harm if
+// aimed at them: every consumer's pull and reset subjects, which the
+// server holds as exact subscriptions and takes every delivery on as a
+// request (a pull that never ends; a reset that hands a running job to a
+// second worker), and the exact subjects jetloop's processes subscribe to
+// (a watched turn's deltas, an operator's one cancel).
+func pushTargets() []string {
+	consumers := [][2]string{{events.StreamInbox, bus.InboxConsumer}, {events.StreamJobs, bus.ModelConsumer}}
+	for p := range bus.Partitions {
+		consumers = append(consumers, [2]string{events.StreamInbox, bus.PartitionConsumer(p)})
+	}
+	for _, tool := range []string{"echo", "sleep", "invoice_total", "word_count"} {
+		consumers = append(consumers, [2]string{events.StreamJobs, events.ToolConsumer(tool)})
+	}
+	for _, hook := range []string{"audit", "cost-guard"} {
+		consumers = append(consumers, [2]string{events.StreamJobs, events.HookConsumer(hook)})
+	}
+	var out []string
+	for _, c := range consumers {
+		out = append(out, "$JS.API.CONSUMER.MSG.NEXT."+c[0]+"."+c[1], "$JS.API.CONSUMER.RESET."+c[0]+"."+c[1])
+	}
+	return append(out, events.DeltaSubject("t1"), events.CancelSubject("t1"))
+}
+
+// TestNoRoleAimsAConsumer: no untrusted role can create a consumer, so none
+// can aim a push consumer's deliveries at another consumer's pull or reset
+// subject or at a subject a process holds, nor make consumers without
+// bound. Each role tries every consumer-creating request its account could
+// import (at its own prefix and the streams' account's), with every
+// target as the deliver subject, on the logs, the dead letters and the
+// jobs (its own tool's consumer name and filter for a worker), and a run
+// of ordered consumers as a reader makes them; admin then finds no consumer
+// but the ones it made, and the inbox's consumers have no waiting pulls.
+func TestNoRoleAimsAConsumer(t *testing.T) {
+	root := repoRoot(t)
+	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	admin := dialRole(t, root, srv.ClientURL(), "admin")
+	ajs, err := jetstream.New(admin.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := bus.DefaultProvision(admin.nc.MaxPayload())
+	if _, err := bus.Apply(ctx, ajs, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"echo", "sleep", "invoice_total", "word_count"} {
+		cfg, _ := bus.JobConsumerFor(tool)
+		if _, err := ajs.CreateOrUpdateConsumer(ctx, events.StreamJobs, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, subj := range []string{"jetloop.events.s1.t1", events.DeadSubject("submit"), events.ToolSubject("echo")} {
+		if _, err := ajs.Publish(ctx, subj, []byte(`{}`)); err != nil {
+			t.Fatalf("seed %s: %v", subj, err)
+		}
+	}
+	before := state(t, ajs)
+
+	own := map[string][]string{"toolworker": {"echo", "grep"}, "exampleworker": {"invoice_total"}}
+	for _, role := range untrusted {
+		c := dialRole(t, root, srv.ClientURL(), role)
+		type create struct{ stream, name, filter string }
+		creates := []create{
+			{events.StreamEvents, "spy", "jetloop.events.>"},
+			{events.StreamDead, "spy", "jetloop.dead.>"},
+			{events.StreamJobs, "spy", "jetloop.jobs.>"},
+		}
+		// A worker's own tools' consumers: one made already, one not yet
+		// (which the old imports let it make with any body).
+		for _, tool := range own[role] {
+			creates = append(creates, create{events.StreamJobs, events.ToolConsumer(tool), events.ToolSubject(tool)},
+				create{events.StreamJobs, events.ToolConsumer(tool) + "_2", events.ToolSubject(tool)})
+		}
+		if role == "exampleworker" {
+			creates = append(creates, create{events.StreamJobs, events.HookConsumer("cost-guard"), events.HookSubject("cost-guard")})
+		}
+		for _, target := range pushTargets() {
+			for _, cr := range creates {
+				// Its own prefix: $JS.API in its own account reaches no
+				// JetStream, and is refused by its permissions
+				// (TestRolesAreDenied).
+				for _, api := range []string{bus.APIPrefix} {
+					body, _ := json.Marshal(map[string]any{"stream_name": cr.stream, "config": map[string]any{
+						"name": cr.name, "durable_name": cr.name, "filter_subject": cr.filter,
+						"deliver_subject": target, "ack_policy": "explicit", "ack_wait": int64(time.Millisecond)}})
+					for _, subj := range []string{
+						api + ".CONSUMER.CREATE." + cr.stream + "." + cr.name + "." + cr.filter,
+						api + ".CONSUMER.CREATE." + cr.stream + "." + cr.name,
+						api + ".CONSUMER.CREATE." + cr.stream,
+						api + ".CONSUMER.DURABLE.CREATE." + cr.stream + "." + cr.name,
+					} {
+						if created(ctx, c.nc, subj, body) {
+							t.Errorf("%s aimed a consumer at %s with %s", role, target, subj)
+						}
+					}
+				}
+			}
+		}
+		// A reader's ordered consumers, as nats.go makes them, one after
+		// another: each would live until it expires.
+		for i := range 20 {
+			for _, cr := range creates[:2] {
+				name := fmt.Sprintf("ordered_%d", i)
+				body, _ := json.Marshal(map[string]any{"stream_name": cr.stream, "config": map[string]any{
+					"name": name, "filter_subject": cr.filter, "deliver_policy": "all", "ack_policy": "none",
+					"mem_storage": true, "inactive_threshold": int64(5 * time.Minute), "num_replicas": 1}})
+				if created(ctx, c.nc, bus.APIPrefix+".CONSUMER.CREATE."+cr.stream+"."+name+"."+cr.filter, body) {
+					t.Errorf("%s created an ordered consumer on %s", role, cr.stream)
+				}
+			}
+		}
+	}
+
+	after := state(t, ajs)
+	for k, v := range after {
+		if before[k] != v {
+			t.Errorf("%s: %s, was %q", k, v, before[k])
+		}
+	}
+	for _, name := range []string{events.StreamEvents, events.StreamDead, events.StreamJobs, events.StreamInbox} {
+		s, err := ajs.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ci := range s.ListConsumers(ctx).Info() {
+			if ci.Config.DeliverSubject != "" || ci.NumWaiting > 0 && name == events.StreamInbox {
+				t.Errorf("consumer %s of %s: deliver subject %q, %d waiting pulls", ci.Name, name, ci.Config.DeliverSubject, ci.NumWaiting)
+			}
+		}
+		if n := s.CachedInfo().State.Consumers; name != events.StreamJobs && name != events.StreamInbox && n != 0 {
+			t.Errorf("%s has %d consumers, want none", name, n)
+		}
+	}
+}
+
+// created sends a consumer-creating request and reports whether the server
+// made a consumer: an answer without an error. No responders, a timeout and
+// a permissions violation are refusals.
+func created(ctx context.Context, nc *nats.Conn, subject string, body []byte) bool {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	m, err := nc.RequestWithContext(rctx, subject, body)
+	return err == nil && !isAPIError(m.Data)
+}
+
+// TestWorkerValuesAreBounded: a worker deployment writes only its own keys
+// of the workers' bucket, and each value is capped, so that it cannot fill
+// its tenant's storage: a value over the cap is refused, one under it is
+// stored.
+func TestWorkerValuesAreBounded(t *testing.T) {
+	root := repoRoot(t)
+	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	admin := dialRole(t, root, srv.ClientURL(), "admin")
+	ajs, err := jetstream.New(admin.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := bus.Apply(ctx, ajs, bus.DefaultProvision(admin.nc.MaxPayload())); err != nil {
+		t.Fatal(err)
+	}
+	w := dialRole(t, root, srv.ClientURL(), "toolworker")
+	wjs, err := jetstream.NewWithAPIPrefix(w.nc, bus.APIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := wjs.KeyValue(ctx, bus.BucketWorkers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "echo.w1", []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+		t.Fatalf("a worker's presence: %v", err)
+	}
+	if _, err := kv.Put(ctx, "echo.w2", make([]byte, bus.WorkerValueMax+1)); err == nil {
+		t.Fatalf("a value of %d bytes was stored in %s", bus.WorkerValueMax+1, bus.BucketWorkers)
+	}
+	s, err := ajs.Stream(ctx, "KV_"+bus.BucketWorkers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := s.CachedInfo().Config; cfg.MaxBytes <= 0 || cfg.MaxMsgSize != bus.WorkerValueMax {
+		t.Errorf("%s: max_bytes %d, max_msg_size %d", bus.BucketWorkers, cfg.MaxBytes, cfg.MaxMsgSize)
+	}
+}
+
+// TestUntrustedAccountsAreBounded: every shipped configuration (the
+// development one, production's and the tenants') gives every account of
+// an untrusted role limits on connections, subscriptions and payload, and
+// every streams' account a storage limit; and the server enforces them: a
+// viewer's publish over its payload limit closes its connection.
+func TestUntrustedAccountsAreBounded(t *testing.T) {
+	root := repoRoot(t)
+	t.Setenv("JETLOOP_STORE_DIR", t.TempDir())
+	t.Setenv("JETLOOP_TLS_CERT", "cert.pem")
+	t.Setenv("JETLOOP_TLS_KEY", "key.pem")
+	for _, role := range []string{"ADMIN", "ORCHESTRATOR", "TOOLWORKER", "CLIENT", "VIEWER"} {
+		t.Setenv("JETLOOP_"+role+"_NKEY", "UDNO32UHZBNWEBVWZTPMLJ2BMKPHW7CBCM4TPXSUHS3NMTZAIWRHFJB4")
+	}
+	for _, path := range []string{"nats.conf", "deploy/production/nats.conf", "deploy/tenants/nats.conf"} {
+		m, err := conf.ParseFile(filepath.Join(root, path))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		accounts, _ := m["accounts"].(map[string]any)
+		if len(accounts) == 0 {
+			t.Fatalf("%s: no accounts", path)
+		}
+		for name, a := range accounts {
+			acc, _ := a.(map[string]any)
+			switch {
+			case name == "SYS":
+			case strings.HasPrefix(name, "JETLOOP"):
+				js, _ := acc["jetstream"].(map[string]any)
+				if js["max_file"] == nil || js["max_mem"] == nil {
+					t.Errorf("%s: %s has no storage limit: %v", path, name, acc["jetstream"])
+				}
+			default:
+				lim, _ := acc["limits"].(map[string]any)
+				for _, k := range []string{"max_connections", "max_subscriptions", "max_payload"} {
+					if n, ok := lim[k].(int64); !ok || n <= 0 {
+						t.Errorf("%s: %s: %s is %v", path, name, k, lim[k])
+					}
+				}
+				if acc["jetstream"] != nil {
+					t.Errorf("%s: %s has JetStream of its own", path, name)
+				}
+			}
+		}
+	}
+
+	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	v := dialRole(t, root, srv.ClientURL(), "viewer")
+	closed := make(chan struct{})
+	v.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	err := v.nc.Publish("JETLOOP.API.INFO", make([]byte, 100<<10))
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return // the server told the client its limit, and nats.go keeps it
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = v.nc.Flush()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a viewer's 100 KiB publish was taken")
+	}
 }

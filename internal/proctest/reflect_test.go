@@ -31,9 +31,6 @@ var evilStream = `{"name":"EVIL","storage":"memory","sources":[{"name":"JETLOOP_
 type reflection struct {
 	what, subject string
 	body          string
-	// consumer, when set, is a pull consumer the role creates first.
-	consumer *jetstream.ConsumerConfig
-	stream   string
 }
 
 // reflectionsOf are the reads role may make, each of which the test sends
@@ -49,10 +46,11 @@ func reflectionsOf(role, prefix string) []reflection {
 			{what: "MSG.GET of an event", subject: api("STREAM.MSG.GET." + events.StreamEvents), body: `{"seq":1}`},
 			{what: "KV get of a checkpoint", subject: api("DIRECT.GET.KV_JETLOOP_CHECKPOINTS.$KV.JETLOOP_CHECKPOINTS.wf1")},
 			{what: "KV get of a missing checkpoint", subject: api("DIRECT.GET.KV_JETLOOP_CHECKPOINTS.$KV.JETLOOP_CHECKPOINTS.none")},
-			{what: "empty no_wait pull", stream: events.StreamEvents, body: `{"batch":1,"no_wait":true}`,
-				consumer: &jetstream.ConsumerConfig{FilterSubject: "jetloop.events.none.none", AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute}},
-			{what: "no_wait pull of an event", stream: events.StreamEvents, body: `{"batch":1,"no_wait":true}`,
-				consumer: &jetstream.ConsumerConfig{FilterSubject: "jetloop.events.s1.t1", AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute}},
+			// A reader's batched reads: many answers and an end-of-batch
+			// status, each published on the reply subject.
+			{what: "batched direct get", subject: api("DIRECT.GET." + events.StreamEvents), body: `{"seq":1,"next_by_subj":"jetloop.events.>","batch":10}`},
+			{what: "batched direct get without headers", subject: api("DIRECT.GET." + events.StreamEvents), body: `{"seq":1,"next_by_subj":"jetloop.events.>","batch":10,"no_hdr":true}`},
+			{what: "empty batched direct get", subject: api("DIRECT.GET." + events.StreamEvents), body: `{"seq":1,"next_by_subj":"jetloop.events.none.none","batch":10}`},
 		}
 	case "toolworker":
 		return []reflection{
@@ -93,26 +91,9 @@ func (c *roleConn) reflect(t *testing.T, role, prefix string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	js, err := bus.JetStreamFor(ctx, c.nc, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
 	for _, r := range reflectionsOf(role, prefix) {
 		for _, target := range reflectTargets(prefix) {
-			subject := r.subject
-			if r.consumer != nil {
-				// A fresh pull consumer for each: one answered pull
-				// leaves nothing for the next.
-				cfg := *r.consumer
-				cfg.Name = fmt.Sprintf("reflect%d", n)
-				n++
-				if _, err := js.CreateOrUpdateConsumer(ctx, r.stream, cfg); err != nil {
-					t.Fatalf("%s: %s: create its consumer: %v", role, r.what, err)
-				}
-				subject = prefix + ".CONSUMER.MSG.NEXT." + r.stream + "." + cfg.Name
-			}
-			if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: target, Data: []byte(r.body)}); err != nil {
+			if err := c.nc.PublishMsg(&nats.Msg{Subject: r.subject, Reply: target, Data: []byte(r.body)}); err != nil {
 				t.Fatalf("%s: %s: %v", role, r.what, err)
 			}
 		}
@@ -121,7 +102,7 @@ func (c *roleConn) reflect(t *testing.T, role, prefix string) {
 		t.Fatal(err)
 	}
 	// The reads above are answered in order with this one.
-	if rs := reflectionsOf(role, prefix); len(rs) > 0 && rs[0].subject != "" {
+	if rs := reflectionsOf(role, prefix); len(rs) > 0 {
 		if _, err := c.nc.RequestWithContext(ctx, rs[0].subject, []byte(rs[0].body)); err != nil {
 			t.Fatalf("%s: %s: %v", role, rs[0].what, err)
 		}

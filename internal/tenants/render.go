@@ -71,25 +71,28 @@ func Exports() []Export {
 		svc("jetloop.inbox.control.*", ToClient),
 		{Stream: true, Subject: "jetloop.stream.>", To: ToReaders},
 		{Stream: true, Subject: "jetloop.cancel.*", To: ToWorkers},
+		// What is published on the logs and the dead letters, core: a
+		// reader that follows them subscribes, then reads what is stored
+		// by get (bus.Tail).
+		{Stream: true, Subject: "jetloop.events.>", To: ToReaders},
+		{Stream: true, Subject: "jetloop.dead.>", To: ToReaders},
 
 		svc("$JS.API.INFO", ToAll),
 		svc("$JS.API.STREAM.INFO.*", ToAll),
 
-		svc("$JS.API.DIRECT.GET.JETLOOP_EVENTS", ToReaders),
+		// Reads by get only: no role but the trusted ones creates a
+		// consumer, whose deliveries could be aimed at any subject of this
+		// account. A batched direct get answers with many messages.
+		many("$JS.API.DIRECT.GET.JETLOOP_EVENTS", ToReaders),
 		svc("$JS.API.DIRECT.GET.JETLOOP_EVENTS.>", ToReaders),
 		svc("$JS.API.STREAM.MSG.GET.JETLOOP_EVENTS", ToReaders),
 		svc("$JS.API.STREAM.MSG.GET.JETLOOP_DEAD", ToReaders),
-		svc("$JS.API.CONSUMER.CREATE.JETLOOP_EVENTS.*.jetloop.events.>", ToReaders),
-		svc("$JS.API.CONSUMER.CREATE.JETLOOP_DEAD.*.jetloop.dead.>", ToReaders),
-		svc("$JS.API.CONSUMER.INFO.JETLOOP_EVENTS.*", ToReaders),
-		svc("$JS.API.CONSUMER.INFO.JETLOOP_DEAD.*", ToReaders),
-		many("$JS.API.CONSUMER.MSG.NEXT.JETLOOP_EVENTS.*", ToReaders),
-		many("$JS.API.CONSUMER.MSG.NEXT.JETLOOP_DEAD.*", ToReaders),
 		svc("$JS.API.DIRECT.GET.KV_JETLOOP_CHECKPOINTS.>", ToReaders),
 
 		svc("jetloop.inbox.result.*", ToWorkers),
 		svc("jetloop.dead.job", ToWorkers),
-		svc("$JS.API.CONSUMER.CREATE.JETLOOP_JOBS.*.jetloop.jobs.>", ToWorkers),
+		// A tool's or hook's consumer is made by an orchestrator; a
+		// worker binds it (INFO), pulls and acks.
 		svc("$JS.API.CONSUMER.INFO.JETLOOP_JOBS.*", ToWorkers),
 		many("$JS.API.CONSUMER.MSG.NEXT.JETLOOP_JOBS.*", ToWorkers),
 		svc("$JS.ACK.JETLOOP_JOBS.>", ToWorkers),
@@ -107,18 +110,14 @@ func readerImports() []Import {
 	api := func(s string) Import { return Import{Subject: "$JS.API." + s, Prefixed: true} }
 	return []Import{
 		{Stream: true, Subject: "jetloop.stream.>"},
+		{Stream: true, Subject: "jetloop.events.>"},
+		{Stream: true, Subject: "jetloop.dead.>"},
 		api("INFO"),
 		api("STREAM.INFO.*"),
 		api("DIRECT.GET.JETLOOP_EVENTS"),
 		api("DIRECT.GET.JETLOOP_EVENTS.>"),
 		api("STREAM.MSG.GET.JETLOOP_EVENTS"),
 		api("STREAM.MSG.GET.JETLOOP_DEAD"),
-		api("CONSUMER.CREATE.JETLOOP_EVENTS.*.jetloop.events.>"),
-		api("CONSUMER.CREATE.JETLOOP_DEAD.*.jetloop.dead.>"),
-		api("CONSUMER.INFO.JETLOOP_EVENTS.*"),
-		api("CONSUMER.INFO.JETLOOP_DEAD.*"),
-		api("CONSUMER.MSG.NEXT.JETLOOP_EVENTS.*"),
-		api("CONSUMER.MSG.NEXT.JETLOOP_DEAD.*"),
 		api("DIRECT.GET.KV_JETLOOP_CHECKPOINTS.>"),
 	}
 }
@@ -137,7 +136,8 @@ func ViewerImports() []Import { return readerImports() }
 
 // WorkerImports are a worker deployment's that serves tools and hooks:
 // results, dead jobs and cancels, and for each of its tools and hooks its
-// consumer, pulls, acks and registry keys, nothing of another's.
+// consumer (bound, not created), pulls, acks and registry keys, nothing of
+// another's.
 func WorkerImports(tools, hooks []string) []Import {
 	api := func(s string, a ...any) Import {
 		return Import{Subject: "$JS.API." + fmt.Sprintf(s, a...), Prefixed: true}
@@ -151,9 +151,8 @@ func WorkerImports(tools, hooks []string) []Import {
 		api("STREAM.INFO.KV_JETLOOP_TOOLS"),
 		api("STREAM.INFO.KV_JETLOOP_WORKERS"),
 	}
-	served := func(consumer, subject, key string) {
+	served := func(consumer, key string) {
 		is = append(is,
-			api("CONSUMER.CREATE.JETLOOP_JOBS.%s.%s", consumer, subject),
 			api("CONSUMER.INFO.JETLOOP_JOBS.%s", consumer),
 			api("CONSUMER.MSG.NEXT.JETLOOP_JOBS.%s", consumer),
 			Import{Subject: "$JS.ACK.JETLOOP_JOBS." + consumer + ".>"},
@@ -164,13 +163,13 @@ func WorkerImports(tools, hooks []string) []Import {
 		)
 	}
 	for _, t := range tools {
-		served("tool_"+t, "jetloop.jobs.tool."+t, t)
+		served("tool_"+t, t)
 	}
 	if len(hooks) > 0 {
 		is = append(is, Import{Subject: "jetloop.inbox.hook.*"})
 	}
 	for _, h := range hooks {
-		served("hook_"+h, "jetloop.jobs.hook."+h, "hook."+h)
+		served("hook_"+h, "hook."+h)
 	}
 	return is
 }
@@ -286,16 +285,18 @@ accounts {
 		fmt.Fprintf(&b, "      { nkey: %s }\n", t.Users[Admin])
 		fmt.Fprintf(&b, "      { nkey: %s, permissions: $ORCHESTRATOR_PERMISSIONS }\n", t.Users[Orchestrator])
 		b.WriteString("    ]\n  }\n")
-		account := func(name string, imports []Import, user, perms string) {
+		// Each role's account is bounded as in the single-tenant configs
+		// (../permissions.conf's *_LIMITS).
+		account := func(name string, imports []Import, user, role string) {
 			fmt.Fprintf(&b, "  %s {\n    imports: [\n", name)
 			for _, i := range imports {
 				fmt.Fprintf(&b, "      %s\n", i.Line(jl))
 			}
-			fmt.Fprintf(&b, "    ]\n    users: [{ nkey: %s, permissions: $%s }]\n  }\n", user, perms)
+			fmt.Fprintf(&b, "    ]\n    limits: $%s_LIMITS\n    users: [{ nkey: %s, permissions: $%s_PERMISSIONS }]\n  }\n", role, user, role)
 		}
-		account(as.Client, ClientImports(), t.Users[Client], "CLIENT_PERMISSIONS")
-		account(as.Viewer, ViewerImports(), t.Users[Viewer], "VIEWER_PERMISSIONS")
-		account(as.Workers[0], WorkerImports(t.AllTools(), nil), t.Users[Toolworker], "WORKER_PERMISSIONS")
+		account(as.Client, ClientImports(), t.Users[Client], "CLIENT")
+		account(as.Viewer, ViewerImports(), t.Users[Viewer], "VIEWER")
+		account(as.Workers[0], WorkerImports(t.AllTools(), nil), t.Users[Toolworker], "WORKER")
 	}
 	b.WriteString("}\n")
 	return []byte(b.String())

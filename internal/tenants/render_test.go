@@ -225,8 +225,17 @@ func TestRenderIsolatesTenants(t *testing.T) {
 	if js := accs["JETLOOP_a"].(map[string]any)["jetstream"].(map[string]any); js["max_file"] != int64(1<<30) {
 		t.Errorf("JETLOOP_a's jetstream: %v", js)
 	}
-	if n := strings.Count(string(Render(f)), `subject: "$JS.API.CONSUMER.CREATE.JETLOOP_JOBS.tool_invoice_total.`); n != 1 {
+	if n := strings.Count(string(Render(f)), `subject: "$JS.API.CONSUMER.MSG.NEXT.JETLOOP_JOBS.tool_invoice_total"`); n != 1 {
 		t.Error("b's worker account does not import its extra tool once")
+	}
+	// No untrusted account may create a consumer (docs/accounts.md).
+	if strings.Contains(string(Render(f)), "CONSUMER.CREATE") {
+		t.Error("the rendering imports or exports CONSUMER.CREATE")
+	}
+	for _, kind := range []string{"CLIENT", "VIEWER", "WORKER"} {
+		if accs[kind+"_a"].(map[string]any)["limits"] == nil {
+			t.Errorf("%s_a has no limits", kind)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -25,12 +26,12 @@ const (
 // after turn.finished. A failure is its last item, ctx's error when ctx
 // ended.
 func Follow(ctx context.Context, js jetstream.JetStream, turn string, from From) iter.Seq2[events.Envelope, error] {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.TurnEventsFilter(turn)}}
+	var start bus.Start
 	switch from {
 	case FromLast:
-		cfg.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
+		start.Last = true
 	case FromNext:
-		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
+		start.New = true
 	}
 	return func(yield func(events.Envelope, error) bool) {
 		fail := func(err error) {
@@ -39,32 +40,25 @@ func Follow(ctx context.Context, js jetstream.JetStream, turn string, from From)
 			}
 			yield(events.Envelope{}, fmt.Errorf("watch %s: %w", turn, err))
 		}
-		cons, err := js.OrderedConsumer(ctx, events.StreamEvents, cfg)
+		// Read by get, never by a consumer: a reader may not create one
+		// (docs/accounts.md).
+		tail, err := bus.NewTail(ctx, js, events.StreamEvents, events.TurnEventsFilter(turn), start)
 		if err != nil {
 			fail(err)
 			return
 		}
-		msgs, err := cons.Messages()
-		if err != nil {
-			fail(err)
-			return
-		}
-		defer msgs.Stop()
-		// Next has no context of its own: stopping the iterator is what
-		// ends a Next that waits.
-		stop := context.AfterFunc(ctx, msgs.Stop)
-		defer stop()
+		defer tail.Close()
 		for first := true; ; first = false {
-			m, err := msgs.Next()
+			m, err := tail.Next(ctx)
 			if err != nil {
 				fail(err)
 				return
 			}
 			// A message stores one event or a decision's events (contract,
 			// "Durability").
-			parts, err := events.Split(m.Data())
+			parts, err := events.Split(m.Data)
 			if err != nil {
-				yield(events.Envelope{}, fmt.Errorf("watch %s: message on %s: %w", turn, m.Subject(), err))
+				yield(events.Envelope{}, fmt.Errorf("watch %s: message on %s: %w", turn, m.Subject, err))
 				return
 			}
 			if first && from == FromLast {
@@ -73,7 +67,7 @@ func Follow(ctx context.Context, js jetstream.JetStream, turn string, from From)
 			for _, p := range parts {
 				e, _, err := events.Decode(p)
 				if err != nil {
-					yield(events.Envelope{}, fmt.Errorf("watch %s: event on %s: %w", turn, m.Subject(), err))
+					yield(events.Envelope{}, fmt.Errorf("watch %s: event on %s: %w", turn, m.Subject, err))
 					return
 				}
 				if !yield(e, nil) {

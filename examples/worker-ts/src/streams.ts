@@ -107,7 +107,9 @@ export function bucketConfig(bucket: string, description: string, ttlMs = TOOLS_
 export function bucketConfigs(): StreamConfig[] {
   return [
     bucketConfig(names.tools, "jetloop: tools served by live workers"),
-    bucketConfig(names.workers, "jetloop: live workers of each tool"),
+    // Worker deployments write it: bounded as internal/bus/streams.go
+    // bounds it (WorkerValueMax, WorkersMaxBytes).
+    { ...bucketConfig(names.workers, "jetloop: live workers of each tool"), max_msg_size: 1024, max_bytes: 64 << 20 },
   ];
 }
 

@@ -181,13 +181,25 @@ export class Worker {
       ],
       this.jsm,
     );
+    // A confined worker may not create consumers (docs/accounts.md): an
+    // orchestrator makes a tool's or hook's consumer once it sees it
+    // advertised, so it advertises first and then binds them.
+    if (confined) {
+      await registry.advertise();
+    }
     const consumers = new Map<string, Consumer>();
     for (const name of this.tools.keys()) {
-      consumers.set(name, await this.consumer(consumerOf(name), subjects.job(name)));
+      const c = await this.consumer(consumerOf(name), subjects.job(name), confined);
+      if (c) {
+        consumers.set(name, c);
+      }
     }
     const hookConsumers = new Map<string, Consumer>();
     for (const name of this.hooks.keys()) {
-      hookConsumers.set(name, await this.consumer(hookNames.consumer(name), hookNames.job(name)));
+      const c = await this.consumer(hookNames.consumer(name), hookNames.job(name), confined);
+      if (c) {
+        hookConsumers.set(name, c);
+      }
     }
     const subs: Subscription[] = [
       this.nc.subscribe(subjects.cancel("*"), {
@@ -250,8 +262,30 @@ export class Worker {
 
   // consumer creates the durable consumer of a tool (or hook), shared by
   // all its workers, or updates it to this worker's settings, as nats.go's
-  // CreateOrUpdateConsumer does.
-  private async consumer(durable: string, filter: string): Promise<Consumer> {
+  // CreateOrUpdateConsumer does. A confined worker binds it once an
+  // orchestrator has made it, waiting until then (or until stopped).
+  private async consumer(durable: string, filter: string, confined: boolean): Promise<Consumer | null> {
+    if (confined) {
+      let waitMs = 50;
+      let logged = false;
+      while (!this.stopping.signal.aborted) {
+        try {
+          await this.jsm.consumers.info(names.jobs, durable);
+          return this.js.consumers.get(names.jobs, durable);
+        } catch (err) {
+          if (!(err instanceof JetStreamApiError && err.code === CONSUMER_NOT_FOUND)) {
+            throw new Error(`worker: consumer ${durable}: ${(err as Error).message}`, { cause: err });
+          }
+          if (!logged) {
+            this.log.info("waiting for an orchestrator to make the consumer", { consumer: durable });
+            logged = true;
+          }
+        }
+        await sleep(waitMs, undefined, { signal: this.stopping.signal }).catch(() => {});
+        waitMs = Math.min(2 * waitMs, 2_000);
+      }
+      return null; // stopped while waiting
+    }
     const cfg: Partial<ConsumerConfig> = {
       durable_name: durable,
       filter_subject: filter,
