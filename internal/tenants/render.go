@@ -38,6 +38,9 @@ type Export struct {
 	// Many: a service answered by many messages (a pull).
 	Many bool
 	To   Audience
+	// Only, when set, is the one account it is offered to, whatever To
+	// says: a deployment's answers (AnswerExports).
+	Only string
 }
 
 // Import is one subject an account takes from the streams' account.
@@ -87,7 +90,6 @@ func Exports() []Export {
 		many("$JS.API.CONSUMER.MSG.NEXT.JETLOOP_DEAD.*", ToReaders),
 		svc("$JS.API.DIRECT.GET.KV_JETLOOP_CHECKPOINTS.>", ToReaders),
 
-		svc("jetloop.inbox.result.*", ToWorkers),
 		svc("jetloop.dead.job", ToWorkers),
 		svc("$JS.API.CONSUMER.CREATE.JETLOOP_JOBS.*.jetloop.jobs.>", ToWorkers),
 		svc("$JS.API.CONSUMER.INFO.JETLOOP_JOBS.*", ToWorkers),
@@ -97,9 +99,23 @@ func Exports() []Export {
 		svc("$KV.JETLOOP_WORKERS.>", ToWorkers),
 		svc("$JS.API.DIRECT.GET.KV_JETLOOP_TOOLS.>", ToWorkers),
 		svc("$JS.API.DIRECT.GET.KV_JETLOOP_WORKERS.>", ToWorkers),
-		svc("jetloop.inbox.hook.*", ToWorkers),
 		svc("$KV.JETLOOP_TOOLS.hook.*", ToWorkers),
 	}
+}
+
+// AnswerExports are the subjects on which the deployment of account answers
+// its tools and hooks, offered to it alone: a result is taken only on its
+// tool's subject (jetloop.inbox.result@<tool>.<turn_id>), a hook's answer on
+// its hook's, so no deployment can answer for another's tools or hooks.
+func AnswerExports(account string, tools, hooks []string) []Export {
+	var es []Export
+	for _, t := range tools {
+		es = append(es, Export{Subject: "jetloop.inbox.result@" + t + ".*", Only: account})
+	}
+	for _, h := range hooks {
+		es = append(es, Export{Subject: "jetloop.inbox.hook@" + h + ".*", Only: account})
+	}
+	return es
 }
 
 // readerImports are the reads the client and the viewer share.
@@ -136,14 +152,14 @@ func ClientImports() []Import {
 func ViewerImports() []Import { return readerImports() }
 
 // WorkerImports are a worker deployment's that serves tools and hooks:
-// results, dead jobs and cancels, and for each of its tools and hooks its
-// consumer, pulls, acks and registry keys, nothing of another's.
+// dead jobs and cancels, and for each of its tools and hooks its consumer,
+// pulls, acks, registry keys and answers (AnswerExports), nothing of
+// another's.
 func WorkerImports(tools, hooks []string) []Import {
 	api := func(s string, a ...any) Import {
 		return Import{Subject: "$JS.API." + fmt.Sprintf(s, a...), Prefixed: true}
 	}
 	is := []Import{
-		{Subject: "jetloop.inbox.result.*"},
 		{Subject: "jetloop.dead.job"},
 		{Stream: true, Subject: "jetloop.cancel.*"},
 		api("INFO"),
@@ -151,7 +167,7 @@ func WorkerImports(tools, hooks []string) []Import {
 		api("STREAM.INFO.KV_JETLOOP_TOOLS"),
 		api("STREAM.INFO.KV_JETLOOP_WORKERS"),
 	}
-	served := func(consumer, subject, key string) {
+	served := func(consumer, subject, key, answers string) {
 		is = append(is,
 			api("CONSUMER.CREATE.JETLOOP_JOBS.%s.%s", consumer, subject),
 			api("CONSUMER.INFO.JETLOOP_JOBS.%s", consumer),
@@ -161,16 +177,14 @@ func WorkerImports(tools, hooks []string) []Import {
 			Import{Subject: "$KV.JETLOOP_WORKERS." + key + ".*", Prefixed: true},
 			api("DIRECT.GET.KV_JETLOOP_TOOLS.$KV.JETLOOP_TOOLS.%s", key),
 			api("DIRECT.GET.KV_JETLOOP_WORKERS.$KV.JETLOOP_WORKERS.%s.*", key),
+			Import{Subject: answers},
 		)
 	}
 	for _, t := range tools {
-		served("tool_"+t, "jetloop.jobs.tool."+t, t)
-	}
-	if len(hooks) > 0 {
-		is = append(is, Import{Subject: "jetloop.inbox.hook.*"})
+		served("tool_"+t, "jetloop.jobs.tool."+t, t, "jetloop.inbox.result@"+t+".*")
 	}
 	for _, h := range hooks {
-		served("hook_"+h, "jetloop.jobs.hook."+h, "hook."+h)
+		served("hook_"+h, "jetloop.jobs.hook."+h, "hook."+h, "jetloop.inbox.hook@"+h+".*")
 	}
 	return is
 }
@@ -218,7 +232,11 @@ func (e Export) Line(as Accounts) string {
 	if e.Many {
 		extra = ", response_type: stream"
 	}
-	return fmt.Sprintf(`{ %s: %q%s, accounts: [%s] }`, kind, e.Subject, extra, strings.Join(as.names(e.To), ", "))
+	names := as.names(e.To)
+	if e.Only != "" {
+		names = []string{e.Only}
+	}
+	return fmt.Sprintf(`{ %s: %q%s, accounts: [%s] }`, kind, e.Subject, extra, strings.Join(names, ", "))
 }
 
 // Line writes i as an entry of an imports list from account from.
@@ -279,7 +297,7 @@ accounts {
 			fmt.Fprintf(&b, "    jetstream { %s }\n", strings.Join(limits, ", "))
 		}
 		b.WriteString("    exports: [\n")
-		for _, e := range Exports() {
+		for _, e := range append(Exports(), AnswerExports(as.Workers[0], t.AllTools(), nil)...) {
 			fmt.Fprintf(&b, "      %s\n", e.Line(as))
 		}
 		b.WriteString("    ]\n    users: [\n")
