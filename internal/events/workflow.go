@@ -171,7 +171,7 @@ type HookTaskResult struct {
 	Error      string     `json:"error,omitempty"`
 }
 
-// HookAnswer is a hook's decision, on jetloop.inbox.hook.<workflow_id>
+// HookAnswer is a hook's decision, on jetloop.inbox.hook@<hook>.<workflow_id>
 // with Nats-Msg-Id hook-answer:<workflow_id>:<task>:<hook>.
 type HookAnswer struct {
 	WorkflowID string       `json:"workflow_id"`

@@ -23,7 +23,7 @@ export type HookJob = {
   deadline: string;
 };
 
-/** HookAnswer is a hook's decision, on jetloop.inbox.hook.<workflow_id> (schemas/hook_answer.schema.json). */
+/** HookAnswer is a hook's decision, on jetloop.inbox.hook@<hook>.<workflow_id> (schemas/hook_answer.schema.json). */
 export type HookAnswer = {
   workflow_id: string;
   task: number;

@@ -20,7 +20,7 @@ export type ToolJob = {
   deadline: string;
 };
 
-/** ToolResult is a worker's answer, on jetloop.inbox.result.<turn_id>. */
+/** ToolResult is a worker's answer, on jetloop.inbox.result@<tool>.<turn_id>. */
 export type ToolResult = {
   turn_id: string;
   call_id: string;
