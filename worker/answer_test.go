@@ -33,7 +33,7 @@ func TestResultIsPublishedUntilStored(t *testing.T) {
 	// A publish the stream refuses still reaches a subscriber.
 	var tries atomic.Int32
 	nc, _ := e.srv.Connect(t)
-	sub, err := nc.Subscribe(events.ResultSubject("t-full"), func(*nats.Msg) { tries.Add(1) })
+	sub, err := nc.Subscribe(events.ToolResultSubject("echo", "t-full"), func(*nats.Msg) { tries.Add(1) })
 	must(t, err)
 	defer sub.Unsubscribe()
 

@@ -242,7 +242,7 @@ func (w *Worker) answerHook(msg jetstream.Msg, a events.HookAnswer, log *slog.Lo
 	return backoff.Policy{First: time.Second, Max: time.Second, Tries: hookAnswerTries}.Do(context.Background(), func(try int) error {
 		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 		defer cancel()
-		_, err := w.js.Publish(ctx, events.HookAnswerSubject(a.WorkflowID), data,
+		_, err := w.js.Publish(ctx, events.HookAnswerSubjectOf(a.Hook, a.WorkflowID), data,
 			jetstream.WithMsgID(events.HookAnswerID(a.WorkflowID, a.Task, a.Hook)))
 		if err != nil && try < hookAnswerTries {
 			log.Warn("cannot publish a hook's answer; trying again", "err", err, "try", try)

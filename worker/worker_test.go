@@ -136,7 +136,7 @@ func (e *env) result(turn string) events.ToolResult {
 func (e *env) noResult(turn string) bool {
 	s, err := e.js.Stream(context.Background(), events.StreamInbox)
 	must(e.t, err)
-	_, err = s.GetLastMsgForSubject(context.Background(), bus.Stored(events.ResultSubject(turn)))
+	_, err = s.GetLastMsgForSubject(context.Background(), bus.Stored("jetloop.inbox.*."+turn))
 	return errors.Is(err, jetstream.ErrMsgNotFound)
 }
 
@@ -394,7 +394,7 @@ func TestAFailedPublishIsRetriedWithoutRunningTheCallAgain(t *testing.T) {
 	must(t, e.js.DeleteStream(ctx, events.StreamInbox))
 	nc, _ := e.srv.Connect(t)
 	refused := make(chan struct{})
-	sub, err := nc.Subscribe(events.ResultSubject("t1"), func(m *nats.Msg) {
+	sub, err := nc.Subscribe(events.ToolResultSubject("gate", "t1"), func(m *nats.Msg) {
 		_ = m.Respond([]byte(`{"error":{"code":503,"err_code":10039,"description":"unavailable"}}`))
 		close(refused)
 	})
@@ -490,7 +490,7 @@ func TestTwoTurnsReuseACallID(t *testing.T) {
 		}
 		s, err := e.js.Stream(context.Background(), events.StreamInbox)
 		must(t, err)
-		msg, err := s.GetLastMsgForSubject(context.Background(), bus.Stored(events.ResultSubject(turn)))
+		msg, err := s.GetLastMsgForSubject(context.Background(), bus.Stored("jetloop.inbox.*."+turn))
 		must(t, err)
 		if id := msg.Header.Get(jetstream.MsgIDHeader); id != "result:"+turn+":call_1" {
 			t.Errorf("turn %s's result has dedup id %q", turn, id)

@@ -67,6 +67,13 @@ func run() int {
 		return 2
 	}
 	log := proc.Logger(os.Stderr, lvl)
+	// A pool's tenants share one process, one user and one file system: the
+	// shell is not confined to a tenant's --root/<tenant>, so one tenant's
+	// command would read another's files and the tenants' keys.
+	if *tenantsPath != "" && *allowShell {
+		log.Error("bad configuration: --allow-shell cannot serve a shared pool (--tenants or $JETLOOP_TENANTS): a tenant's shell would read the other tenants' files and keys; serve shell from a deployment of the tenant's own (toolworker --creds <dir>/<tenant>/toolworker.nk --allow-shell)")
+		return 2
+	}
 	var servers []tools.MCPServer
 	for _, v := range mcp {
 		s, err := tools.ParseMCPServer(v)

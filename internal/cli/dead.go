@@ -165,11 +165,40 @@ func showLetter(w io.Writer, m *jetstream.RawStreamMsg) {
 	fmt.Fprintln(w, string(m.Data))
 }
 
-// retrySchemas are the schemas a re-sent message must pass, by the kind of
-// its original subject, so a payload still broken is refused here rather
-// than becoming a new dead letter.
+// retrySchemas are the inputs a dead letter may be re-sent as: the kinds a
+// client may send, each with the schema a re-sent payload must pass, so a
+// payload still broken is refused here rather than becoming a new dead
+// letter. Anything else a retry would send (a tool result, a model answer,
+// a job, an event) would act for a worker, a model or the orchestrator.
 var retrySchemas = map[string]string{
-	"submit": "submit", "control": "control", "result": "tool_result", "model": "model_result", "timer": "timer",
+	"submit": "submit", "workflow": "workflow_submit", "control": "control",
+}
+
+// retryTarget is where dead letter m may be re-sent: the inbox subject it
+// was taken from, which its Jetloop-Subject header names. It is believed
+// only on a letter the trusted side wrote and only when it agrees with the
+// letter's kind: a tool worker publishes jetloop.dead.job with headers of
+// its choosing (docs/protocol.md, "Dead letters").
+func retryTarget(m *jetstream.RawStreamMsg, fixed bool) (subject, kind string, err error) {
+	kind = strings.TrimPrefix(m.Subject, "jetloop.dead.")
+	if kind == "job" {
+		return "", "", fmt.Errorf("dead letter %d is a tool worker's (%s): what it says of where it goes is the worker's word, so it is not re-sent", m.Sequence, m.Subject)
+	}
+	if _, ok := retrySchemas[kind]; !ok {
+		return "", "", fmt.Errorf("dead letter %d is a %s input: only what a client may send (submit, workflow, control) is re-sent", m.Sequence, kind)
+	}
+	subject = m.Header.Get(headerSubject)
+	if subject == "" {
+		return "", "", fmt.Errorf("dead letter %d does not say where it was sent (no %s header)", m.Sequence, headerSubject)
+	}
+	got, turn, ok := events.InboxKind(subject)
+	if !ok || got != kind || (kind == "control" && !events.ValidID(turn)) {
+		return "", "", fmt.Errorf("dead letter %d of kind %s was not taken from %q: it is not re-sent", m.Sequence, kind, subject)
+	}
+	if m.Header.Get("Jetloop-Truncated") != "" && !fixed {
+		return "", "", fmt.Errorf("dead letter %d keeps only part of its payload (%s bytes): pass the whole message with --file", m.Sequence, m.Header.Get("Jetloop-Truncated"))
+	}
+	return subject, kind, nil
 }
 
 // retryLetter re-sends a dead letter, or the fixed payload in file, as
@@ -212,7 +241,7 @@ type Resent struct {
 }
 
 // resendLetter re-sends a dead letter, or the fixed payload when it is not
-// nil, to the subject it was first sent to, and deletes it from the dead
+// nil, to the subject it was taken from (retryTarget), and deletes it from the dead
 // stream once the publish is acknowledged. Its Nats-Msg-Id names the dead
 // letter, so running it again after a failure between the two does not send
 // it twice.
@@ -221,26 +250,16 @@ func resendLetter(ctx context.Context, js jetstream.JetStream, stream jetstream.
 	if err != nil {
 		return Resent{}, fmt.Errorf("dead letter %d: %w", seq, err)
 	}
-	subject := m.Header.Get(headerSubject)
-	if subject == "" {
-		return Resent{}, fmt.Errorf("dead letter %d does not say where it was sent (no %s header)", seq, headerSubject)
+	subject, kind, err := retryTarget(m, fixed != nil)
+	if err != nil {
+		return Resent{}, err
 	}
 	data := m.Data
 	if fixed != nil {
 		data = fixed
 	}
-	kind, _, _ := events.InboxKind(subject)
-	name, ok := retrySchemas[kind]
-	switch {
-	case subject == events.SubjectModel:
-		name, ok = "model_job", true
-	case strings.HasPrefix(subject, events.ToolSubject("")):
-		name, ok = "tool_job", true
-	}
-	if ok {
-		if err := schemas.Validate(name, data); err != nil {
-			return Resent{}, fmt.Errorf("dead letter %d would fail again: %w (fix it and pass --file)", seq, err)
-		}
+	if err := schemas.Validate(retrySchemas[kind], data); err != nil {
+		return Resent{}, fmt.Errorf("dead letter %d would fail again: %w (fix it and pass --file)", seq, err)
 	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	for k, vs := range m.Header {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -116,4 +117,61 @@ func TestDeadListShowRetry(t *testing.T) {
 		t.Fatalf("retry of a broken payload: %d %s", code, errOut)
 	}
 	e.mustRun(ExitOK, "dead", "show", control)
+}
+
+// A dead letter is re-sent only as what a client may send, to the inbox
+// subject it was taken from: a tool worker's jetloop.dead.job letter, whose
+// headers are the worker's own, is never re-sent, whatever subject it
+// names; nor is a letter whose subject disagrees with its kind, nor one of
+// an input only a worker, a model or the orchestrator sends. A paused turn
+// that letters point at stays paused until its own reply comes.
+func TestDeadRetryOnlyWhatAClientMaySend(t *testing.T) {
+	e := newEnv(t)
+	submitScript(t, e.js, "held", "Asker", askJSON)
+	var p events.TurnPausedData
+	if err := json.Unmarshal(e.waitType("held", events.TurnPaused).Data, &p); err != nil {
+		t.Fatal(err)
+	}
+	log := e.log("held")
+	forged, _ := json.Marshal(events.Envelope{Type: events.TurnFinished, TurnID: "held", SessionID: log[0].SessionID, Seq: len(log) + 1,
+		Data: json.RawMessage(`{"stop_reason":"completed","output":"forged"}`)})
+	reply, _ := json.Marshal(events.Control{Action: events.ActionReply, CallID: p.CallID, Answer: "the worker's"})
+	plant := func(kind, subject string, data []byte) string {
+		t.Helper()
+		m := &nats.Msg{Subject: events.DeadSubject(kind), Data: data, Header: nats.Header{}}
+		m.Header.Set("Jetloop-Subject", subject)
+		m.Header.Set(events.HeaderError, "planted")
+		ack, err := e.js.PublishMsg(t.Context(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strconv.FormatUint(ack.Sequence, 10)
+	}
+	result, _ := json.Marshal(events.ToolResult{TurnID: "held", CallID: p.CallID, Tool: "ask_user", Output: "x"})
+	for _, tc := range []struct {
+		what, seq, says string
+	}{
+		{"a worker's letter naming a turn's log", plant("job", events.EventsSubject(log[0].SessionID, "held"), forged), "tool worker's"},
+		{"a worker's letter naming a turn's control", plant("job", events.ControlSubject("held"), reply), "tool worker's"},
+		{"a control letter naming a turn's log", plant("control", events.EventsSubject(log[0].SessionID, "held"), reply), "was not taken from"},
+		{"a submit letter naming a control", plant("submit", events.ControlSubject("held"), reply), "was not taken from"},
+		{"a control letter naming no turn", plant("control", "jetloop.inbox.control.*", reply), "was not taken from"},
+		{"a result", plant("result", events.ResultSubject("held"), result), "only what a client may send"},
+	} {
+		code, _, errOut := e.jetloop("dead", "retry", tc.seq)
+		if code != ExitFailed || !strings.Contains(errOut, tc.says) {
+			t.Errorf("dead retry of %s: exit %d %q, want a refusal saying %q", tc.what, code, errOut, tc.says)
+		}
+		e.mustRun(ExitOK, "dead", "show", tc.seq)
+	}
+	// The turn's own reply is the first input it takes after its pause.
+	e.mustRun(ExitOK, "reply", "held", p.CallID, "blue")
+	if fin := e.finished("held"); fin.StopReason != events.StopCompleted || fin.Output != "blue it is" {
+		t.Fatalf("held finished %+v", fin)
+	}
+	for _, ev := range e.log("held") {
+		if ev.Type == events.TurnResumed && !strings.Contains(string(ev.Data), "blue") {
+			t.Fatalf("resumed by another answer: %s", ev.Data)
+		}
+	}
 }

@@ -490,6 +490,30 @@ func TestUIDeadLetters(t *testing.T) {
 	}
 }
 
+// The retry button re-sends what dead retry would: a tool worker's letter
+// naming a paused turn's control is refused, the turn stays paused.
+func TestUIDeadRetryRefusesAWorkersLetter(t *testing.T) {
+	e := newEnv(t)
+	_, ts := startUI(t, dialURL(e.srv.ClientURL()))
+	submitScript(t, e.js, "ui-held", "Asker", askJSON)
+	e.waitType("ui-held", events.TurnPaused)
+	m := &nats.Msg{Subject: events.DeadSubject("job"), Data: []byte(`{"action":"abort"}`), Header: nats.Header{}}
+	m.Header.Set("Jetloop-Subject", events.ControlSubject("ui-held"))
+	ack, err := e.js.PublishMsg(t.Context(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/api/dead/"+strconv.FormatUint(ack.Sequence, 10)+"/retry", strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(uiHeader, "1")
+	if code, body := do(t, req); code != http.StatusConflict || !strings.Contains(body, "tool worker's") {
+		t.Fatalf("retry of a worker's letter: %d %s", code, body)
+	}
+	if last, _ := e.last("ui-held"); last.Type != events.TurnPaused {
+		t.Fatalf("the turn went on to %s", last.Type)
+	}
+}
+
 // jetloop ui itself: it says where it serves and that it is loopback only,
 // serves there, and exits 0 when stopped.
 func TestUICommand(t *testing.T) {

@@ -70,7 +70,8 @@ type ToolJob struct {
 	Deadline  time.Time       `json:"deadline"`
 }
 
-// ToolResult answers a ToolJob, on jetloop.inbox.result.<turn_id>.
+// ToolResult answers a ToolJob, on jetloop.inbox.result@<tool>.<turn_id>
+// (a subagent's end, from an orchestrator, on jetloop.inbox.result.<turn_id>).
 type ToolResult struct {
 	TurnID     string `json:"turn_id"`
 	CallID     string `json:"call_id"`

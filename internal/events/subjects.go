@@ -51,8 +51,50 @@ func SessionEventsFilter(session string) string { return "jetloop.events." + ses
 // ControlSubject is where control messages for a turn go.
 func ControlSubject(turn string) string { return "jetloop.inbox.control." + turn }
 
-// ResultSubject is where tool results for a turn go.
+// ResultSubject is where the orchestrators tell a turn of a result they
+// hold (a subagent's end); no worker deployment is granted it.
 func ResultSubject(turn string) string { return "jetloop.inbox.result." + turn }
+
+// ToolResultSubject is where a worker answers a call of tool for turn:
+// jetloop.inbox.result@<tool>.<turn_id>. The tool is in the subject so that
+// an account is granted the answers of the tools it serves and no others
+// (docs/accounts.md); a result on it is taken only for that tool.
+func ToolResultSubject(tool, turn string) string {
+	return "jetloop.inbox.result" + answerMark + tool + "." + turn
+}
+
+// answerMark joins an answer's kind and the tool or hook it answers for.
+const answerMark = "@"
+
+// SplitKind splits an inbox kind into its kind and the tool or hook whose
+// answers it carries: "result@echo" is ("result", "echo"), "result" is
+// ("result", ""). by is "" for every other kind, and ok false for a kind
+// that names a tool or hook but is no answer, or names an invalid one.
+func SplitKind(kind string) (base, by string, ok bool) {
+	base, by, found := strings.Cut(kind, answerMark)
+	if !found {
+		return kind, "", true
+	}
+	if (base != "result" && base != "hook") || !ValidName(by) {
+		return kind, "", false
+	}
+	return base, by, true
+}
+
+// ValidName reports whether s can be a tool's or hook's name in a subject:
+// one token of letters, digits, '_' and '-'.
+func ValidName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ModelResultSubject is where model answers for a turn go.
 func ModelResultSubject(turn string) string { return "jetloop.inbox.model." + turn }

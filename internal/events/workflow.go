@@ -124,8 +124,16 @@ func HookSubject(hook string) string { return "jetloop.jobs.hook." + hook }
 // HookConsumer is the durable consumer every worker of a hook shares.
 func HookConsumer(hook string) string { return "hook_" + hook }
 
-// HookAnswerSubject is where a workflow hears its hooks' answers.
+// HookAnswerSubject is the subject of a workflow's hook answers that names
+// no hook; no worker deployment is granted it.
 func HookAnswerSubject(workflow string) string { return "jetloop.inbox.hook." + workflow }
+
+// HookAnswerSubjectOf is where hook answers about workflow:
+// jetloop.inbox.hook@<hook>.<workflow_id>, bound to the hook as a tool's
+// results are (ToolResultSubject).
+func HookAnswerSubjectOf(hook, workflow string) string {
+	return "jetloop.inbox.hook" + answerMark + hook + "." + workflow
+}
 
 // HookKey is a hook's key in KV JETLOOP_TOOLS: hook.<name>.
 func HookKey(hook string) string { return "hook." + hook }
@@ -184,7 +192,7 @@ type HookEnded struct {
 	Error      string     `json:"error,omitempty"`
 }
 
-// HookAnswer is a hook's decision, on jetloop.inbox.hook.<workflow_id>
+// HookAnswer is a hook's decision, on jetloop.inbox.hook@<hook>.<workflow_id>
 // with Nats-Msg-Id hook-answer:<workflow_id>:<task>:<hook>.
 type HookAnswer struct {
 	WorkflowID string       `json:"workflow_id"`

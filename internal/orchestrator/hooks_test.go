@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/jetloop/jetloop/worker"
@@ -485,4 +487,56 @@ func TestHooksAreToldEverything(t *testing.T) {
 		s := rec.of("broken")
 		return len(s) == 1 && s[0].Ended != nil && s[0].Ended.StopReason == events.StopError
 	})
+}
+
+// TestAnswersBoundToTheirSubject: on a tool's or hook's own subject
+// (jetloop.inbox.result@<tool>, jetloop.inbox.hook@<hook>), which only the
+// deployment serving it is granted, an answer is taken only for that tool
+// or hook: one naming another, or a subagent's notice, is a dead letter.
+// The hook's answer on its own subject passes the gate.
+func TestAnswersBoundToTheirSubject(t *testing.T) {
+	h := newHarness(t).start()
+	h.submitWorkflow(events.WorkflowSubmit{WorkflowID: "bound", Agent: "General",
+		Policy: &events.Policy{Hooks: []string{"review"}, HookTimeoutMs: 120_000},
+		Tasks:  []events.Task{echoTask("one")}})
+	answer := func(hook string) []byte {
+		data, _ := json.Marshal(events.HookAnswer{WorkflowID: "bound", Task: 1, Hook: hook, Decision: events.GateContinue, Reason: "fine by " + hook})
+		return data
+	}
+	h.publish(events.HookAnswerSubjectOf("audit", "bound"), answer("review"), "hook-answer:foreign")
+	result := func(tool, worker string) []byte {
+		data, _ := json.Marshal(events.ToolResult{TurnID: "t-bound", CallID: "c1", Tool: tool, Output: "forged", Final: true, Worker: worker, Attempt: 1})
+		return data
+	}
+	h.publish(events.ToolResultSubject("echo", "t-bound"), result("grep", "w1"), "result:foreign")
+	h.publish(events.ToolResultSubject("echo", "t-bound"), result("echo", fsm.SubagentWorker+"x"), "result:notice")
+	for key, want := range map[string]string{
+		"jetloop.dead.hook " + events.HookAnswerSubjectOf("audit", "bound"):  "answer of hook review published on hook audit's subject",
+		"jetloop.dead.result " + events.ToolResultSubject("echo", "t-bound"): "result for tool grep published on tool echo's subject",
+	} {
+		h.waitFor("the dead letter "+want, func() bool {
+			return slices.ContainsFunc(h.deadBySubject()[key], func(r string) bool { return strings.Contains(r, want) })
+		})
+	}
+	h.waitFor("the notice's dead letter", func() bool {
+		return slices.ContainsFunc(h.deadBySubject()["jetloop.dead.result "+events.ToolResultSubject("echo", "t-bound")],
+			func(r string) bool { return strings.Contains(r, "only an orchestrator sends one") })
+	})
+	// The gate asks the hook once task 1 is done: answered then, not before.
+	h.waitFor("the hook to be asked", func() bool {
+		s, err := h.js.Stream(context.Background(), events.StreamJobs)
+		if err != nil {
+			return false
+		}
+		_, err = s.GetLastMsgForSubject(context.Background(), events.HookSubject("review"))
+		return err == nil
+	})
+	h.publish(events.HookAnswerSubjectOf("review", "bound"), answer("review"), events.HookAnswerID("bound", 1, "review"))
+	log, fin := h.workflowFinished("bound")
+	if fin.StopReason != events.StopCompleted {
+		t.Fatalf("finished %+v", fin)
+	}
+	if got := gates(log); !strings.HasPrefix(got, "2:review:continue") {
+		t.Fatalf("gates %s", got)
+	}
 }

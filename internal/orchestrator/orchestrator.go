@@ -591,14 +591,21 @@ func inputTurn(msg jetstream.Msg) string {
 // handling would take: a result of a valid turn id it owns, not a copy of
 // a stored message, that decodes as a result of that turn.
 func (o *Orchestrator) watchResults(shards []*shard) (*nats.Subscription, error) {
-	prefix := events.ResultSubject("")
-	return o.nc.Subscribe(events.ResultSubject("*"), func(m *nats.Msg) {
-		turn := strings.TrimPrefix(m.Subject, prefix)
+	// A worker answers on its tool's subject (jetloop.inbox.result@<tool>.<turn>),
+	// which no wildcard picks out of the other inputs.
+	return o.nc.Subscribe("jetloop.inbox.*.*", func(m *nats.Msg) {
+		if !strings.HasPrefix(m.Subject, "jetloop.inbox.result") {
+			return
+		}
+		kind, turn, _ := events.InboxKind(m.Subject)
+		if kind, _, ok := events.SplitKind(kind); !ok || kind != "result" {
+			return
+		}
 		if !events.ValidID(turn) || !o.owns[bus.Partition(turn)].Load() || storedCopy(m.Header) != "" {
 			return
 		}
 		r, err := decodeToolResult(m.Data)
-		if err != nil || r.TurnID != turn || strings.HasPrefix(r.Worker, fsm.SubagentWorker) {
+		if err != nil || r.TurnID != turn || strings.HasPrefix(r.Worker, fsm.SubagentWorker) || misbound(m.Subject, r) != "" {
 			return
 		}
 		shards[shardIndex(turn, len(shards))].in.push(input{early: &r})

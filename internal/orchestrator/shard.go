@@ -477,6 +477,9 @@ const deadLetterTimeout = 2 * time.Second
 // that names no known kind, or has extra tokens, is of kind "unknown".
 func inputKind(subject string) (kind, turn string) {
 	kind, turn, ok := events.InboxKind(bus.Unpartitioned(subject))
+	if ok {
+		kind, _, ok = events.SplitKind(kind)
+	}
 	switch {
 	case !ok:
 		return "unknown", ""
@@ -484,6 +487,33 @@ func inputKind(subject string) (kind, turn string) {
 		return kind, turn
 	}
 	return "unknown", ""
+}
+
+// answerer is the tool or hook a result's or hook answer's subject is
+// bound to (jetloop.inbox.result@<tool>.<turn_id>), "" on the unbound
+// subjects only the orchestrators are granted.
+func answerer(subject string) string {
+	kind, _, _ := events.InboxKind(bus.Unpartitioned(subject))
+	_, by, _ := events.SplitKind(kind)
+	return by
+}
+
+// misbound says why result r cannot be taken from subject, "" when it
+// can. A deployment's account is granted the result subjects of the tools
+// it serves only, so a result is taken for the tool its subject names; and
+// a subagent's notice, which hands the turn its child's log, only from the
+// orchestrators, on the unbound subject.
+func misbound(subject string, r events.ToolResult) string {
+	by := answerer(subject)
+	switch {
+	case by == "":
+		return ""
+	case r.Tool != by:
+		return fmt.Sprintf("result for tool %s published on tool %s's subject: a deployment answers only the tools it serves", r.Tool, by)
+	case strings.HasPrefix(r.Worker, fsm.SubagentWorker):
+		return fmt.Sprintf("a subagent's notice published on tool %s's subject: only an orchestrator sends one", by)
+	}
+	return ""
 }
 
 // redeliveryDelay delays a failed input more on each delivery, up to 10 s.
@@ -522,6 +552,9 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 		if a.WorkflowID != turn {
 			return &deadLetter{fmt.Sprintf("answer of hook %s about workflow %q sent to workflow %q", a.Hook, a.WorkflowID, turn)}
 		}
+		if by := answerer(msg.Subject()); by != "" && a.Hook != by {
+			return &deadLetter{fmt.Sprintf("answer of hook %s published on hook %s's subject: a deployment answers only the hooks it serves", a.Hook, by)}
+		}
 		return s.applyWorkflow(ctx, log.With("hook", a.Hook), turn, workflow.HookAnswer(a))
 	}
 	if kind == "control" || kind == "timer" {
@@ -548,6 +581,9 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 		}
 		if r.TurnID != turn {
 			return &deadLetter{fmt.Sprintf("result for turn %q sent to turn %q", r.TurnID, turn)}
+		}
+		if reason := misbound(msg.Subject(), r); reason != "" {
+			return &deadLetter{reason}
 		}
 		if key := earlyKey(turn, r.CallID); s.early.Contains(key) {
 			// Applied as it was published: this is its stored copy.

@@ -208,6 +208,16 @@ func deniedTo(role string) []denied {
 		add("announce a worker of tool "+tool, "$KV.JETLOOP_WORKERS."+tool+".w9", "x")
 		add("read the registry entry of tool "+tool, api("DIRECT.GET.KV_JETLOOP_TOOLS.$KV.JETLOOP_TOOLS.%s", tool), nil)
 	}
+	// Answers: a deployment answers on its own tools' subjects only, and
+	// none on the unbound one the orchestrators tell a parent on.
+	for _, tool := range others {
+		add("answer a call of tool "+tool, events.ToolResultSubject(tool, "x"),
+			map[string]any{"turn_id": "x", "call_id": "c1", "tool": tool, "output": "forged", "final": true})
+	}
+	if role != "orchestrator" {
+		add("answer on the unbound result subject", events.ResultSubject("x"),
+			map[string]any{"turn_id": "x", "call_id": "c1", "tool": "echo", "output": "forged", "final": true})
+	}
 	if isWorker(role) {
 		// Reading or deleting jobs by sequence would reach every
 		// deployment's jobs, and the model's.
@@ -248,10 +258,12 @@ func deniedTo(role string) []denied {
 			"$KV.JETLOOP_ORCHESTRATORS.x", "$KV.JETLOOP_LIVE.0.x"}
 	case "orchestrator":
 		// It submits its workflows' task turns and aborts them, so it may
-		// publish submissions and control messages, and tells a parent
-		// turn that its child finished (jetloop.inbox.result.<parent>); a
-		// workflow submission stays the client's.
-		foreign = []string{"jetloop.inbox.workflow", "$KV.JETLOOP_TOOLS.x", "$KV.JETLOOP_WORKERS.x.y"}
+		// publish submissions and control messages, and tells a parent of
+		// its child's end on the unbound result subject; a workflow
+		// submission and a tool's answer (below) stay the client's and the
+		// worker's.
+		foreign = []string{"jetloop.inbox.workflow", "$KV.JETLOOP_TOOLS.x",
+			"$KV.JETLOOP_WORKERS.x.y"}
 	}
 	for _, s := range foreign {
 		add("publish on "+s, s, map[string]any{"turn_id": "x", "call_id": "c1", "tool": "echo", "output": "forged", "final": true})
@@ -273,7 +285,7 @@ func deniedHooks(role string, add func(what, subject string, body any)) {
 		// It publishes hook jobs and reads the registry; it neither
 		// serves nor advertises a hook, nor answers for one.
 		add("advertise hook audit", "$KV.JETLOOP_TOOLS.hook.audit", map[string]any{"name": "audit", "workers": 1})
-		add("answer for a hook", events.HookAnswerSubject("wf1"),
+		add("answer for a hook", events.HookAnswerSubjectOf("audit", "wf1"),
 			map[string]any{"workflow_id": "wf1", "task": 1, "hook": "audit", "decision": "continue"})
 		return
 	default:
@@ -290,9 +302,12 @@ func deniedHooks(role string, add func(what, subject string, body any)) {
 		add("advertise hook "+h, "$KV.JETLOOP_TOOLS."+events.HookKey(h), map[string]any{"name": h, "workers": 1})
 		add("announce a worker of hook "+h, "$KV.JETLOOP_WORKERS."+events.HookKey(h)+".w9", "x")
 	}
-	if role != "exampleworker" {
-		add("answer for a hook", events.HookAnswerSubject("wf1"),
-			map[string]any{"workflow_id": "wf1", "task": 1, "hook": "audit", "decision": "continue"})
+	answer := func(h string) map[string]any {
+		return map[string]any{"workflow_id": "wf1", "task": 1, "hook": h, "decision": "continue"}
+	}
+	add("answer for a hook on the unbound subject", events.HookAnswerSubject("wf1"), answer("audit"))
+	for _, h := range hooks {
+		add("answer for hook "+h, events.HookAnswerSubjectOf(h, "wf1"), answer(h))
 	}
 }
 

@@ -3,6 +3,8 @@ package proctest
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,41 +189,62 @@ func TestLiteralWildcardInboxSubjectsAreDeadLettered(t *testing.T) {
 
 // TestForeignToolResultIsDeadLettered: a worker deployment answers, from
 // its own account, a call of a tool it does not serve (the default
-// deployment's sleep): the result is a dead letter naming the call's tool,
-// and the call is still answered by its own worker.
+// deployment's sleep). On its own tool's subject the result is a dead
+// letter, whether it names its own tool (not the call's) or the call's
+// (not the subject's); on the sleep's subject or the unbound one nothing
+// in its account answers. The call is still answered by its own worker.
 func TestForeignToolResultIsDeadLettered(t *testing.T) {
 	s := newConfStack(t)
 	root := repoRoot(t)
 	w := start(t, s.dir, "toolworker", append(roleFlags(root, s.url, "toolworker"), "--root", s.dir, "--tools", "sleep")...)
 	s.waitServing(w)
 	const turn = "foreign-result"
-	s.submit(turn, "Any", `{"responses": [{"tool_calls": [{"name": "sleep", "arguments": {"ms": 3000}}]}, {"text": "slept"}]}`)
+	s.submit(turn, "Any", `{"responses": [{"tool_calls": [{"name": "sleep", "arguments": {"ms": 8000}}]}, {"text": "slept"}]}`)
 	s.running("sleep")
 	var call string
 	for _, c := range of[events.ToolRequestedData](t, s.log(turn), events.ToolRequested) {
 		call = c.CallID
 	}
 	other := dialRole(t, root, s.url, "exampleworker")
-	forged, err := json.Marshal(events.ToolResult{TurnID: turn, CallID: call, Tool: "word_count", Output: "forged", Final: true, Attempt: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := other.nc.Request(events.ResultSubject(turn), forged, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ack jetstream.PubAck
-	if json.Unmarshal(m.Data, &ack) != nil || ack.Stream != events.StreamInbox {
-		t.Fatalf("the result was not stored: %s", m.Data)
-	}
-	natstest.WaitFor(t, "the forged result to be a dead letter", func() bool {
-		ds, err := s.js.Stream(context.Background(), events.StreamDead)
+	for i, tc := range []struct {
+		subject, tool string
+		dead          string // the dead letter's reason; "" when not stored
+	}{
+		{events.ToolResultSubject("word_count", turn), "word_count", `a call of "sleep"`},
+		{events.ToolResultSubject("word_count", turn), "sleep", "published on tool word_count's subject"},
+		{events.ToolResultSubject("sleep", turn), "sleep", ""},
+		{events.ResultSubject(turn), "sleep", ""},
+	} {
+		forged, err := json.Marshal(events.ToolResult{TurnID: turn, CallID: call, Tool: tc.tool, Output: "forged", Final: true, Attempt: 1})
 		if err != nil {
-			return false
+			t.Fatal(err)
 		}
-		msg, err := ds.GetLastMsgForSubject(context.Background(), events.DeadSubject("result"))
-		return err == nil && strings.Contains(msg.Header.Get(events.HeaderError), `a call of "sleep"`)
-	})
+		msg := nats.NewMsg(tc.subject)
+		msg.Data = forged
+		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("forged-%d", i))
+		m, err := other.nc.RequestMsg(msg, 5*time.Second)
+		if tc.dead == "" {
+			if !errors.Is(err, nats.ErrNoResponders) {
+				t.Errorf("a result of %s on %s: %v %v, want no responders", tc.tool, tc.subject, m, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ack jetstream.PubAck
+		if json.Unmarshal(m.Data, &ack) != nil || ack.Stream != events.StreamInbox {
+			t.Fatalf("the result was not stored: %s", m.Data)
+		}
+		natstest.WaitFor(t, "the forged result to be a dead letter: "+tc.dead, func() bool {
+			ds, err := s.js.Stream(context.Background(), events.StreamDead)
+			if err != nil {
+				return false
+			}
+			msg, err := ds.GetLastMsgForSubject(context.Background(), events.DeadSubject("result"))
+			return err == nil && strings.Contains(msg.Header.Get(events.HeaderError), tc.dead)
+		})
+	}
 	log, fin := s.finished(turn)
 	done := of[events.ToolCompletedData](t, log, events.ToolCompleted)
 	if fin.StopReason != events.StopCompleted || len(done) != 1 || done[0].Output == "forged" {

@@ -50,7 +50,7 @@ func BenchmarkToolScaling(b *testing.B) {
 	// round's turn (a job answered twice) fails the benchmark.
 	var answered, strays atomic.Int64
 	var current atomic.Pointer[string]
-	sub, err := nc.Subscribe(events.ResultSubject("*"), func(m *nats.Msg) {
+	sub, err := nc.Subscribe("jetloop.inbox.*.*", func(m *nats.Msg) {
 		if p := current.Load(); p != nil && m.Subject == *p {
 			answered.Add(1)
 		} else {
@@ -78,7 +78,7 @@ func BenchmarkToolScaling(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
 			round++
 			turn := fmt.Sprintf("bench-%d", round)
-			subject := events.ResultSubject(turn)
+			subject := events.ToolResultSubject("sleep", turn)
 			current.Store(&subject)
 			answered.Store(0)
 			b.ResetTimer()

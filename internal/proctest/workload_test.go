@@ -77,7 +77,7 @@ func newWorkload(t *testing.T, nc *nats.Conn, js jetstream.JetStream, prefix, di
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	for _, subject := range []string{events.ToolSubject("*"), events.ResultSubject("*")} {
+	for _, subject := range []string{events.ToolSubject("*"), "jetloop.inbox.*.*"} {
 		sub, err := nc.Subscribe(subject, w.trace)
 		if err != nil {
 			t.Fatal(err)

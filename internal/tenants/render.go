@@ -38,6 +38,9 @@ type Export struct {
 	// Many: a service answered by many messages (a pull).
 	Many bool
 	To   Audience
+	// Only, when set, is the one account it is offered to, whatever To
+	// says: a deployment's answers (AnswerExports).
+	Only string
 }
 
 // Import is one subject an account takes from the streams' account.
@@ -89,7 +92,6 @@ func Exports() []Export {
 		svc("$JS.API.STREAM.MSG.GET.JETLOOP_DEAD", ToReaders),
 		svc("$JS.API.DIRECT.GET.KV_JETLOOP_CHECKPOINTS.>", ToReaders),
 
-		svc("jetloop.inbox.result.*", ToWorkers),
 		svc("jetloop.dead.job", ToWorkers),
 		// A tool's or hook's consumer is made by an orchestrator; a
 		// worker binds it (INFO), pulls and acks.
@@ -100,9 +102,23 @@ func Exports() []Export {
 		svc("$KV.JETLOOP_WORKERS.>", ToWorkers),
 		svc("$JS.API.DIRECT.GET.KV_JETLOOP_TOOLS.>", ToWorkers),
 		svc("$JS.API.DIRECT.GET.KV_JETLOOP_WORKERS.>", ToWorkers),
-		svc("jetloop.inbox.hook.*", ToWorkers),
 		svc("$KV.JETLOOP_TOOLS.hook.*", ToWorkers),
 	}
+}
+
+// AnswerExports are the subjects on which the deployment of account answers
+// its tools and hooks, offered to it alone: a result is taken only on its
+// tool's subject (jetloop.inbox.result@<tool>.<turn_id>), a hook's answer on
+// its hook's, so no deployment can answer for another's tools or hooks.
+func AnswerExports(account string, tools, hooks []string) []Export {
+	var es []Export
+	for _, t := range tools {
+		es = append(es, Export{Subject: "jetloop.inbox.result@" + t + ".*", Only: account})
+	}
+	for _, h := range hooks {
+		es = append(es, Export{Subject: "jetloop.inbox.hook@" + h + ".*", Only: account})
+	}
+	return es
 }
 
 // readerImports are the reads the client and the viewer share.
@@ -135,15 +151,15 @@ func ClientImports() []Import {
 func ViewerImports() []Import { return readerImports() }
 
 // WorkerImports are a worker deployment's that serves tools and hooks:
-// results, dead jobs and cancels, and for each of its tools and hooks its
-// consumer (bound, not created), pulls, acks and registry keys, nothing of
+// dead jobs and cancels, and for each of its tools and hooks its consumer
+// (bound, not created), pulls, acks, registry keys and answers
+// (AnswerExports), nothing of
 // another's.
 func WorkerImports(tools, hooks []string) []Import {
 	api := func(s string, a ...any) Import {
 		return Import{Subject: "$JS.API." + fmt.Sprintf(s, a...), Prefixed: true}
 	}
 	is := []Import{
-		{Subject: "jetloop.inbox.result.*"},
 		{Subject: "jetloop.dead.job"},
 		{Stream: true, Subject: "jetloop.cancel.*"},
 		api("INFO"),
@@ -151,7 +167,7 @@ func WorkerImports(tools, hooks []string) []Import {
 		api("STREAM.INFO.KV_JETLOOP_TOOLS"),
 		api("STREAM.INFO.KV_JETLOOP_WORKERS"),
 	}
-	served := func(consumer, key string) {
+	served := func(consumer, key, answers string) {
 		is = append(is,
 			api("CONSUMER.INFO.JETLOOP_JOBS.%s", consumer),
 			api("CONSUMER.MSG.NEXT.JETLOOP_JOBS.%s", consumer),
@@ -160,16 +176,14 @@ func WorkerImports(tools, hooks []string) []Import {
 			Import{Subject: "$KV.JETLOOP_WORKERS." + key + ".*", Prefixed: true},
 			api("DIRECT.GET.KV_JETLOOP_TOOLS.$KV.JETLOOP_TOOLS.%s", key),
 			api("DIRECT.GET.KV_JETLOOP_WORKERS.$KV.JETLOOP_WORKERS.%s.*", key),
+			Import{Subject: answers},
 		)
 	}
 	for _, t := range tools {
-		served("tool_"+t, t)
-	}
-	if len(hooks) > 0 {
-		is = append(is, Import{Subject: "jetloop.inbox.hook.*"})
+		served("tool_"+t, t, "jetloop.inbox.result@"+t+".*")
 	}
 	for _, h := range hooks {
-		served("hook_"+h, "hook."+h)
+		served("hook_"+h, "hook."+h, "jetloop.inbox.hook@"+h+".*")
 	}
 	return is
 }
@@ -217,7 +231,11 @@ func (e Export) Line(as Accounts) string {
 	if e.Many {
 		extra = ", response_type: stream"
 	}
-	return fmt.Sprintf(`{ %s: %q%s, accounts: [%s] }`, kind, e.Subject, extra, strings.Join(as.names(e.To), ", "))
+	names := as.names(e.To)
+	if e.Only != "" {
+		names = []string{e.Only}
+	}
+	return fmt.Sprintf(`{ %s: %q%s, accounts: [%s] }`, kind, e.Subject, extra, strings.Join(names, ", "))
 }
 
 // Line writes i as an entry of an imports list from account from.
@@ -278,7 +296,7 @@ accounts {
 			fmt.Fprintf(&b, "    jetstream { %s }\n", strings.Join(limits, ", "))
 		}
 		b.WriteString("    exports: [\n")
-		for _, e := range Exports() {
+		for _, e := range append(Exports(), AnswerExports(as.Workers[0], t.AllTools(), nil)...) {
 			fmt.Fprintf(&b, "      %s\n", e.Line(as))
 		}
 		b.WriteString("    ]\n    users: [\n")

@@ -87,7 +87,8 @@ func TestSingleTenantConfigIsTheRendering(t *testing.T) {
 		t.Fatal(err)
 	}
 	var exports []string
-	for _, e := range Exports() {
+	answers := append(AnswerExports("WORKER_default", BuiltinTools, nil), AnswerExports("WORKER_examples", ExampleTools, ExampleHooks)...)
+	for _, e := range append(Exports(), answers...) {
 		exports = append(exports, e.Line(SingleAccounts))
 	}
 	for _, c := range []struct {

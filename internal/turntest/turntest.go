@@ -140,7 +140,8 @@ func Result(t testing.TB, js jetstream.JetStream, turn string) (events.ToolResul
 		if err != nil {
 			return false
 		}
-		msg, err = s.GetLastMsgForSubject(context.Background(), bus.Stored(events.ResultSubject(turn)))
+		// Whichever tool's subject it came on (events.ToolResultSubject).
+		msg, err = s.GetLastMsgForSubject(context.Background(), bus.Stored("jetloop.inbox.*."+turn))
 		return err == nil
 	})
 	var r events.ToolResult

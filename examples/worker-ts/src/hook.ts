@@ -26,7 +26,7 @@ export type HookJob = {
   ended?: { stop_reason: string; error?: string };
 };
 
-/** HookAnswer is a hook's decision, on jetloop.inbox.hook.<workflow_id> (schemas/hook_answer.schema.json). */
+/** HookAnswer is a hook's decision, on jetloop.inbox.hook@<hook>.<workflow_id> (schemas/hook_answer.schema.json). */
 export type HookAnswer = {
   workflow_id: string;
   task: number;
@@ -54,7 +54,8 @@ export interface Hook {
 /** hook subjects, consumer, registry key and message ids of the contract. */
 export const hookNames = {
   job: (hook: string) => `jetloop.jobs.hook.${hook}`,
-  answer: (workflow: string) => `jetloop.inbox.hook.${workflow}`,
+  /** A hook's answers, bound to the hook as a tool's results are. */
+  answer: (hook: string, workflow: string) => `jetloop.inbox.hook@${hook}.${workflow}`,
   consumer: (hook: string) => `hook_${hook}`,
   /** Its key in KV JETLOOP_TOOLS: no tool has a dot in its name, so no model is offered a hook. */
   key: (hook: string) => `hook.${hook}`,

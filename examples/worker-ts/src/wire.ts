@@ -20,7 +20,7 @@ export type ToolJob = {
   deadline: string;
 };
 
-/** ToolResult is a worker's answer, on jetloop.inbox.result.<turn_id>. */
+/** ToolResult is a worker's answer, on jetloop.inbox.result@<tool>.<turn_id>. */
 export type ToolResult = {
   turn_id: string;
   call_id: string;
@@ -58,7 +58,8 @@ export const names = {
 /** Subjects of the contract. */
 export const subjects = {
   job: (tool: string) => `jetloop.jobs.tool.${tool}`,
-  result: (turn: string) => `jetloop.inbox.result.${turn}`,
+  /** A tool's answers: the tool is in the subject, so a deployment's account is granted its own tools' only. */
+  result: (tool: string, turn: string) => `jetloop.inbox.result@${tool}.${turn}`,
   cancel: (turn: string) => `jetloop.cancel.${turn}`,
   dead: (kind: string) => `jetloop.dead.${kind}`,
   /** JetStream's word that a job hit its consumer's max deliveries (it stays in the stream). */

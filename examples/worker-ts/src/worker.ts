@@ -527,7 +527,7 @@ export class Worker {
         reason: capReason(String(d.reason ?? "")),
       };
       try {
-        await this.js.publish(hookNames.answer(job.workflow_id), JSON.stringify(answer), {
+        await this.js.publish(hookNames.answer(hook, job.workflow_id), JSON.stringify(answer), {
           msgID: hookNames.answerID(job.workflow_id, job.task, hook),
         });
       } catch (err) {
@@ -571,7 +571,7 @@ export class Worker {
   }
 
   private async publish(r: ToolResult): Promise<void> {
-    await this.js.publish(subjects.result(r.turn_id), JSON.stringify(r), { msgID: `result:${r.turn_id}:${r.call_id}` });
+    await this.js.publish(subjects.result(r.tool, r.turn_id), JSON.stringify(r), { msgID: `result:${r.turn_id}:${r.call_id}` });
   }
 
   /**

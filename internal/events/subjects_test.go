@@ -1,0 +1,30 @@
+package events
+
+import "testing"
+
+// An answer's subject names the tool or hook it answers for, and only an
+// answer's may: every other kind with a name is no kind of the contract.
+func TestSplitKind(t *testing.T) {
+	for _, tc := range []struct {
+		subject  string
+		kind, by string
+		ok       bool
+	}{
+		{ToolResultSubject("read_file", "t1"), "result", "read_file", true},
+		{HookAnswerSubjectOf("cost-guard", "wf1"), "hook", "cost-guard", true},
+		{ResultSubject("t1"), "result", "", true},
+		{ControlSubject("t1"), "control", "", true},
+		{"jetloop.inbox.control@x.t1", "control@x", "", false},
+		{"jetloop.inbox.result@.t1", "result@", "", false},
+		{"jetloop.inbox.result@a@b.t1", "result@a@b", "", false},
+	} {
+		kind, _, found := InboxKind(tc.subject)
+		if !found {
+			t.Fatalf("%s: not an inbox subject", tc.subject)
+		}
+		base, by, ok := SplitKind(kind)
+		if base != tc.kind || by != tc.by || ok != tc.ok {
+			t.Errorf("%s: SplitKind = %q %q %v, want %q %q %v", tc.subject, base, by, ok, tc.kind, tc.by, tc.ok)
+		}
+	}
+}
