@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
@@ -32,6 +33,7 @@ const (
 // Main runs the jetloop command with args (without the program name) and
 // returns its exit status.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	args = hoistGlobalFlags(args)
 	if len(args) == 0 {
 		writeUsage(stderr)
 		return ExitUsage
@@ -58,6 +60,42 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// dump of every flag) and the help that -h asks for.
 	c.flags.Usage = func() {}
 	return s.run(ctx, c, args[1:])
+}
+
+// hoistGlobalFlags moves the flags every command takes from before the
+// command to just after its name (`jetloop --nats URL turns` is `jetloop
+// turns --nats URL`), where each command's parse reads them, as the nats CLI
+// takes `nats --server URL stream ls`. Anything else before the command is
+// left for Main to refuse.
+func hoistGlobalFlags(args []string) []string {
+	f := flag.NewFlagSet("jetloop", flag.ContinueOnError)
+	(&command{}).globalFlags(f)
+	i := 0
+	for i < len(args) {
+		a := args[i]
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			break
+		}
+		fl := f.Lookup(name)
+		if fl == nil {
+			break
+		}
+		i++
+		if b, ok := fl.Value.(interface{ IsBoolFlag() bool }); (!ok || !b.IsBoolFlag()) && !hasValue && i < len(args) {
+			i++ // the flag's value
+		}
+	}
+	switch i {
+	case len(args):
+		return nil // flags but no command: the usage
+	case 0:
+		return args
+	}
+	out := make([]string, 0, len(args))
+	out = append(out, args[i])
+	out = append(out, args[:i]...)
+	return append(out, args[i+1:]...)
 }
 
 type command struct {

@@ -114,6 +114,36 @@ func TestFlagsAfterArguments(t *testing.T) {
 	e.mustRun(ExitOK, "agents", "check", "--strict", filepath.Join(e.dir, "AGENTS.md"))
 }
 
+// TestGlobalFlagsBeforeTheCommand: the flags every command takes may stand
+// before the command too, as jetloop help says and as `nats --server URL
+// stream ls` takes them.
+func TestGlobalFlagsBeforeTheCommand(t *testing.T) {
+	e := newEnv(t)
+	url := e.srv.ClientURL()
+	hi := e.script("hi.yaml", "responses: [{text: hello}]\n")
+	run := func(want int, args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := Main(t.Context(), args, &out, &errOut); code != want {
+			t.Fatalf("jetloop %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out.String(), errOut.String())
+		}
+		return out.String()
+	}
+	run(ExitOK, "--nats", url, "--no-color", "submit", "--watch", "--agent", "Wide", "--script", hi, "--turn", "before", "hi")
+	if out := run(ExitOK, "--nats="+url, "turns"); !strings.Contains(out, "before") {
+		t.Fatalf("turns:\n%s", out)
+	}
+	if out := run(ExitOK, "--nats", url, "streams", "check"); !strings.Contains(out, "matches") {
+		t.Fatalf("streams check:\n%s", out)
+	}
+	if out := run(ExitOK, "--nats", url, "help", "turns"); !strings.Contains(out, "usage: jetloop turns") {
+		t.Fatalf("help turns:\n%s", out)
+	}
+	run(ExitOK, "--nats", url, "--help")
+	run(ExitUsage, "--nats", url)
+	run(ExitUsage, "--no-such-flag", "turns")
+}
+
 // TestHelpEverywhere: --help on every command exits 0 and prints its forms,
 // arguments included, on stdout; a flag error exits 2 with the forms.
 func TestHelpEverywhere(t *testing.T) {

@@ -34,6 +34,7 @@ func TestFailFast(t *testing.T) {
 	for _, args := range [][]string{
 		{"jetloop", "turns", "--nats", url},
 		{"jetloop", "submit", "--nats", url, "hi"},
+		{"jetloop", "--nats", url, "turns"}, // before the command, as nats --server takes it
 		{"orchestrator", "--nats", url, "--agents", "data/AGENTS.md"},
 		{"toolworker", "--nats", url, "--root", t.TempDir()},
 	} {
