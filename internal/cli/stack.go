@@ -158,12 +158,17 @@ func demo(ctx context.Context, c *command, args []string) int {
 			sub.Input = []events.Message{{Role: events.RoleUser, Content: *input}}
 		}
 	}
-	if err := Submit(ctx, s.nc, sub); err != nil {
+	feed, err := openDeltas(ctx, s.nc, s.js, sub.TurnID)
+	if err == nil {
+		defer feed.close()
+		err = Submit(ctx, s.nc, sub)
+	}
+	if err != nil {
 		stop()
 		_ = s.stop()
 		return c.fail("%v", err)
 	}
-	fin, werr := Watch(ctx, s.nc, s.js, sub.TurnID, NewTrace(c.stdout, c.color()))
+	fin, werr := watchFrom(ctx, feed, s.js, sub.TurnID, NewTrace(c.stdout, c.color()))
 	stop()
 	if err := s.stop(); err != nil && werr == nil {
 		werr = err
