@@ -169,7 +169,7 @@ func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
 func agentsCmd(_ context.Context, c *command, args []string) int {
-	strict := c.flags.Bool("strict", false, "exit 1 on any warning too (an unknown key such as tols:, a value such as steps: ten), as a deployment's check should")
+	strict := c.flags.Bool("strict", false, "exit 1 on any warning too (a value read as another type, a tool in approval: that tools: does not offer)")
 	if !c.parse(args) {
 		return c.exit
 	}
@@ -177,7 +177,7 @@ func agentsCmd(_ context.Context, c *command, args []string) int {
 	if len(rest) != 2 || rest[0] != "check" {
 		return c.usageErr("usage: jetloop agents check [--strict] PATH")
 	}
-	set, diags, err := agents.Load(rest[1])
+	set, diags, err := agents.Check(rest[1])
 	for _, d := range diags {
 		fmt.Fprintln(c.stdout, d.String())
 	}

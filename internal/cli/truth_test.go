@@ -103,14 +103,22 @@ func TestFlagsAfterArguments(t *testing.T) {
 	if err := os.WriteFile(path, []byte("---\nname: A\nmodel: script\ntols: [echo]\nsteps: ten\n---\nhi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Warnings alone pass a plain check and fail a strict one, whichever
-	// side of the path --strict stands.
-	out := e.mustRun(ExitOK, "agents", "check", path)
-	if !strings.Contains(out, `unknown key "tols"`) || !strings.Contains(out, `"ten" is not an integer`) {
+	// What will not run as written fails the check.
+	out := e.mustRun(1, "agents", "check", path)
+	if !strings.Contains(out, `error: unknown key "tols"`) || !strings.Contains(out, `error: steps: "ten" is not an integer`) {
 		t.Fatalf("agents check printed:\n%s", out)
 	}
-	e.mustRun(1, "agents", "check", path, "--strict")
-	e.mustRun(1, "agents", "--strict", "check", path)
+	// Warnings alone pass a plain check and fail a strict one, whichever
+	// side of the path --strict stands.
+	unusual := filepath.Join(dir, "unusual.md")
+	if err := os.WriteFile(unusual, []byte("---\nname: A\nmodel: script\ntools: echo\n---\nhi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.mustRun(ExitOK, "agents", "check", unusual); !strings.Contains(out, `warning: tools: "echo" is not a list`) {
+		t.Fatalf("agents check printed:\n%s", out)
+	}
+	e.mustRun(1, "agents", "check", unusual, "--strict")
+	e.mustRun(1, "agents", "--strict", "check", unusual)
 	e.mustRun(ExitOK, "agents", "check", "--strict", filepath.Join(e.dir, "AGENTS.md"))
 }
 

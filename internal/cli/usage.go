@@ -70,7 +70,9 @@ func init() {
 			summary: "list, show and re-send dead letters"},
 		{name: "agents", synopses: []string{"check [--strict] PATH"}, run: agentsCmd,
 			summary: "validate an AGENTS.md file or directory",
-			about:   "Exits 1 on an error, and with --strict on a warning too (an unknown key, an unparsable value)."},
+			about: "Exits 1 on an error: what the orchestrator cannot run as written (no model, an unknown key such as\n" +
+				"tols:, a value of the wrong type such as steps: ten) as well as what it refuses to load (a missing or\n" +
+				"duplicate name). Warnings are for the merely unusual; --strict fails on them too."},
 		{name: "bench", synopses: []string{"[--quick] [--deployed] [--json]"}, run: benchCmd,
 			summary: "measure the cost of a durable step (see BENCHMARKS.md)"},
 		{name: "streams", synopses: []string{"apply [flags]", "check [flags]"}, run: streams,
