@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -59,6 +60,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// parse prints what follows a flag error (the command's forms, not a
 	// dump of every flag) and the help that -h asks for.
 	c.flags.Usage = func() {}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	c.denied.cancel = cancel
 	return s.run(ctx, c, args[1:])
 }
 
@@ -115,6 +119,7 @@ type command struct {
 	// asyncErr, when set, takes the connection's asynchronous errors
 	// instead of stderr (ui turns a denied publish into a hidden button).
 	asyncErr func(error)
+	denied   denial
 }
 
 // color reports whether the command's output gets colour: on a terminal,
@@ -122,6 +127,14 @@ type command struct {
 func (c *command) color() bool { return !c.noColor && proc.IsTerminal(c.stdout) }
 
 func (c *command) fail(format string, a ...any) int {
+	if c.saidDenial() {
+		return ExitFailed // what failed after it is its consequence
+	}
+	for i, v := range a {
+		if err, ok := v.(error); ok && errors.Is(err, nats.ErrNoResponders) {
+			a[i] = c.explain(err)
+		}
+	}
 	fmt.Fprintf(c.stderr, "jetloop %s: %s\n", c.name, fmt.Sprintf(format, a...))
 	return ExitFailed
 }
@@ -150,6 +163,10 @@ func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
 	nc, err := bus.Connect(url, "jetloop "+c.name, func(err error) {
 		if c.asyncErr != nil {
 			c.asyncErr(err)
+			return
+		}
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			c.deny(err)
 			return
 		}
 		fmt.Fprintf(c.stderr, "jetloop %s: %v\n", c.name, err)

@@ -204,7 +204,7 @@ func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 	if code == ExitOK && *tf.watch && ctx.Err() == nil {
 		code = c.follow(ctx, feed, js, sub.TurnID)
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !c.saidDenial() {
 		// The command stopped, not the turn: say how to get back to it.
 		fmt.Fprintf(c.stderr, "\njetloop %s: turn %s goes on: `jetloop watch %s` follows it, `jetloop abort %s` stops it\n",
 			c.name, sub.TurnID, sub.TurnID, sub.TurnID)
