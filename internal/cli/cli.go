@@ -110,6 +110,10 @@ type command struct {
 	flags  *flag.FlagSet
 	url    string
 	auth   bus.Auth
+	// contextName is --context; resolved says resolveServer has settled
+	// url and auth.
+	contextName string
+	resolved    bool
 	// tenant, when set, names the credentials: the seed of the tenant's
 	// user whose role the command needs (tenantRole), from the tenants
 	// file.
@@ -147,10 +151,10 @@ func (c *command) usageErr(format string, a ...any) int {
 
 // connect opens the connection a client command uses.
 func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
-	url := c.url
-	if url == "" {
-		url = bus.DefaultURL
+	if err := c.resolveServer(); err != nil {
+		return nil, nil, err
 	}
+	url := c.url
 	auth, err := c.authFor()
 	if err != nil {
 		return nil, nil, err

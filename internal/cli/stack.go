@@ -196,6 +196,9 @@ func dev(ctx context.Context, c *command, args []string) int {
 	}
 	url := c.url
 	if url == "" {
+		url = os.Getenv("NATS_URL")
+	}
+	if url == "" {
 		url = bus.DefaultURL
 	}
 	if bus.Answers(url) {

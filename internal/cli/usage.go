@@ -112,7 +112,8 @@ func lookup(name string) (spec, bool) {
 
 // globalFlags defines the flags every command takes on f.
 func (c *command) globalFlags(f *flag.FlagSet) {
-	f.StringVar(&c.url, "nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else nats://127.0.0.1:4222)")
+	f.StringVar(&c.url, "nats", "", "NATS server URL (default $NATS_URL, else --context's, else the tenants file's server with --tenant, else the nats CLI's selected context's, else nats://127.0.0.1:4222)")
+	f.StringVar(&c.contextName, "context", "", "a context of the nats CLI to connect with: its server and credentials (default $NATS_CONTEXT, else the one nats context select chose)")
 	c.auth.Flags(f)
 	f.StringVar(&c.tenant, "tenant", os.Getenv("JETLOOP_TENANT"), "connect as this tenant's user (admin for streams, viewer for the reading commands, client otherwise) from the tenants file, instead of --creds (default $JETLOOP_TENANT)")
 	f.StringVar(&c.tenantsFile, "tenants", "", "the tenants file of a multi-tenant deployment (default $JETLOOP_TENANTS, else "+defaultTenantsFile+")")
@@ -178,7 +179,7 @@ func (c *command) writeHelp(w io.Writer) {
 		fmt.Fprint(w, "\nflags:\n")
 		printFlags(w, own)
 	}
-	fmt.Fprint(w, "\nand the flags every command takes (--nats, --creds, --user, --password-file, --tls-ca, --tenant, --tenants, --no-color): see jetloop help.\n")
+	fmt.Fprint(w, "\nand the flags every command takes, before or after the command (--nats, --context, --creds, --user, --password-file, --tls-ca, --tenant, --tenants, --no-color): see jetloop help.\n")
 }
 
 // printFlags is f.PrintDefaults with each flag written --name, as the
