@@ -17,14 +17,14 @@ import (
 // (~/.config/nats/context/NAME.json), so that one `nats context select`
 // serves both tools.
 type natsContext struct {
-	name        string
-	URL         string `json:"url"`
-	User        string `json:"user"`
-	Password    string `json:"password"`
-	Creds       string `json:"creds"`
-	NKey        string `json:"nkey"`
-	CA          string `json:"ca"`
-	APIPrefix   string `json:"jetstream_api_prefix"`
+	name      string
+	URL       string `json:"url"`
+	User      string `json:"user"`
+	Password  string `json:"password"`
+	Creds     string `json:"creds"`
+	NKey      string `json:"nkey"`
+	CA        string `json:"ca"`
+	APIPrefix string `json:"jetstream_api_prefix"`
 }
 
 // natsConfigDir is where the nats CLI keeps its contexts.
