@@ -20,6 +20,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/proc"
+	"github.com/jetloop/jetloop/internal/tenants"
 
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/worker"
@@ -106,6 +107,14 @@ func run() int {
 		log.Error("bad --protect", "err", err)
 		return 2
 	}
+	if *tenantsPath != "" {
+		// The pool makes each tenant's root/<tenant> as it serves it: the
+		// root itself is made here, as a place of its own.
+		if err := os.MkdirAll(*root, 0o755); err != nil {
+			log.Error("cannot make the root", "err", err)
+			return 2
+		}
+	}
 	// Before connecting: a worker that could rewrite the server's own
 	// streams must not serve a single call.
 	if err := tools.CheckRoot(*root, protect); err != nil {
@@ -168,6 +177,17 @@ func run() int {
 			return 1
 		}
 		defer nc.Close()
+		if *tenantsPath != "" {
+			// A tenant not provisioned yet is waited for quietly
+			// (serveTenant says once what to run), not served with errors.
+			js, err := bus.JetStreamFor(ctx, nc, auth.APIPrefix)
+			if err == nil {
+				err = tenants.CheckProvisioned(ctx, js)
+			}
+			if errors.Is(err, tenants.ErrNotProvisioned) {
+				return exitNotProvisioned
+			}
+		}
 		var wm worker.Metrics
 		if m != nil {
 			wm = m
