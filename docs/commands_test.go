@@ -556,6 +556,11 @@ func simpleCommands(text string) []string {
 
 // checkCommand checks one simple command: a jetloop binary's flags against
 // its --help (helps caches them), a make target, a go package's directory.
+// globalValueFlags are the flags every jetloop command takes that take a
+// value.
+var globalValueFlags = map[string]bool{"nats": true, "context": true, "creds": true, "user": true, "password": true,
+	"password-file": true, "js-prefix": true, "tls-ca": true, "tenant": true, "tenants": true}
+
 func checkCommand(t *testing.T, bin string, makefile map[string]string, helps map[string]string, simple string) error {
 	words := strings.Fields(simple)
 	for len(words) > 0 && assignment.MatchString(words[0]) {
@@ -594,12 +599,24 @@ func checkCommand(t *testing.T, bin string, makefile map[string]string, helps ma
 	// else before --help would be taken for an argument (watch TURN would
 	// wait for the turn).
 	var sub []string
-	if base == "jetloop" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub = append(sub, args[0])
-		for _, a := range args[1:] {
-			if verbs[args[0]][a] {
-				sub = append(sub, a)
-				break
+	if base == "jetloop" {
+		// The flags every command takes may stand before the command
+		// (jetloop --tenant a submit …): the command is the first word
+		// that is neither such a flag nor its value.
+		i := 0
+		for i < len(args) && strings.HasPrefix(args[i], "-") {
+			if name := strings.TrimLeft(args[i], "-"); !strings.Contains(name, "=") && globalValueFlags[name] {
+				i++
+			}
+			i++
+		}
+		if i < len(args) {
+			sub = append(sub, args[i])
+			for _, a := range args[i+1:] {
+				if verbs[args[i]][a] {
+					sub = append(sub, a)
+					break
+				}
 			}
 		}
 	}
