@@ -45,3 +45,18 @@ func TestWrongRoleFailsFast(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkersAsViewer: the viewer, which may not read the buckets' values,
+// still sees what is served and by whom.
+func TestWorkersAsViewer(t *testing.T) {
+	e, srv := newRolesEnv(t)
+	args := []string{"--nats", srv.ClientURL(), "--user", "viewer", "--password-file", filepath.Join("..", "..", "deploy", "dev", "viewer.password"), "workers"}
+	e.waitFor("echo listed to the viewer", func() bool {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), args, &out, &errOut)
+		if code != ExitOK {
+			t.Fatalf("workers as viewer: exit %d\n%s%s", code, out.String(), errOut.String())
+		}
+		return strings.Contains(out.String(), "echo") && strings.Contains(out.String(), "WORKER")
+	})
+}

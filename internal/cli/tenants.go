@@ -42,7 +42,7 @@ func tenantRole(command string) string {
 	switch command {
 	case "streams":
 		return tenants.Admin
-	case "watch", "replay", "export", "turns", "show", "top", "workflows":
+	case "watch", "replay", "export", "turns", "show", "top", "workflows", "workers":
 		return tenants.Viewer
 	}
 	return tenants.Client

@@ -90,10 +90,19 @@ func init() {
 			summary: "serve a live web view of turns and dead letters"},
 		{name: "top", synopses: []string{"[--once] [flags]"}, run: topCmd,
 			summary: "one screen of running turns, rates, tool latency, dead letters"},
+		{name: "workers", synopses: []string{"[--json]"}, run: workersCmd,
+			summary: "list the tools and hooks served now, the jobs waiting on each, and the live workers",
+			about: "Read from the buckets the workers advertise in (JETLOOP_TOOLS, JETLOOP_WORKERS) and the jobs stream.\n" +
+				"Each worker lists what its deployment serves and when it last refreshed its entries."},
 		{name: "workflow", synopses: []string{"run [--watch] [--id ID] FILE.yaml", "watch|show ID", "abort [--reason TEXT] ID", "approve|deny [--note TEXT] ID"},
 			run: workflowCmd, summary: "run a list of tasks as a workflow (the outer loop); follow, inspect and steer it"},
 		{name: "workflows", synopses: []string{""}, run: workflowsCmd,
 			summary: "list workflows, newest first"},
+		{name: "completion", synopses: []string{"bash|zsh|fish"}, run: completionCmd,
+			summary: "print a shell's completion script: source <(jetloop completion bash)",
+			about: "bash: source <(jetloop completion bash), or write it to ~/.local/share/bash-completion/completions/jetloop.\n" +
+				"zsh: source <(jetloop completion zsh). fish: jetloop completion fish | source, or write it to\n" +
+				"~/.config/fish/completions/jetloop.fish."},
 		{name: "version", synopses: []string{""}, run: versionCmd,
 			summary: "print the module version, commit and Go version of this build"},
 		{name: "help", synopses: []string{"[COMMAND]"}, run: helpCmd,
