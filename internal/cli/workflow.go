@@ -305,10 +305,41 @@ func (c *command) workflowControl(ctx context.Context, id string, ctl events.Con
 	return ExitOK
 }
 
+// WorkflowSummary is one workflow as jetloop workflows --json prints it.
+type WorkflowSummary struct {
+	WorkflowID string `json:"workflow_id"`
+	// Status is running, paused (a gate waits for approval) or finished.
+	Status     string            `json:"status"`
+	StopReason events.StopReason `json:"stop_reason,omitempty"`
+	// Task is the task the workflow is at (or ended at); Last the type of
+	// its last event.
+	Task    int         `json:"task"`
+	Last    events.Type `json:"last"`
+	Started time.Time   `json:"started"`
+	Updated time.Time   `json:"updated"`
+}
+
+func workflowRow(first, last events.Envelope) WorkflowSummary {
+	s := WorkflowSummary{WorkflowID: first.TurnID, Status: "running", Task: last.Step, Last: last.Type, Started: first.Time, Updated: last.Time}
+	switch {
+	case last.Type == events.WorkflowFinished:
+		var d events.WorkflowFinishedData
+		_ = json.Unmarshal(last.Data, &d)
+		s.Status, s.StopReason = "finished", d.StopReason
+	case last.Type == events.WorkflowGated && strings.Contains(string(last.Data), `"wait"`):
+		s.Status = "paused"
+	}
+	return s
+}
+
 // workflowsCmd lists workflows, newest first.
 func workflowsCmd(ctx context.Context, c *command, args []string) int {
+	asJSON := c.flags.Bool("json", false, "print one JSON object per workflow")
 	if !c.parse(args) {
 		return c.exit
+	}
+	if c.flags.NArg() != 0 {
+		return c.usageErr("workflows takes no arguments")
 	}
 	nc, js, err := c.connect()
 	if err != nil {
@@ -348,6 +379,15 @@ func workflowsCmd(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	slices.SortFunc(rows, func(a, b events.Envelope) int { return b.Time.Compare(a.Time) })
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		for _, e := range rows {
+			if err := enc.Encode(workflowRow(e, lasts[e.TurnID])); err != nil {
+				return c.fail("%v", err)
+			}
+		}
+		return ExitOK
+	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "WORKFLOW\tSTATUS\tTASK\tSTARTED")
 	for _, e := range rows {

@@ -37,6 +37,11 @@ func TestWorkflowExample(t *testing.T) {
 		t.Errorf("workflows:\n%s", out)
 	}
 	// Replay and verify accept a workflow id; export writes its log.
+	var row WorkflowSummary
+	if err := json.Unmarshal([]byte(e.mustRun(ExitOK, "workflows", "--json")), &row); err != nil || row.WorkflowID != "example" ||
+		row.Status != "finished" || row.StopReason != events.StopCompleted || row.Task != 3 {
+		t.Errorf("workflows --json: %+v (%v)", row, err)
+	}
 	if out := e.mustRun(ExitOK, "replay", "--verify", "example"); !strings.Contains(out, "3 gate decisions") || !strings.Contains(out, "3 task turns verified") {
 		t.Errorf("replay --verify:\n%s", out)
 	}
