@@ -188,6 +188,8 @@ func dev(ctx context.Context, c *command, args []string) int {
 	dir := c.flags.String("data", embedded.DefaultDataDir, "where the embedded server stores its streams")
 	metricsAddr := c.flags.String("metrics-addr", "", proc.MetricsAddrUsage)
 	sync := c.flags.String("sync-interval", embedded.SyncAlways, embedded.SyncUsage)
+	withUI := c.flags.Bool("ui", false, "serve the web view too (jetloop ui), at --ui-addr")
+	uiAddr := c.flags.String("ui-addr", "127.0.0.1:8080", "where --ui serves the web view")
 	if !c.parse(args) {
 		return c.exit
 	}
@@ -227,11 +229,21 @@ func dev(ctx context.Context, c *command, args []string) int {
 	}
 	fmt.Fprintf(c.stdout, "jetloop dev: NATS_URL=%s (data in %s)\n", s.srv.ClientURL(), abs)
 	fmt.Fprintf(c.stdout, "try: NATS_URL=%s jetloop %s\n", s.srv.ClientURL(), tryHint(set, agentsDir, os.Getenv))
-	<-ctx.Done()
+	code := ExitOK
+	if *withUI {
+		// The web view on the stack's own connection, until dev stops; a
+		// view that cannot serve stops dev, rather than leave it half up.
+		code = c.serveUI(ctx, newUIServer(), s.nc, s.js, *uiAddr)
+	} else {
+		<-ctx.Done()
+	}
 	if err := s.stop(); err != nil && !errors.Is(err, context.Canceled) {
 		return c.fail("%v", err)
 	}
-	return ExitOK
+	if code != ExitOK {
+		return code
+	}
+	return interrupted(ctx) // 130 after SIGINT, as help promises
 }
 
 // demoWorkflow runs a workflow file on the demo's stack and prints its trace.
