@@ -80,9 +80,18 @@ func TestTryHint(t *testing.T) {
 		{noKey, "submit --watch --agent General --model script:scripts/demo.yaml 'hello'"},
 		{withKey, "submit --watch --agent General 'hello'"},
 	} {
-		if got := tryHint(repo, dir, tc.env); got != tc.want {
+		if got := tryHint(repo, dir, "", tc.env); got != tc.want {
 			t.Errorf("tryHint(data/AGENTS.md) = %q, want %q", got, tc.want)
 		}
+	}
+	// An agent on the bare script model needs a script: dev's own.
+	wf, wfDir, cleanup, err := c.loadAgents(filepath.Join("..", "..", "examples", "workflow", "AGENTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanup()
+	if got, want := tryHint(wf, wfDir, "/data/try.yaml", noKey), "submit --watch --script /data/try.yaml 'hello'"; got != want {
+		t.Errorf("tryHint(examples/workflow) = %q, want %q", got, want)
 	}
 	// Without --agents in a directory with no data/AGENTS.md: the built-in
 	// General agent, alone and scripted.
@@ -92,7 +101,7 @@ func TestTryHint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cleanup()
-	if got, want := tryHint(set, dir, noKey), "submit --watch 'hello'"; got != want {
+	if got, want := tryHint(set, dir, "", noKey), "submit --watch 'hello'"; got != want {
 		t.Errorf("tryHint(built-in) = %q, want %q", got, want)
 	}
 	if !strings.Contains(stderr.String(), "built-in General agent") {

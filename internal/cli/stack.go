@@ -228,7 +228,11 @@ func dev(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	fmt.Fprintf(c.stdout, "jetloop dev: NATS_URL=%s (data in %s)\n", s.srv.ClientURL(), abs)
-	fmt.Fprintf(c.stdout, "try: NATS_URL=%s jetloop %s\n", s.srv.ClientURL(), tryHint(set, agentsDir, os.Getenv))
+	fallback := filepath.Join(abs, "try.yaml")
+	if err := os.WriteFile(fallback, []byte("responses:\n  - {text: \"Hello from jetloop dev: this answer is scripted.\"}\n"), 0o644); err != nil {
+		fallback = ""
+	}
+	fmt.Fprintf(c.stdout, "try: NATS_URL=%s jetloop %s\n", s.srv.ClientURL(), tryHint(set, agentsDir, fallback, os.Getenv))
 	code := ExitOK
 	if *withUI {
 		// The web view on the stack's own connection, until dev stops; a
