@@ -34,4 +34,10 @@ func TestLiveTraceMissesNothing(t *testing.T) {
 	once("watch", e.mustRun(ExitOK, "watch", "joined"))
 
 	once("replay", e.mustRun(ExitOK, "replay", "live"))
+
+	// The state after a step is JSON as jetloop writes it: snake_case.
+	at := e.mustRun(ExitOK, "replay", "--at", "1", "live")
+	if !strings.Contains(at, `"turn_id": "live"`) || strings.Contains(at, `"TurnID"`) || strings.Contains(at, `"Step"`) {
+		t.Fatalf("replay --at 1:\n%s", at)
+	}
 }

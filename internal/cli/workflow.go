@@ -189,6 +189,10 @@ func workflowDetail(e events.Envelope) string {
 		m := d.Metrics
 		return fmt.Sprintf("after task %d: %d tasks, %d steps, %d tool calls, %d+%d tokens", d.Task, m.Tasks, m.Steps, m.ToolCalls, m.InputTokens, m.OutputTokens)
 	case *events.WorkflowGatedData:
+		if d.Decision == events.GateStop {
+			// No task d.Task will run: the gate closed the last one.
+			return fmt.Sprintf("after task %d: %s (%s)", d.Task-1, d.Decision, d.Reason)
+		}
 		return fmt.Sprintf("before task %d: %s (%s)", d.Task, d.Decision, d.Reason)
 	case *events.WorkflowResumedData:
 		return fmt.Sprintf("approved %t %s", d.Approved, d.Note)

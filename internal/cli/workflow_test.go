@@ -20,6 +20,9 @@ func TestWorkflowExample(t *testing.T) {
 			t.Errorf("trace lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "before task 4") {
+		t.Errorf("the trace names a fourth task of three:\n%s", out)
+	}
 	log := e.log("example")
 	var fin events.WorkflowFinishedData
 	_ = json.Unmarshal(log[len(log)-1].Data, &fin)
