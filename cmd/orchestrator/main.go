@@ -46,6 +46,7 @@ func run() int {
 	pprofAddr := flag.String("pprof-addr", "", proc.PprofAddrUsage)
 	tenantsPath := flag.String("tenants", os.Getenv("JETLOOP_TENANTS"), "serve every tenant of this tenants file (jetloop tenants), each through its own account as its orchestrator user, with its quotas (default $JETLOOP_TENANTS; docs/tenants.md)")
 	version := flag.Bool("version", false, "print the version and exit")
+	proc.Usage(flag.CommandLine, "orchestrator [flags]")
 	flag.Parse()
 	if *version {
 		fmt.Println("orchestrator " + proc.Version())

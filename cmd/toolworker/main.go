@@ -56,6 +56,7 @@ func run() int {
 	var mcp mcpFlags
 	flag.Var(&mcp, "mcp", "NAME=COMMAND: serve the tools of the MCP server COMMAND starts, as NAME__tool (repeatable)")
 	version := flag.Bool("version", false, "print the version and exit")
+	proc.Usage(flag.CommandLine, "toolworker [flags]")
 	flag.Parse()
 	if *version {
 		fmt.Println("toolworker " + proc.Version())

@@ -48,6 +48,9 @@ func flagsOf(s spec) (own, global []string) {
 		s.run(context.Background(), c, []string{"--help"})
 	}
 	c.flags.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Usage, "internal:") {
+			return // plumbing, not for people
+		}
 		if c.global[f.Name] {
 			global = append(global, "--"+f.Name)
 		} else {

@@ -190,6 +190,19 @@ func TestHelpEverywhere(t *testing.T) {
 	if code := Main(context.Background(), nil, &out, &errOut); code != ExitUsage || !strings.Contains(errOut.String(), "commands:") {
 		t.Errorf("jetloop alone: exit %d\n%s", code, errOut.String())
 	}
+	// A command's plumbing (bench's flags for its own child process) is
+	// not offered to people; --nats shows one default.
+	out.Reset()
+	Main(context.Background(), []string{"bench", "--help"}, &out, &errOut)
+	if strings.Contains(out.String(), "internal:") || !strings.Contains(out.String(), "--quick") {
+		t.Errorf("bench --help:\n%s", out.String())
+	}
+	t.Setenv("NATS_URL", "nats://elsewhere:4222")
+	out.Reset()
+	Main(context.Background(), []string{"help"}, &out, &errOut)
+	if strings.Contains(out.String(), "elsewhere") {
+		t.Errorf("help shows NATS_URL as a default:\n%s", out.String())
+	}
 }
 
 func TestVersion(t *testing.T) {

@@ -192,17 +192,18 @@ func (c *command) writeHelp(w io.Writer) {
 }
 
 // printFlags is f.PrintDefaults with each flag written --name, as the
-// docs and the examples write them (the flag package takes both).
+// docs and the examples write them (the flag package takes both). Flags
+// whose usage starts "internal:" are the command's own plumbing and not
+// shown.
 func printFlags(w io.Writer, f *flag.FlagSet) {
-	var b strings.Builder
-	f.SetOutput(&b)
-	f.PrintDefaults()
-	for line := range strings.Lines(b.String()) {
-		if strings.HasPrefix(line, "  -") {
-			line = "  --" + line[3:]
+	shown := flag.NewFlagSet(f.Name(), flag.ContinueOnError)
+	f.VisitAll(func(fl *flag.Flag) {
+		if !strings.HasPrefix(fl.Usage, "internal:") {
+			shown.Var(fl.Value, fl.Name, fl.Usage)
+			shown.Lookup(fl.Name).DefValue = fl.DefValue
 		}
-		fmt.Fprint(w, line)
-	}
+	})
+	proc.PrintFlags(w, shown)
 }
 
 // shortUsage follows a usage error: the command's forms and where to read

@@ -54,6 +54,20 @@ func TestFailFast(t *testing.T) {
 	}
 }
 
+// TestServiceHelp: the orchestrator and the tool worker write their flags
+// --name, as jetloop and the docs do.
+func TestServiceHelp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	for name, flag := range map[string]string{"orchestrator": "agents", "toolworker": "root"} {
+		out, _ := exec.Command(filepath.Join(binaries(t), name), "--help").CombinedOutput()
+		if !strings.Contains(string(out), "usage: "+name) || !strings.Contains(string(out), "\n  --"+flag+" ") || strings.Contains(string(out), "\n  -"+flag+" ") {
+			t.Errorf("%s --help:\n%s", name, out)
+		}
+	}
+}
+
 // TestVersionFlags: every binary says which build it is.
 func TestVersionFlags(t *testing.T) {
 	if testing.Short() {
