@@ -126,6 +126,9 @@ func workflowRun(ctx context.Context, c *command, path, id string, follow bool) 
 	defer nc.Close()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if sub.Policy != nil && len(sub.Policy.Hooks) > 0 {
+		c.warnUnservedHooks(pctx, js, sub.Policy.Hooks)
+	}
 	if _, err := js.Publish(pctx, events.SubjectWorkflow, data, jetstream.WithMsgID(sub.WorkflowID)); err != nil {
 		return c.fail("submit workflow %s: %v", sub.WorkflowID, err)
 	}
@@ -307,6 +310,22 @@ func (c *command) workflowControl(ctx context.Context, id string, ctl events.Con
 		return c.fail("send to workflow %s: %v", id, err)
 	}
 	return ExitOK
+}
+
+// warnUnservedHooks says which of a workflow's hooks no live worker
+// advertises now: the gate would only find out at the hook's timeout. It
+// is a warning, as a worker may yet start; what cannot be read is left
+// unsaid.
+func (c *command) warnUnservedHooks(ctx context.Context, js jetstream.JetStream, hooks []string) {
+	w, err := readWorkers(ctx, js)
+	if err != nil {
+		return
+	}
+	for _, h := range hooks {
+		if !slices.ContainsFunc(w.Served, func(s Served) bool { return s.Kind == "hook" && s.Name == h && s.Workers > 0 }) {
+			fmt.Fprintf(c.stderr, "jetloop workflow: warning: no live worker serves the hook %q now: the gate waits for it until the hook's timeout (jetloop workers lists what is served)\n", h)
+		}
+	}
 }
 
 // WorkflowSummary is one workflow as jetloop workflows --json prints it.

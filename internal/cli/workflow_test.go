@@ -92,3 +92,20 @@ func TestDemoWorkflow(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
 	}
 }
+
+// TestWorkflowRunWarnsOfAnUnservedHook: a workflow whose policy names a
+// hook no live worker advertises is submitted with a warning that says so.
+func TestWorkflowRunWarnsOfAnUnservedHook(t *testing.T) {
+	e := newEnv(t)
+	path := e.script("hooked.yaml", `workflow_id: hooked
+agent: Refactorer
+policy: {hooks: [nobody_serves_this], hook_timeout_ms: 1000, on_hook_timeout: continue}
+tasks:
+  - {input: one, model: script, script: {responses: [{text: first}]}}
+`)
+	code, out, errOut := e.jetloop("workflow", "run", path)
+	if code != ExitOK || !strings.Contains(errOut, `no live worker serves the hook "nobody_serves_this"`) {
+		t.Fatalf("workflow run: exit %d\n%s%s", code, out, errOut)
+	}
+	e.mustRun(ExitOK, "workflow", "watch", "hooked")
+}
