@@ -9,7 +9,8 @@ import (
 	"testing"
 )
 
-// agents check exits 0 with only warnings, 1 on an error, 2 on bad usage,
+// agents check exits 0 with only warnings, 1 on an error (what cannot run as
+// written included), 2 on bad usage,
 // and names the file and line of each finding.
 func TestAgentsCheck(t *testing.T) {
 	dir := t.TempDir()
@@ -31,8 +32,10 @@ func TestAgentsCheck(t *testing.T) {
 		want      []string
 	}{
 		{"ok.md", "---\nname: A\nmodel: script\nsteps: 4\n---\nHi.\n", 0, []string{"A: model script, step cap 4"}},
-		{"warn.md", "---\nname: B\nmodel: script\nsteps: -1\ncolour: red\n---\nHi.\n", 0,
-			[]string{"warn.md:4: warning", "warn.md:5: warning", "B: model script, step cap 0"}},
+		{"warn.md", "---\nname: B\nmodel: script\ntools: echo\napproval: [write_file]\n---\nHi.\n", 0,
+			[]string{"warn.md:4: warning", "warn.md:5: warning", "B: model script, step cap 200"}},
+		{"invalid.md", "---\nname: B\nmodel: script\nsteps: -1\ncolour: red\n---\nHi.\n", 1,
+			[]string{"invalid.md:4: error", "invalid.md:5: error"}},
 		{"dup.md", "---\nname: C\n---\nOne.\n---\nname: C\n---\nTwo.\n", 1, []string{"dup.md:6: error"}},
 	} {
 		code, out := run("agents", "check", write(tc.name, tc.src))
