@@ -100,7 +100,13 @@ func (c *command) resolveServer() error {
 		name = os.Getenv("NATS_CONTEXT")
 	}
 	if name != "" {
-		return c.useContext(name)
+		if err := c.useContext(name); err != nil {
+			return err
+		}
+		if c.url == "" {
+			c.url = bus.DefaultURL // a context without a URL means the nats CLI's default too
+		}
+		return nil
 	}
 	if c.tenant != "" || c.name == "tenants" {
 		f, err := tenants.Load(c.tenantsPath())
