@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/turnlog"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Turn statuses, as turns --status takes them.
@@ -106,6 +107,7 @@ func turns(ctx context.Context, c *command, args []string) int {
 	if err != nil {
 		return c.fail("%v", err)
 	}
+	rejectedAgents(cctx, js, all)
 	var shown []turnlog.Turn
 	for _, s := range all {
 		if (*status == "" || string(s.Status) == *status || string(s.StopReason) == *status) && (*agent == "" || s.Agent == *agent) &&
@@ -159,6 +161,39 @@ func validStatus(s string) bool {
 	return slices.Contains([]events.StopReason{events.StopCompleted, events.StopStepCap, events.StopBudget,
 		events.StopDoomLoop, events.StopTimeout, events.StopAborted, events.StopSynthesisDone, events.StopError,
 		events.StopRejected}, events.StopReason(s))
+}
+
+// rejectedAgents fills in the agent of rejected turns, whose logs hold only
+// their turn.finished: it is the agent their submission named, kept with it
+// as a dead letter. What cannot be read stays unsaid.
+func rejectedAgents(ctx context.Context, js jetstream.JetStream, list []turnlog.Turn) {
+	want := map[string]int{}
+	for i, s := range list {
+		if s.StopReason == events.StopRejected && s.Agent == "" {
+			want[s.TurnID] = i
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	stream, err := js.Stream(ctx, events.StreamDead)
+	if err != nil {
+		return
+	}
+	for next := uint64(1); len(want) > 0; {
+		m, err := stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(events.DeadSubject("submit")))
+		if err != nil {
+			return
+		}
+		var sub events.Submit
+		if json.Unmarshal(m.Data, &sub) == nil && sub.Agent != "" {
+			if i, ok := want[sub.TurnID]; ok {
+				list[i].Agent = sub.Agent
+				delete(want, sub.TurnID)
+			}
+		}
+		next = m.Sequence + 1
+	}
 }
 
 // parseSince reads --since: a duration back from now, or a time.
