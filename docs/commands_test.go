@@ -30,6 +30,10 @@ import (
 //     root resolve and what the commands write is thrown away;
 //   - a command must exit 0, unless it says otherwise in a comment:
 //     "# exit status 1", "# exit status 0 or 1";
+//   - a command that ends with & stays up in the background until the page
+//     is done (a server, an orchestrator); when its comment says `ready
+//     when it says "TEXT"`, the next command waits until its output has
+//     TEXT;
 //   - a block tagged "sh manual" (or "console manual") needs what a test
 //     does not have: a production server, an API key, a process that stays
 //     up. Its commands are only checked: every flag of a jetloop,
@@ -393,9 +397,96 @@ func TestDocumentedCommandsRun(t *testing.T) {
 			url := startDev(t, bin, dir)
 			env := append(os.Environ(), "NATS_URL="+url, "NO_COLOR=1", "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 			for _, c := range p.run {
+				if code, ready, ok := background(c.text); ok {
+					startBackground(t, p.name, dir, env, c, code, ready)
+					continue
+				}
 				runCommand(t, p.name, dir, env, c)
 			}
 		})
+	}
+}
+
+// readyWhen is how a background command's comment says what it prints once
+// it serves.
+var readyWhen = regexp.MustCompile(`ready when it says "([^"]+)"`)
+
+// background reports whether a command runs in the background (it ends
+// with &), its code without the &, and the text that says it is ready.
+func background(text string) (code, ready string, ok bool) {
+	code, comment, _ := strings.Cut(text, " #")
+	code = strings.TrimSpace(code)
+	if !strings.HasSuffix(code, "&") || strings.HasSuffix(code, "&&") {
+		return "", "", false
+	}
+	if m := readyWhen.FindStringSubmatch(comment); m != nil {
+		ready = m[1]
+	}
+	return strings.TrimSpace(strings.TrimSuffix(code, "&")), ready, true
+}
+
+// lockedBuffer is a buffer a process writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startBackground starts a command that stays up, in a process group of
+// its own that is stopped (SIGTERM, then SIGKILL) when the page is done,
+// and waits until its output says ready.
+func startBackground(t *testing.T, name, dir string, env []string, c command, code, ready string) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", code)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s:%d: %s: %v", name, c.line, c.text, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("%s:%d: %s:\n%s", name, c.line, code, out.String())
+		}
+	})
+	if ready == "" {
+		return
+	}
+	deadline := time.After(3 * time.Minute)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(out.String(), ready) {
+		select {
+		case <-exited:
+			t.Fatalf("%s:%d: %s stopped before it said %q:\n%s", name, c.line, code, ready, out.String())
+		case <-deadline:
+			t.Fatalf("%s:%d: %s did not say %q within 3 minutes:\n%s", name, c.line, code, ready, out.String())
+		case <-tick.C:
+		}
 	}
 }
 
@@ -554,6 +645,11 @@ func simpleCommands(text string) []string {
 	return out
 }
 
+// globalValueFlags are the flags every jetloop command takes that take a
+// value.
+var globalValueFlags = map[string]bool{"nats": true, "context": true, "creds": true, "user": true, "password": true,
+	"password-file": true, "js-prefix": true, "tls-ca": true, "tenant": true, "tenants": true}
+
 // checkCommand checks one simple command: a jetloop binary's flags against
 // its --help (helps caches them), a make target, a go package's directory.
 func checkCommand(t *testing.T, bin string, makefile map[string]string, helps map[string]string, simple string) error {
@@ -594,12 +690,24 @@ func checkCommand(t *testing.T, bin string, makefile map[string]string, helps ma
 	// else before --help would be taken for an argument (watch TURN would
 	// wait for the turn).
 	var sub []string
-	if base == "jetloop" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub = append(sub, args[0])
-		for _, a := range args[1:] {
-			if verbs[args[0]][a] {
-				sub = append(sub, a)
-				break
+	if base == "jetloop" {
+		// The flags every command takes may stand before the command
+		// (jetloop --tenant a submit …): the command is the first word
+		// that is neither such a flag nor its value.
+		i := 0
+		for i < len(args) && strings.HasPrefix(args[i], "-") {
+			if name := strings.TrimLeft(args[i], "-"); !strings.Contains(name, "=") && globalValueFlags[name] {
+				i++
+			}
+			i++
+		}
+		if i < len(args) {
+			sub = append(sub, args[i])
+			for _, a := range args[i+1:] {
+				if verbs[args[i]][a] {
+					sub = append(sub, a)
+					break
+				}
 			}
 		}
 	}

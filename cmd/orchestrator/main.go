@@ -49,6 +49,7 @@ func run() int {
 	clock := flag.Duration("default-timeout", agents.DefaultTimeout, "the clock of a turn whose agent sets no timeout")
 	workflowClock := flag.Duration("default-workflow-timeout", workflow.DefaultTimeout, "the clock of a workflow whose submission sets no timeout")
 	version := flag.Bool("version", false, "print the version and exit")
+	proc.Usage(flag.CommandLine, "orchestrator [flags]")
 	flag.Parse()
 	if *version {
 		fmt.Println("orchestrator " + proc.Version())

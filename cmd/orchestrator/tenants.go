@@ -58,15 +58,23 @@ func serveTenant(ctx context.Context, path, url string, auth bus.Auth, m *metric
 	defer m.DropTenant(t.Name)
 	log.Info("serving a tenant", "in_flight", t.InFlight, "submit_rate", t.SubmitRate, "submit_burst", t.Burst())
 	retry := backoff.Policy{First: time.Second, Max: 30 * time.Second}
+	waiting := false
 	err := retry.Do(ctx, func(int) error {
 		err := runTenant(ctx, url, auth, olog, set, opts)
-		if err == nil || ctx.Err() != nil {
+		switch {
+		case err == nil || ctx.Err() != nil:
 			return nil
+		case errors.Is(err, tenants.ErrNotProvisioned):
+			if !waiting { // said once: the operator knows what to run
+				log.Warn(tenants.NotProvisioned(path, t.Name))
+				waiting = true
+			}
+			return err
 		}
 		log.Error("cannot serve the tenant: trying again", "err", err)
 		return err
 	})
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		log.Error("cannot serve the tenant", "err", err)
 	}
 }
@@ -83,6 +91,9 @@ func runTenant(ctx context.Context, url string, auth bus.Auth, log *slog.Logger,
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
+		return err
+	}
+	if err := tenants.CheckProvisioned(ctx, js); err != nil {
 		return err
 	}
 	o, err := orchestrator.New(nc, js, log, set, opts...)

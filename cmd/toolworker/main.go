@@ -20,6 +20,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/proc"
+	"github.com/jetloop/jetloop/internal/tenants"
 
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/worker"
@@ -55,6 +56,7 @@ func run() int {
 	var mcp mcpFlags
 	flag.Var(&mcp, "mcp", "NAME=COMMAND: serve the tools of the MCP server COMMAND starts, as NAME__tool (repeatable)")
 	version := flag.Bool("version", false, "print the version and exit")
+	proc.Usage(flag.CommandLine, "toolworker [flags]")
 	flag.Parse()
 	if *version {
 		fmt.Println("toolworker " + proc.Version())
@@ -112,6 +114,14 @@ func run() int {
 	if err != nil {
 		log.Error("bad --protect", "err", err)
 		return 2
+	}
+	if *tenantsPath != "" {
+		// The pool makes each tenant's root/<tenant> as it serves it: the
+		// root itself is made here, as a place of its own.
+		if err := os.MkdirAll(*root, 0o755); err != nil {
+			log.Error("cannot make the root", "err", err)
+			return 2
+		}
 	}
 	// Before connecting: a worker that could rewrite the server's own
 	// streams must not serve a single call.
@@ -175,6 +185,17 @@ func run() int {
 			return 1
 		}
 		defer nc.Close()
+		if *tenantsPath != "" {
+			// A tenant not provisioned yet is waited for quietly
+			// (serveTenant says once what to run), not served with errors.
+			js, err := bus.JetStreamFor(ctx, nc, auth.APIPrefix)
+			if err == nil {
+				err = tenants.CheckProvisioned(ctx, js)
+			}
+			if errors.Is(err, tenants.ErrNotProvisioned) {
+				return exitNotProvisioned
+			}
+		}
 		var wm worker.Metrics
 		if m != nil {
 			wm = m

@@ -65,6 +65,7 @@ func serveTenant(ctx context.Context, log *slog.Logger, path, root string, auth 
 	a.Creds = tenants.SeedPath(path, t.Name, tenants.Toolworker)
 	a.User, a.Password, a.PasswordFile = "", "", ""
 	retry := backoff.Policy{First: time.Second, Max: 30 * time.Second}
+	waiting := false
 	_ = retry.Do(ctx, func(int) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			log.Error("cannot make the tenant's root: trying again", "root", dir, "err", err)
@@ -77,13 +78,26 @@ func serveTenant(ctx context.Context, log *slog.Logger, path, root string, auth 
 		}
 		// A worker started again replaces the readiness of the one before.
 		m.DropTenant(t.Name)
-		if code := serve(ctx, log, a, m.Tenant(t.Name), served); ctx.Err() == nil {
+		code := serve(ctx, log, a, m.Tenant(t.Name), served)
+		switch {
+		case ctx.Err() != nil:
+		case code == exitNotProvisioned:
+			if !waiting { // said once: the operator knows what to run
+				log.Warn(tenants.NotProvisioned(path, t.Name))
+				waiting = true
+			}
+			return errStopped
+		default:
 			log.Error("the tenant's worker stopped: trying again", "exit", code)
 			return errStopped
 		}
 		return nil
 	})
 }
+
+// exitNotProvisioned is what serve returns for a tenant whose streams are
+// not there yet.
+const exitNotProvisioned = -1
 
 // errStopped is a tenant's worker that stopped with an error.
 var errStopped = errors.New("toolworker: the tenant's worker stopped")

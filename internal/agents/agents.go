@@ -153,6 +153,10 @@ type Diagnostic struct {
 	Line     int
 	Severity Severity
 	Message  string
+	// Invalid marks a warning about what the file cannot mean as written
+	// (an unknown key, a value of the wrong type or out of range): the set
+	// loads, with the stated fallback, but [Check] makes it an error.
+	Invalid bool
 }
 
 // String formats the diagnostic the way compilers do, so editors can jump
@@ -268,6 +272,37 @@ func Load(path string) (*Set, []Diagnostic, error) {
 }
 
 // ioReason is an I/O error without the path that the diagnostic already names.
+// Check is [Load] as a deployment's check should read the agents: what
+// the orchestrator would work around but cannot run as written is an error
+// too — a warning marked Invalid (an unknown key such as tols:, a value of
+// the wrong type such as steps: ten) and an agent with no model, whose
+// turns fail unless each submission names one. The set is nil when there
+// is an error.
+func Check(path string) (*Set, []Diagnostic, error) {
+	set, diags, err := Load(path)
+	if set != nil {
+		for _, n := range set.names {
+			if a := set.agents[n]; a.Model == "" {
+				diags = append(diags, Diagnostic{File: a.File, Line: a.nameLine, Severity: Error,
+					Message: fmt.Sprintf("%s: no model (such as model: openai/gpt-4.1-mini): its turns fail unless a submission names one", a.Name)})
+			}
+		}
+	}
+	// Load's own errors are in err already; a set means it had none, so an
+	// error diagnostic then is one of the checks above.
+	errs := []error{err}
+	for i, d := range diags {
+		if d.Invalid || (set != nil && d.Severity == Error) {
+			diags[i].Severity = Error
+			errs = append(errs, fmt.Errorf("agents: %s: %s", d.where(), d.Message))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, diags, err
+	}
+	return set, diags, nil
+}
+
 func ioReason(err error) string {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
@@ -308,6 +343,12 @@ func (p *parser) add(line int, sev Severity, format string, args ...any) {
 
 func (p *parser) warnf(line int, format string, args ...any) {
 	p.add(line, Warning, format, args...)
+}
+
+// invalidf records a warning that [Check] counts as an error.
+func (p *parser) invalidf(line int, format string, args ...any) {
+	p.add(line, Warning, format, args...)
+	p.diags[len(p.diags)-1].Invalid = true
 }
 
 func (p *parser) errorf(line int, format string, args ...any) {
@@ -458,7 +499,7 @@ func (p *parser) agent(open int, m *yaml.Node) *Agent {
 		kn, v := deref(m.Content[k]), deref(m.Content[k+1])
 		line := open + kn.Line
 		if kn.Kind != yaml.ScalarNode {
-			p.warnf(line, "key %s is not a string; ignored", describe(kn))
+			p.invalidf(line, "key %s is not a string; ignored", describe(kn))
 			continue
 		}
 		key := kn.Value
@@ -482,10 +523,10 @@ func (p *parser) agent(open int, m *yaml.Node) *Agent {
 			n, ok := intValue(v)
 			switch {
 			case !ok:
-				p.warnf(line, "steps: %s is not an integer; clamped to 0", describe(v))
+				p.invalidf(line, "steps: %s is not an integer; clamped to 0", describe(v))
 				n = 0
 			case n < 0:
-				p.warnf(line, "steps: %d is negative; clamped to 0", n)
+				p.invalidf(line, "steps: %d is negative; clamped to 0", n)
 				n = 0
 			}
 			a.Steps = &n
@@ -511,14 +552,14 @@ func (p *parser) agent(open int, m *yaml.Node) *Agent {
 				a.SharedSession = true
 			case "own", "":
 			default:
-				p.warnf(line, "subagent_session: %q is neither shared nor own; children get sessions of their own", s)
+				p.invalidf(line, "subagent_session: %q is neither shared nor own; children get sessions of their own", s)
 			}
 		case "approval":
 			a.Approval, approvalLines = p.list(open, line, key, v)
 		case "final_tools":
 			a.FinalTools, finalLines = p.list(open, line, key, v)
 		default:
-			p.warnf(line, "unknown key %q", key)
+			p.invalidf(line, "unknown key %q", key)
 		}
 	}
 	if a.Tools != nil {
@@ -571,7 +612,7 @@ func (p *parser) text(line int, key string, v *yaml.Node) string {
 		p.warnf(line, "%s: %s is not a string; read as %q", key, describe(v), v.Value)
 		return v.Value
 	default:
-		p.warnf(line, "%s: %s is not a string; ignored", key, describe(v))
+		p.invalidf(line, "%s: %s is not a string; ignored", key, describe(v))
 		return ""
 	}
 }
@@ -580,9 +621,9 @@ func (p *parser) atLeast(line int, key string, v *yaml.Node, least int, def stri
 	n, ok := intValue(v)
 	switch {
 	case !ok:
-		p.warnf(line, "%s: %s is not an integer; the default (%s) applies", key, describe(v), def)
+		p.invalidf(line, "%s: %s is not an integer; the default (%s) applies", key, describe(v), def)
 	case n < least:
-		p.warnf(line, "%s: %d is less than %d; the default (%s) applies", key, n, least, def)
+		p.invalidf(line, "%s: %d is less than %d; the default (%s) applies", key, n, least, def)
 	default:
 		return n
 	}
@@ -591,15 +632,15 @@ func (p *parser) atLeast(line int, key string, v *yaml.Node, least int, def stri
 
 func (p *parser) duration(line int, v *yaml.Node) time.Duration {
 	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {
-		p.warnf(line, "timeout: %s is not a duration such as 90s or 10m; no timeout", describe(v))
+		p.invalidf(line, "timeout: %s is not a duration such as 90s or 10m; no timeout", describe(v))
 		return 0
 	}
 	d, err := time.ParseDuration(v.Value)
 	switch {
 	case err != nil:
-		p.warnf(line, "timeout: %q is not a duration such as 90s or 10m; no timeout", v.Value)
+		p.invalidf(line, "timeout: %q is not a duration such as 90s or 10m; no timeout", v.Value)
 	case d <= 0:
-		p.warnf(line, "timeout: %q is not positive; no timeout", v.Value)
+		p.invalidf(line, "timeout: %q is not positive; no timeout", v.Value)
 	case d > MaxTimeout:
 		// Not clamped: a turn meant to run for years is a typo, and the
 		// agent's author should choose what it becomes.
@@ -619,7 +660,7 @@ func (p *parser) duration(line int, v *yaml.Node) time.Duration {
 func (p *parser) compaction(open, line int, v *yaml.Node) (keep int, agent string, over, agentLine int) {
 	const off = "no compaction"
 	if v.Kind != yaml.MappingNode {
-		p.warnf(line, "compaction: %s is not a mapping such as {keep_steps: 8}; %s", describe(v), off)
+		p.invalidf(line, "compaction: %s is not a mapping such as {keep_steps: 8}; %s", describe(v), off)
 		return 0, "", 0, 0
 	}
 	seen := map[string]bool{}
@@ -628,11 +669,11 @@ func (p *parser) compaction(open, line int, v *yaml.Node) (keep int, agent strin
 		kn, val := deref(v.Content[k]), deref(v.Content[k+1])
 		l := open + kn.Line
 		if kn.Kind != yaml.ScalarNode || (kn.Value != "keep_steps" && kn.Value != "agent" && kn.Value != "over_tokens") {
-			p.warnf(l, "compaction: unknown key %s", describe(kn))
+			p.invalidf(l, "compaction: unknown key %s", describe(kn))
 			continue
 		}
 		if seen[kn.Value] {
-			p.warnf(l, "compaction: duplicate key %s; the first applies", kn.Value)
+			p.invalidf(l, "compaction: duplicate key %s; the first applies", kn.Value)
 			continue
 		}
 		seen[kn.Value] = true
@@ -641,24 +682,24 @@ func (p *parser) compaction(open, line int, v *yaml.Node) (keep int, agent strin
 			n, ok := intValue(val)
 			switch {
 			case !ok:
-				p.warnf(l, "compaction: keep_steps: %s is not an integer; %s", describe(val), off)
+				p.invalidf(l, "compaction: keep_steps: %s is not an integer; %s", describe(val), off)
 				keepBad = true
 			case n < 1:
-				p.warnf(l, "compaction: keep_steps: %d is less than 1; %s", n, off)
+				p.invalidf(l, "compaction: keep_steps: %d is less than 1; %s", n, off)
 				keepBad = true
 			default:
 				keep = n
 			}
 		case "agent":
 			if val.Kind != yaml.ScalarNode || !validName.MatchString(val.Value) {
-				p.warnf(l, "compaction: agent: %s is not an agent's name; no summarizing", describe(val))
+				p.invalidf(l, "compaction: agent: %s is not an agent's name; no summarizing", describe(val))
 				continue
 			}
 			agent, agentLine = val.Value, open+val.Line
 		case "over_tokens":
 			n, ok := intValue(val)
 			if !ok || n < 1 {
-				p.warnf(l, "compaction: over_tokens: %s is not an integer of at least 1; no summarizing", describe(val))
+				p.invalidf(l, "compaction: over_tokens: %s is not an integer of at least 1; no summarizing", describe(val))
 				continue
 			}
 			over = n
@@ -666,9 +707,9 @@ func (p *parser) compaction(open, line int, v *yaml.Node) (keep int, agent strin
 	}
 	if (agent == "") != (over == 0) {
 		if agent == "" && !seen["agent"] {
-			p.warnf(line, "compaction: over_tokens without agent; no summarizing")
+			p.invalidf(line, "compaction: over_tokens without agent; no summarizing")
 		} else if over == 0 && !seen["over_tokens"] {
-			p.warnf(line, "compaction: agent without over_tokens; no summarizing")
+			p.invalidf(line, "compaction: agent without over_tokens; no summarizing")
 		}
 		agent, over, agentLine = "", 0, 0
 	}
@@ -678,7 +719,7 @@ func (p *parser) compaction(open, line int, v *yaml.Node) (keep int, agent strin
 	case !seen["keep_steps"] && agent != "":
 		keep = DefaultKeepSteps
 	case !seen["keep_steps"]:
-		p.warnf(line, "compaction: keep_steps is missing; %s", off)
+		p.invalidf(line, "compaction: keep_steps is missing; %s", off)
 	}
 	return keep, agent, over, agentLine
 }
@@ -697,7 +738,7 @@ func (p *parser) list(open, line int, key string, v *yaml.Node) ([]string, []int
 			e = deref(e)
 			l := open + e.Line
 			if e.Kind != yaml.ScalarNode || e.ShortTag() != "!!str" || e.Value == "" {
-				p.warnf(l, "%s: %s is not a tool name; ignored", key, describe(e))
+				p.invalidf(l, "%s: %s is not a tool name; ignored", key, describe(e))
 				continue
 			}
 			names, lines = append(names, e.Value), append(lines, l)
@@ -707,7 +748,7 @@ func (p *parser) list(open, line int, key string, v *yaml.Node) ([]string, []int
 		p.warnf(line, "%s: %q is not a list; read as [%s]", key, v.Value, v.Value)
 		return []string{v.Value}, []int{line}
 	default:
-		p.warnf(line, "%s: %s is not a list of tool names; ignored", key, describe(v))
+		p.invalidf(line, "%s: %s is not a list of tool names; ignored", key, describe(v))
 		return nil, nil
 	}
 }

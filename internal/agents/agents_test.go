@@ -855,3 +855,45 @@ func TestSummarizingCompaction(t *testing.T) {
 		t.Fatalf("agent without over_tokens: %v %v %+v", err, diags, long)
 	}
 }
+
+// TestCheck: Check fails what the orchestrator would load but cannot run as
+// written, and passes the merely unusual with a warning; every agents file
+// the repository ships passes it.
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct {
+		text, want string
+		fails      bool
+	}{
+		"nomodel":  {"---\nname: A\n---\nhi\n", "2: error: A: no model", true},
+		"typo":     {"---\nname: A\nmodel: m\ntols: [echo]\n---\nhi\n", `4: error: unknown key "tols"`, true},
+		"type":     {"---\nname: A\nmodel: m\nsteps: ten\n---\nhi\n", `4: error: steps: "ten" is not an integer`, true},
+		"timeout":  {"---\nname: A\nmodel: m\ntimeout: soon\n---\nhi\n", "4: error: timeout:", true},
+		"nested":   {"---\nname: A\nmodel: m\ncompaction: {keep: 2}\n---\nhi\n", "4: error: compaction: unknown key", true},
+		"unusual":  {"---\nname: A\nmodel: m\ntools: [echo]\napproval: [write]\n---\nhi\n", `5: warning: approval: "write" is not in tools`, false},
+		"one tool": {"---\nname: A\nmodel: m\ntools: echo\n---\nhi\n", "4: warning: tools:", false},
+	} {
+		path := filepath.Join(dir, name+".md")
+		if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		set, diags, err := Check(path)
+		var all []string
+		for _, d := range diags {
+			all = append(all, d.String())
+		}
+		got := strings.Join(all, "\n")
+		if (err != nil) != tc.fails || (set == nil) != tc.fails || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: err %v, diagnostics:\n%s\nwant %q", name, err, got, tc.want)
+		}
+		// The orchestrator still loads each of them.
+		if _, _, err := Load(path); err != nil {
+			t.Errorf("%s: Load: %v", name, err)
+		}
+	}
+	for _, path := range []string{"../../data/AGENTS.md", "../../examples/subagents/AGENTS.md", "../../examples/workflow/AGENTS.md", "../cli/builtin/AGENTS.md"} {
+		if _, diags, err := Check(path); err != nil {
+			t.Errorf("%s: %v %v", path, err, diags)
+		}
+	}
+}

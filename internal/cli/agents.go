@@ -68,9 +68,11 @@ func (c *command) loadAgents(path string) (set *agents.Set, dir string, cleanup 
 
 // tryHint is the submit command that dev suggests, for the agents it
 // serves: the agent named only when there are several (General when it is
-// one of them), and a scripted model when the agent's own needs an API key
-// the environment lacks and a demo script lies beside the agents.
-func tryHint(set *agents.Set, dir string, getenv func(string) string) string {
+// one of them), and a scripted model when the agent's own cannot answer a
+// plain submission (it needs an API key the environment lacks, or it is
+// the bare script model, which needs a script): the demo script beside the
+// agents, else fallback, a one-answer script dev writes.
+func tryHint(set *agents.Set, dir, fallback string, getenv func(string) string) string {
 	names := set.Names()
 	args := []string{"submit", "--watch"}
 	name := names[0]
@@ -81,9 +83,11 @@ func tryHint(set *agents.Set, dir string, getenv func(string) string) string {
 		args = append(args, "--agent", name)
 	}
 	a, _ := set.Get(name)
-	if !modelReady(a.Model, getenv) {
+	if a.Model == "script" || !modelReady(a.Model, getenv) {
 		if fi, err := os.Stat(filepath.Join(dir, "scripts", "demo.yaml")); err == nil && fi.Mode().IsRegular() {
 			args = append(args, "--model", "script:scripts/demo.yaml")
+		} else if fallback != "" {
+			args = append(args, "--script", fallback)
 		}
 	}
 	return strings.Join(args, " ") + " 'hello'"

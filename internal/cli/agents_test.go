@@ -9,7 +9,8 @@ import (
 	"testing"
 )
 
-// agents check exits 0 with only warnings, 1 on an error, 2 on bad usage,
+// agents check exits 0 with only warnings, 1 on an error (what cannot run as
+// written included), 2 on bad usage,
 // and names the file and line of each finding.
 func TestAgentsCheck(t *testing.T) {
 	dir := t.TempDir()
@@ -31,8 +32,10 @@ func TestAgentsCheck(t *testing.T) {
 		want      []string
 	}{
 		{"ok.md", "---\nname: A\nmodel: script\nsteps: 4\n---\nHi.\n", 0, []string{"A: model script, step cap 4, budget 50 (default), timeout 24h0m0s (default)"}},
-		{"warn.md", "---\nname: B\nmodel: script\nsteps: -1\ncolour: red\n---\nHi.\n", 0,
-			[]string{"warn.md:4: warning", "warn.md:5: warning", "B: model script, step cap 0"}},
+		{"warn.md", "---\nname: B\nmodel: script\ntools: echo\napproval: [write_file]\n---\nHi.\n", 0,
+			[]string{"warn.md:4: warning", "warn.md:5: warning", "B: model script, step cap 200"}},
+		{"invalid.md", "---\nname: B\nmodel: script\nsteps: -1\ncolour: red\n---\nHi.\n", 1,
+			[]string{"invalid.md:4: error", "invalid.md:5: error"}},
 		{"dup.md", "---\nname: C\n---\nOne.\n---\nname: C\n---\nTwo.\n", 1, []string{"dup.md:6: error"}},
 	} {
 		code, out := run("agents", "check", write(tc.name, tc.src))
@@ -80,9 +83,18 @@ func TestTryHint(t *testing.T) {
 		{noKey, "submit --watch --agent General --model script:scripts/demo.yaml 'hello'"},
 		{withKey, "submit --watch --agent General 'hello'"},
 	} {
-		if got := tryHint(repo, dir, tc.env); got != tc.want {
+		if got := tryHint(repo, dir, "", tc.env); got != tc.want {
 			t.Errorf("tryHint(data/AGENTS.md) = %q, want %q", got, tc.want)
 		}
+	}
+	// An agent on the bare script model needs a script: dev's own.
+	wf, wfDir, cleanup, err := c.loadAgents(filepath.Join("..", "..", "examples", "workflow", "AGENTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanup()
+	if got, want := tryHint(wf, wfDir, "/data/try.yaml", noKey), "submit --watch --script /data/try.yaml 'hello'"; got != want {
+		t.Errorf("tryHint(examples/workflow) = %q, want %q", got, want)
 	}
 	// Without --agents in a directory with no data/AGENTS.md: the built-in
 	// General agent, alone and scripted.
@@ -92,7 +104,7 @@ func TestTryHint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cleanup()
-	if got, want := tryHint(set, dir, noKey), "submit --watch 'hello'"; got != want {
+	if got, want := tryHint(set, dir, "", noKey), "submit --watch 'hello'"; got != want {
 		t.Errorf("tryHint(built-in) = %q, want %q", got, want)
 	}
 	if !strings.Contains(stderr.String(), "built-in General agent") {

@@ -4,9 +4,11 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
@@ -33,6 +35,7 @@ const (
 // Main runs the jetloop command with args (without the program name) and
 // returns its exit status.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	args = hoistGlobalFlags(args)
 	if len(args) == 0 {
 		writeUsage(stderr)
 		return ExitUsage
@@ -58,7 +61,46 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// parse prints what follows a flag error (the command's forms, not a
 	// dump of every flag) and the help that -h asks for.
 	c.flags.Usage = func() {}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	c.denied.cancel = cancel
 	return s.run(ctx, c, args[1:])
+}
+
+// hoistGlobalFlags moves the flags every command takes from before the
+// command to just after its name (`jetloop --nats URL turns` is `jetloop
+// turns --nats URL`), where each command's parse reads them, as the nats CLI
+// takes `nats --server URL stream ls`. Anything else before the command is
+// left for Main to refuse.
+func hoistGlobalFlags(args []string) []string {
+	f := flag.NewFlagSet("jetloop", flag.ContinueOnError)
+	(&command{}).globalFlags(f)
+	i := 0
+	for i < len(args) {
+		a := args[i]
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			break
+		}
+		fl := f.Lookup(name)
+		if fl == nil {
+			break
+		}
+		i++
+		if b, ok := fl.Value.(interface{ IsBoolFlag() bool }); (!ok || !b.IsBoolFlag()) && !hasValue && i < len(args) {
+			i++ // the flag's value
+		}
+	}
+	switch i {
+	case len(args):
+		return nil // flags but no command: the usage
+	case 0:
+		return args
+	}
+	out := make([]string, 0, len(args))
+	out = append(out, args[i])
+	out = append(out, args[:i]...)
+	return append(out, args[i+1:]...)
 }
 
 type command struct {
@@ -69,6 +111,10 @@ type command struct {
 	flags  *flag.FlagSet
 	url    string
 	auth   bus.Auth
+	// contextName is --context; resolved says resolveServer has settled
+	// url and auth.
+	contextName string
+	resolved    bool
 	// tenant, when set, names the credentials: the seed of the tenant's
 	// user whose role the command needs (tenantRole), from the tenants
 	// file.
@@ -78,6 +124,7 @@ type command struct {
 	// asyncErr, when set, takes the connection's asynchronous errors
 	// instead of stderr (ui turns a denied publish into a hidden button).
 	asyncErr func(error)
+	denied   denial
 }
 
 // color reports whether the command's output gets colour: on a terminal,
@@ -85,6 +132,14 @@ type command struct {
 func (c *command) color() bool { return !c.noColor && proc.IsTerminal(c.stdout) }
 
 func (c *command) fail(format string, a ...any) int {
+	if c.saidDenial() {
+		return ExitFailed // what failed after it is its consequence
+	}
+	for i, v := range a {
+		if err, ok := v.(error); ok && errors.Is(err, nats.ErrNoResponders) {
+			a[i] = c.explain(err)
+		}
+	}
 	fmt.Fprintf(c.stderr, "jetloop %s: %s\n", c.name, fmt.Sprintf(format, a...))
 	return ExitFailed
 }
@@ -97,10 +152,10 @@ func (c *command) usageErr(format string, a ...any) int {
 
 // connect opens the connection a client command uses.
 func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
-	url := c.url
-	if url == "" {
-		url = bus.DefaultURL
+	if err := c.resolveServer(); err != nil {
+		return nil, nil, err
 	}
+	url := c.url
 	auth, err := c.authFor()
 	if err != nil {
 		return nil, nil, err
@@ -113,6 +168,10 @@ func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
 	nc, err := bus.Connect(url, "jetloop "+c.name, func(err error) {
 		if c.asyncErr != nil {
 			c.asyncErr(err)
+			return
+		}
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			c.deny(err)
 			return
 		}
 		fmt.Fprintf(c.stderr, "jetloop %s: %v\n", c.name, err)
@@ -132,7 +191,7 @@ func (c *command) connect() (*nats.Conn, jetstream.JetStream, error) {
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
 func agentsCmd(_ context.Context, c *command, args []string) int {
-	strict := c.flags.Bool("strict", false, "exit 1 on any warning too (an unknown key such as tols:, a value such as steps: ten), as a deployment's check should")
+	strict := c.flags.Bool("strict", false, "exit 1 on any warning too (a value read as another type, a tool in approval: that tools: does not offer)")
 	if !c.parse(args) {
 		return c.exit
 	}
@@ -140,7 +199,7 @@ func agentsCmd(_ context.Context, c *command, args []string) int {
 	if len(rest) != 2 || rest[0] != "check" {
 		return c.usageErr("usage: jetloop agents check [--strict] PATH")
 	}
-	set, diags, err := agents.Load(rest[1])
+	set, diags, err := agents.Check(rest[1])
 	for _, d := range diags {
 		fmt.Fprintln(c.stdout, d.String())
 	}

@@ -83,7 +83,7 @@ func TestTurnsShowAndControl(t *testing.T) {
 	check("capped", StatusFinished, events.StopStepCap, "Capped", 3, 3)
 	check("ask1", StatusPaused, "", "Asker", 1, 0)
 	check("gate1", StatusPaused, "", "Gated", 1, 0)
-	check("rej", StatusFinished, events.StopRejected, "", 0, 0)
+	check("rej", StatusFinished, events.StopRejected, "Nobody", 0, 0) // from its dead submission
 	if w := all["ask1"].Waiting; w == nil || w.Kind != events.PauseInput || w.Question != "which colour?" {
 		t.Errorf("ask1 waits for %+v", w)
 	}

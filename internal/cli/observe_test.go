@@ -127,3 +127,38 @@ func TestDevServesMetrics(t *testing.T) {
 		t.Fatal("dev did not stop")
 	}
 }
+
+// TestDevUIAndInterrupt: jetloop dev --ui serves the web view on its own
+// stack, and dev stopped by SIGINT exits 130, as help says.
+func TestDevUIAndInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	natsURL, uiAddr := "nats://"+freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var out, errOut lockedBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- Main(ctx, []string{"dev", "--nats", natsURL, "--data", filepath.Join(dir, "data"), "--root", t.TempDir(),
+			"--ui", "--ui-addr", uiAddr}, &out, &errOut)
+	}()
+	natstest.WaitFor(t, "dev's web view", func() bool {
+		select {
+		case code := <-exited:
+			t.Fatalf("dev exited %d: %s", code, errOut.String())
+		default:
+		}
+		resp, err := http.Get("http://" + uiAddr + "/")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if !strings.Contains(out.String(), "jetloop ui: http://"+uiAddr) {
+		t.Errorf("dev does not say where the view is:\n%s", out.String())
+	}
+	cancel(&Interrupt{Signal: os.Interrupt}) // what SignalContext does on SIGINT
+	if code := <-exited; code != ExitInterrupted {
+		t.Fatalf("dev after SIGINT: exit %d, want %d\n%s", code, ExitInterrupted, errOut.String())
+	}
+}

@@ -209,7 +209,7 @@ func replay(ctx context.Context, c *command, args []string) int {
 			fmt.Fprintf(c.stderr, "jetloop replay: the log does not fold: %v\n", err)
 			return ExitStopped
 		}
-		out, _ := json.MarshalIndent(st, "", "  ")
+		out, _ := json.MarshalIndent(snakeJSON(st), "", "  ")
 		fmt.Fprintln(c.stdout, string(out))
 		return ExitOK
 	}
@@ -317,7 +317,7 @@ func (c *command) replayWorkflow(ctx context.Context, log []events.Envelope, tas
 			fmt.Fprintf(c.stderr, "jetloop replay: the log does not fold: %v\n", err)
 			return ExitStopped
 		}
-		out, _ := json.MarshalIndent(st, "", "  ")
+		out, _ := json.MarshalIndent(snakeJSON(st), "", "  ")
 		fmt.Fprintln(c.stdout, string(out))
 		return ExitOK
 	}

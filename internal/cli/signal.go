@@ -46,6 +46,9 @@ const ExitInterrupted = 130
 // ExitInterrupted after SIGINT (so a script running it stops too), 0 after
 // SIGTERM or any other end.
 func interrupted(ctx context.Context) int {
+	if errors.Is(context.Cause(ctx), errDenied) {
+		return ExitFailed // said already, by deny
+	}
 	var i *Interrupt
 	if errors.As(context.Cause(ctx), &i) && i.Signal == os.Interrupt {
 		return ExitInterrupted

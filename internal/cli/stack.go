@@ -158,12 +158,17 @@ func demo(ctx context.Context, c *command, args []string) int {
 			sub.Input = []events.Message{{Role: events.RoleUser, Content: *input}}
 		}
 	}
-	if err := Submit(ctx, s.nc, sub); err != nil {
+	feed, err := openDeltas(ctx, s.nc, s.js, sub.TurnID)
+	if err == nil {
+		defer feed.close()
+		err = Submit(ctx, s.nc, sub)
+	}
+	if err != nil {
 		stop()
 		_ = s.stop()
 		return c.fail("%v", err)
 	}
-	fin, werr := Watch(ctx, s.nc, s.js, sub.TurnID, NewTrace(c.stdout, c.color()))
+	fin, werr := watchFrom(ctx, feed, s.js, sub.TurnID, NewTrace(c.stdout, c.color()))
 	stop()
 	if err := s.stop(); err != nil && werr == nil {
 		werr = err
@@ -183,6 +188,8 @@ func dev(ctx context.Context, c *command, args []string) int {
 	dir := c.flags.String("data", embedded.DefaultDataDir, "where the embedded server stores its streams")
 	metricsAddr := c.flags.String("metrics-addr", "", proc.MetricsAddrUsage)
 	sync := c.flags.String("sync-interval", embedded.SyncAlways, embedded.SyncUsage)
+	withUI := c.flags.Bool("ui", false, "serve the web view too (jetloop ui), at --ui-addr")
+	uiAddr := c.flags.String("ui-addr", "127.0.0.1:8080", "where --ui serves the web view")
 	if !c.parse(args) {
 		return c.exit
 	}
@@ -190,6 +197,9 @@ func dev(ctx context.Context, c *command, args []string) int {
 		return c.usageErr("--sync-interval: %v", err)
 	}
 	url := c.url
+	if url == "" {
+		url = os.Getenv("NATS_URL")
+	}
 	if url == "" {
 		url = bus.DefaultURL
 	}
@@ -218,12 +228,26 @@ func dev(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	fmt.Fprintf(c.stdout, "jetloop dev: NATS_URL=%s (data in %s)\n", s.srv.ClientURL(), abs)
-	fmt.Fprintf(c.stdout, "try: NATS_URL=%s jetloop %s\n", s.srv.ClientURL(), tryHint(set, agentsDir, os.Getenv))
-	<-ctx.Done()
+	fallback := filepath.Join(abs, "try.yaml")
+	if err := os.WriteFile(fallback, []byte("responses:\n  - {text: \"Hello from jetloop dev: this answer is scripted.\"}\n"), 0o644); err != nil {
+		fallback = ""
+	}
+	fmt.Fprintf(c.stdout, "try: NATS_URL=%s jetloop %s\n", s.srv.ClientURL(), tryHint(set, agentsDir, fallback, os.Getenv))
+	code := ExitOK
+	if *withUI {
+		// The web view on the stack's own connection, until dev stops; a
+		// view that cannot serve stops dev, rather than leave it half up.
+		code = c.serveUI(ctx, newUIServer(), s.nc, s.js, *uiAddr)
+	} else {
+		<-ctx.Done()
+	}
 	if err := s.stop(); err != nil && !errors.Is(err, context.Canceled) {
 		return c.fail("%v", err)
 	}
-	return ExitOK
+	if code != ExitOK {
+		return code
+	}
+	return interrupted(ctx) // 130 after SIGINT, as help promises
 }
 
 // demoWorkflow runs a workflow file on the demo's stack and prints its trace.

@@ -175,6 +175,16 @@ func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 			return c.fail("%v", err)
 		}
 	}
+	var feed *deltaFeed
+	if *tf.watch {
+		// Subscribed before the turn exists, the trace has its first
+		// streamed word.
+		var err error
+		if feed, err = openDeltas(pctx, nc, js, sub.TurnID); err != nil {
+			return c.fail("%v", err)
+		}
+		defer feed.close()
+	}
 	dup, err := publishSubmit(pctx, js, sub)
 	if err != nil {
 		return c.fail("%v", err)
@@ -192,9 +202,9 @@ func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 		code = c.awaitStart(ctx, js, sub.TurnID, before, *tf.startTimeout)
 	}
 	if code == ExitOK && *tf.watch && ctx.Err() == nil {
-		code = c.follow(ctx, nc, js, sub.TurnID)
+		code = c.follow(ctx, feed, js, sub.TurnID)
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !c.saidDenial() {
 		// The command stopped, not the turn: say how to get back to it.
 		fmt.Fprintf(c.stderr, "\njetloop %s: turn %s goes on: `jetloop watch %s` follows it, `jetloop abort %s` stops it\n",
 			c.name, sub.TurnID, sub.TurnID, sub.TurnID)
@@ -359,15 +369,20 @@ func watch(ctx context.Context, c *command, args []string) int {
 			return ExitStopped
 		}
 	}
-	return c.follow(ctx, nc, js, turn)
+	feed, err := openDeltas(ctx, nc, js, turn)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	defer feed.close()
+	return c.follow(ctx, feed, js, turn)
 }
 
 // follow prints a turn's trace until it finishes; the exit status says how it
 // ended: 0 for completed and synthesis_done, 1 for any other stop. Stopped by
 // a signal before that, it exits quietly (see interrupted): the turn goes on
 // without its viewer.
-func (c *command) follow(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn string) int {
-	fin, err := Watch(ctx, nc, js, turn, NewTrace(c.stdout, c.color()))
+func (c *command) follow(ctx context.Context, feed *deltaFeed, js jetstream.JetStream, turn string) int {
+	fin, err := watchFrom(ctx, feed, js, turn, NewTrace(c.stdout, c.color()))
 	if err != nil && ctx.Err() != nil {
 		return interrupted(ctx)
 	}

@@ -42,7 +42,7 @@ func tenantRole(command string) string {
 	switch command {
 	case "streams":
 		return tenants.Admin
-	case "watch", "replay", "export", "turns", "show", "top", "workflows":
+	case "watch", "replay", "export", "turns", "show", "top", "workflows", "workers":
 		return tenants.Viewer
 	}
 	return tenants.Client
@@ -91,6 +91,9 @@ func tenantsCmd(ctx context.Context, c *command, args []string) int {
 		return c.usageErr("add, remove, list or render?")
 	}
 	path := c.tenantsPath()
+	if err := c.resolveServer(); err != nil {
+		return c.fail("%v", err)
+	}
 	if verb := rest[0]; verb == "add" || verb == "remove" || verb == "render" {
 		// One command at a time edits the file: two adds at once would each
 		// write the file they read, and lose the other's tenant.
@@ -267,9 +270,11 @@ func (c *command) connectAs(ctx context.Context, path, tenant, role string, wait
 	}
 }
 
+// serverURL is the server the tenants command talks to (resolveServer):
+// the tenants file's, unless --nats, NATS_URL or a context says otherwise.
 func (c *command) serverURL() string {
-	if c.url == "" {
-		return bus.DefaultURL
+	if err := c.resolveServer(); err != nil || c.url == "" {
+		return bus.DefaultURL // tenantsCmd reported the error already
 	}
 	return c.url
 }
@@ -511,6 +516,7 @@ func (c *command) tenantList(ctx context.Context, path string, offline, asJSON b
 		return c.fail("%v", err)
 	}
 	var rows []tenantUsage
+	failed := false
 	reachable := !offline
 	for _, t := range f.Tenants {
 		u := tenantUsage{Name: t.Name, Storage: int64(t.Storage), SoftStorage: softPct(&t), Memory: int64(t.Memory),
@@ -522,7 +528,8 @@ func (c *command) tenantList(ctx context.Context, path string, offline, asJSON b
 				reachable = false // no server: the others will not answer either
 			}
 			if err != nil {
-				fmt.Fprintf(c.stderr, "jetloop tenants: %s: %v\n", t.Name, err)
+				failed = true
+				fmt.Fprintf(c.stderr, "jetloop tenants: %s: %v (at %s)\n", t.Name, err, bus.RedactURL(c.serverURL()))
 			}
 		}
 		rows = append(rows, u)
@@ -532,7 +539,7 @@ func (c *command) tenantList(ctx context.Context, path string, offline, asJSON b
 		for _, r := range rows {
 			_ = enc.Encode(r)
 		}
-		return ExitOK
+		return listStatus(failed)
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TENANT\tSTORAGE USED / LIMIT\tSOFT\tRUNNING / IN FLIGHT\tSUBMIT RATE")
@@ -548,6 +555,15 @@ func (c *command) tenantList(ctx context.Context, path string, offline, asJSON b
 			running, unbounded(r.InFlight), unboundedF(r.SubmitRate))
 	}
 	_ = w.Flush()
+	return listStatus(failed)
+}
+
+// listStatus is tenants list's exit status: what the server did not say
+// is printed as ?, and the command fails so that a script notices.
+func listStatus(failed bool) int {
+	if failed {
+		return ExitFailed
+	}
 	return ExitOK
 }
 

@@ -281,3 +281,31 @@ func TestTenantsWaitForTheLock(t *testing.T) {
 		t.Fatalf("the tenant added after the wait: %v %v", f, err)
 	}
 }
+
+// TestTenantsFileNamesTheServer: with neither --nats nor NATS_URL, the
+// tenants commands and --tenant talk to the server the tenants file names;
+// tenants list exits non-zero when the server does not answer.
+func TestTenantsFileNamesTheServer(t *testing.T) {
+	path, config, _ := copyTenants(t)
+	natstest.StartConfigAsWritten(t, config)
+	t.Setenv("NATS_URL", "")
+	t.Setenv("NATS_CONTEXT", "")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	var out, errOut bytes.Buffer
+	if code := Main(t.Context(), []string{"--tenants", path, "tenants", "list"}, &out, &errOut); code != ExitOK ||
+		!strings.Contains(out.String(), "a ") || strings.Contains(out.String(), "?") {
+		t.Fatalf("tenants list: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := Main(t.Context(), []string{"tenants", "list", "--tenants", path, "--nats", deadURL(t)}, &out, &errOut); code != ExitFailed ||
+		!strings.Contains(errOut.String(), "jetloop tenants: a:") {
+		t.Fatalf("tenants list with no server: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+}
+
+// deadURL is a server URL where nothing listens.
+func deadURL(t *testing.T) string {
+	t.Helper()
+	return fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t))
+}

@@ -23,6 +23,14 @@ type Trace struct {
 	// held keeps text of a step whose step.started has not been printed:
 	// deltas come on their own subject and may overtake the log.
 	held []events.Delta
+	// streamed is the text shown so far of each step whose deltas are
+	// shown as they come: a step that started after liveAfter (the log's
+	// last seq when the deltas' subscription took effect) and whose
+	// model.completed is not printed yet. Any other step's text, or what
+	// its deltas missed, is printed from its model.completed, so that
+	// nothing is lost and nothing shown twice.
+	streamed  map[int]*strings.Builder
+	liveAfter int
 	// Children reads a subagent's finished turn, so that its trace is
 	// printed indented under the call it answers; nil prints none.
 	Children func(turn string) ([]events.Envelope, error)
@@ -30,7 +38,7 @@ type Trace struct {
 
 // NewTrace prints to w, in colour when color is set.
 func NewTrace(w io.Writer, color bool) *Trace {
-	return &Trace{w: w, color: color, state: fsm.New("")}
+	return &Trace{w: w, color: color, state: fsm.New(""), streamed: map[int]*strings.Builder{}}
 }
 
 // ANSI styles, used only on a terminal.
@@ -57,11 +65,44 @@ func (t *Trace) Delta(d events.Delta) {
 		t.held = append(t.held, d)
 		return
 	}
+	b := t.streamed[d.Step]
+	if b == nil {
+		return // printed whole from its model.completed
+	}
+	b.WriteString(d.Delta)
+	t.text(d.Delta)
+}
+
+func (t *Trace) text(s string) {
 	if !t.inText {
 		fmt.Fprint(t.w, "        "+t.style("▸ ", cyan))
 		t.inText = true
 	}
-	fmt.Fprint(t.w, t.style(strings.ReplaceAll(d.Delta, "\n", "\n          "), cyan))
+	fmt.Fprint(t.w, t.style(strings.ReplaceAll(s, "\n", "\n          "), cyan))
+}
+
+// catchUp prints what a step's model.completed says the model wrote and
+// its deltas did not show.
+func (t *Trace) catchUp(e events.Envelope) {
+	var d events.ModelCompletedData
+	if json.Unmarshal(e.Data, &d) != nil {
+		return
+	}
+	shown := ""
+	if b := t.streamed[e.Step]; b != nil {
+		shown = b.String()
+	}
+	delete(t.streamed, e.Step) // later deltas of the step are its text again
+	rest, ok := strings.CutPrefix(d.Text, shown)
+	if !ok {
+		// Deltas were dropped on the way: the whole text, on a line of
+		// its own.
+		t.endText()
+		rest = d.Text
+	}
+	if rest != "" {
+		t.text(rest)
+	}
 }
 
 func (t *Trace) endText() {
@@ -74,6 +115,9 @@ func (t *Trace) endText() {
 // Event prints one event and folds it; it returns an error when the event
 // does not fit the log so far.
 func (t *Trace) Event(e events.Envelope) error {
+	if e.Type == events.ModelCompleted {
+		t.catchUp(e)
+	}
 	t.endText()
 	before := t.state.Phase
 	if err := fsm.Evolve(t.state, e); err != nil {
@@ -102,6 +146,9 @@ func (t *Trace) Event(e events.Envelope) error {
 		t.summary(e)
 	}
 	if e.Type == events.StepStarted {
+		if e.Seq > t.liveAfter {
+			t.streamed[e.Step] = &strings.Builder{}
+		}
 		held := t.held
 		t.held = nil
 		for _, d := range held {
@@ -172,7 +219,7 @@ func (t *Trace) detail(e events.Envelope) string {
 	case events.ToolRequested:
 		var d events.ToolRequestedData
 		_ = json.Unmarshal(e.Data, &d)
-		s := fmt.Sprintf("%s %s", d.Name, clip(string(d.Arguments), 60))
+		s := fmt.Sprintf("%s %s", d.Name, clip(unescapeHTML(string(d.Arguments)), 60))
 		if d.ChildTurnID != "" {
 			s += " → subagent turn " + d.ChildTurnID
 		}
@@ -268,4 +315,43 @@ func deref(p *int) int {
 		return fsm.MaxSteps
 	}
 	return *p
+}
+
+// unescapeHTML undoes the escapes of <, > and & that encoding/json writes by
+// default, which a person reads as noise ("a -\u003e b"); an escaped
+// backslash before one keeps it as it is.
+func unescapeHTML(s string) string {
+	if !strings.Contains(s, `\u00`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+6 <= len(s) {
+			switch s[i : i+6] {
+			case `\u003c`, `\u003C`:
+				b.WriteByte('<')
+				i += 5
+				continue
+			case `\u003e`, `\u003E`:
+				b.WriteByte('>')
+				i += 5
+				continue
+			case `\u0026`:
+				b.WriteByte('&')
+				i += 5
+				continue
+			}
+		}
+		// Any other escape, \\ included, is copied whole.
+		b.WriteByte(s[i])
+		if i+1 < len(s) {
+			i++
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
 }

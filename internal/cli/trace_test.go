@@ -87,3 +87,85 @@ func TestTracePrintsChildUnderItsCall(t *testing.T) {
 		t.Fatalf("trace:\n%s", got)
 	}
 }
+
+// A step's text is printed once and whole, however much of it the deltas
+// showed: what they missed (a viewer that subscribed during the step, a
+// delta that comes after the step's event) comes from the step's model.completed, and a delta
+// that arrives after it is not printed again.
+func TestTraceShowsEveryWordOnce(t *testing.T) {
+	env := fsm.Env{Now: time.Now(), NewID: func() string { return "id" }}
+	st := fsm.New("t1")
+	var log []events.Envelope
+	for _, in := range []fsm.Input{
+		fsm.Start{TurnID: "t1", SessionID: "t1", Input: []events.Message{{Role: events.RoleUser, Content: "hi"}}, Setup: fsm.Setup{Agent: "A", Model: "script", Limits: fsm.Limits{Steps: 3, Budget: 5, DoomLoop: 3}}},
+		fsm.ModelAnswer{TurnID: "t1", Step: 1, Text: "Let me look around"},
+	} {
+		d, err := fsm.Decide(st, in, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, log = d.State, append(log, d.Events...)
+	}
+	completed := -1
+	for i, e := range log {
+		if e.Type == events.ModelCompleted {
+			completed = i
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		liveAfter int
+		deltas    []string // sent after step.started
+		late      string   // sent after model.completed
+	}{
+		{name: "all streamed", deltas: []string{"Let ", "me look around"}},
+		{name: "none streamed", late: "Let me look around"},
+		{name: "subscribed during the step", liveAfter: 2, deltas: []string{"look around"}},
+		{name: "replay"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			tr := NewTrace(&out, false)
+			tr.liveAfter = tc.liveAfter
+			for i, e := range log {
+				if i == completed {
+					for _, d := range tc.deltas {
+						tr.Delta(events.Delta{TurnID: "t1", Step: 1, Delta: d})
+					}
+				}
+				if err := tr.Event(e); err != nil {
+					t.Fatal(err)
+				}
+				if i == completed && tc.late != "" {
+					tr.Delta(events.Delta{TurnID: "t1", Step: 1, Delta: tc.late})
+				}
+			}
+			got := out.String()
+			if strings.Count(got, "look around") != 2 || !strings.Contains(got, "▸ Let me look around\n") {
+				// Once as the step's text, once as the turn's output.
+				t.Fatalf("trace:\n%s", got)
+			}
+		})
+	}
+}
+
+func TestUnescapeHTML(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":"x -\u003e y \u003cz\u003e \u0026"}`: `{"a":"x -> y <z> &"}`,
+		`{"a":"\\u003e"}`:                          `{"a":"\\u003e"}`,
+		`{"a":"\\\u003e"}`:                         `{"a":"\\>"}`,
+		`plain`:                                    `plain`,
+	} {
+		if got := unescapeHTML(in); got != want {
+			t.Errorf("unescapeHTML(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestSnakeCase(t *testing.T) {
+	for in, want := range map[string]string{"TurnID": "turn_id", "LastTime": "last_time", "Step": "step", "HTTPServer": "http_server", "Used2": "used2"} {
+		if got := snakeCase(in); got != want {
+			t.Errorf("snakeCase(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -103,15 +103,53 @@ func TestFlagsAfterArguments(t *testing.T) {
 	if err := os.WriteFile(path, []byte("---\nname: A\nmodel: script\ntols: [echo]\nsteps: ten\n---\nhi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Warnings alone pass a plain check and fail a strict one, whichever
-	// side of the path --strict stands.
-	out := e.mustRun(ExitOK, "agents", "check", path)
-	if !strings.Contains(out, `unknown key "tols"`) || !strings.Contains(out, `"ten" is not an integer`) {
+	// What will not run as written fails the check.
+	out := e.mustRun(1, "agents", "check", path)
+	if !strings.Contains(out, `error: unknown key "tols"`) || !strings.Contains(out, `error: steps: "ten" is not an integer`) {
 		t.Fatalf("agents check printed:\n%s", out)
 	}
-	e.mustRun(1, "agents", "check", path, "--strict")
-	e.mustRun(1, "agents", "--strict", "check", path)
+	// Warnings alone pass a plain check and fail a strict one, whichever
+	// side of the path --strict stands.
+	unusual := filepath.Join(dir, "unusual.md")
+	if err := os.WriteFile(unusual, []byte("---\nname: A\nmodel: script\ntools: echo\n---\nhi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.mustRun(ExitOK, "agents", "check", unusual); !strings.Contains(out, `warning: tools: "echo" is not a list`) {
+		t.Fatalf("agents check printed:\n%s", out)
+	}
+	e.mustRun(1, "agents", "check", unusual, "--strict")
+	e.mustRun(1, "agents", "--strict", "check", unusual)
 	e.mustRun(ExitOK, "agents", "check", "--strict", filepath.Join(e.dir, "AGENTS.md"))
+}
+
+// TestGlobalFlagsBeforeTheCommand: the flags every command takes may stand
+// before the command too, as jetloop help says and as `nats --server URL
+// stream ls` takes them.
+func TestGlobalFlagsBeforeTheCommand(t *testing.T) {
+	e := newEnv(t)
+	url := e.srv.ClientURL()
+	hi := e.script("hi.yaml", "responses: [{text: hello}]\n")
+	run := func(want int, args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := Main(t.Context(), args, &out, &errOut); code != want {
+			t.Fatalf("jetloop %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out.String(), errOut.String())
+		}
+		return out.String()
+	}
+	run(ExitOK, "--nats", url, "--no-color", "submit", "--watch", "--agent", "Wide", "--script", hi, "--turn", "before", "hi")
+	if out := run(ExitOK, "--nats="+url, "turns"); !strings.Contains(out, "before") {
+		t.Fatalf("turns:\n%s", out)
+	}
+	if out := run(ExitOK, "--nats", url, "streams", "check"); !strings.Contains(out, "matches") {
+		t.Fatalf("streams check:\n%s", out)
+	}
+	if out := run(ExitOK, "--nats", url, "help", "turns"); !strings.Contains(out, "usage: jetloop turns") {
+		t.Fatalf("help turns:\n%s", out)
+	}
+	run(ExitOK, "--nats", url, "--help")
+	run(ExitUsage, "--nats", url)
+	run(ExitUsage, "--no-such-flag", "turns")
 }
 
 // TestHelpEverywhere: --help on every command exits 0 and prints its forms,
@@ -151,6 +189,19 @@ func TestHelpEverywhere(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := Main(context.Background(), nil, &out, &errOut); code != ExitUsage || !strings.Contains(errOut.String(), "commands:") {
 		t.Errorf("jetloop alone: exit %d\n%s", code, errOut.String())
+	}
+	// A command's plumbing (bench's flags for its own child process) is
+	// not offered to people; --nats shows one default.
+	out.Reset()
+	Main(context.Background(), []string{"bench", "--help"}, &out, &errOut)
+	if strings.Contains(out.String(), "internal:") || !strings.Contains(out.String(), "--quick") {
+		t.Errorf("bench --help:\n%s", out.String())
+	}
+	t.Setenv("NATS_URL", "nats://elsewhere:4222")
+	out.Reset()
+	Main(context.Background(), []string{"help"}, &out, &errOut)
+	if strings.Contains(out.String(), "elsewhere") {
+		t.Errorf("help shows NATS_URL as a default:\n%s", out.String())
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/turnlog"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Turn statuses, as turns --status takes them.
@@ -67,11 +68,23 @@ func turns(ctx context.Context, c *command, args []string) int {
 	status := c.flags.String("status", "", "only turns that are running, paused or finished, or that stopped with this stop reason")
 	agent := c.flags.String("agent", "", "only the turns of this agent")
 	asJSON := c.flags.Bool("json", false, "print one JSON object per turn")
+	sinceFlag := c.flags.String("since", "", "only turns started since then: a duration back from now (90m, 24h) or a time (2026-11-28T09:00:00Z)")
+	limit := c.flags.Int("limit", 0, "at most this many turns, the newest (0: all)")
 	if !c.parse(args) {
 		return c.exit
 	}
 	if c.flags.NArg() != 0 {
-		return c.usageErr("usage: jetloop turns [--session S] [--status S] [--agent A] [--json]")
+		return c.usageErr("usage: jetloop turns [--session S] [--status S] [--agent A] [--since D] [--limit N] [--json]")
+	}
+	var cutoff time.Time
+	if *sinceFlag != "" {
+		var err error
+		if cutoff, err = parseSince(*sinceFlag, time.Now()); err != nil {
+			return c.usageErr("--since: %v", err)
+		}
+	}
+	if *limit < 0 {
+		return c.usageErr("--limit: %d is negative", *limit)
 	}
 	if *session != "" && !events.ValidID(*session) {
 		return c.usageErr("invalid session id %q", *session)
@@ -94,11 +107,16 @@ func turns(ctx context.Context, c *command, args []string) int {
 	if err != nil {
 		return c.fail("%v", err)
 	}
+	rejectedAgents(cctx, js, all)
 	var shown []turnlog.Turn
 	for _, s := range all {
-		if (*status == "" || string(s.Status) == *status || string(s.StopReason) == *status) && (*agent == "" || s.Agent == *agent) {
+		if (*status == "" || string(s.Status) == *status || string(s.StopReason) == *status) && (*agent == "" || s.Agent == *agent) &&
+			!s.Started.Before(cutoff) {
 			shown = append(shown, s)
 		}
+	}
+	if *limit > 0 && len(shown) > *limit {
+		shown = shown[:*limit] // the list is newest first
 	}
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
@@ -143,6 +161,55 @@ func validStatus(s string) bool {
 	return slices.Contains([]events.StopReason{events.StopCompleted, events.StopStepCap, events.StopBudget,
 		events.StopDoomLoop, events.StopTimeout, events.StopAborted, events.StopSynthesisDone, events.StopError,
 		events.StopRejected}, events.StopReason(s))
+}
+
+// rejectedAgents fills in the agent of rejected turns, whose logs hold only
+// their turn.finished: it is the agent their submission named, kept with it
+// as a dead letter. What cannot be read stays unsaid.
+func rejectedAgents(ctx context.Context, js jetstream.JetStream, list []turnlog.Turn) {
+	want := map[string]int{}
+	for i, s := range list {
+		if s.StopReason == events.StopRejected && s.Agent == "" {
+			want[s.TurnID] = i
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	stream, err := js.Stream(ctx, events.StreamDead)
+	if err != nil {
+		return
+	}
+	for next := uint64(1); len(want) > 0; {
+		m, err := stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(events.DeadSubject("submit")))
+		if err != nil {
+			return
+		}
+		var sub events.Submit
+		if json.Unmarshal(m.Data, &sub) == nil && sub.Agent != "" {
+			if i, ok := want[sub.TurnID]; ok {
+				list[i].Agent = sub.Agent
+				delete(want, sub.TurnID)
+			}
+		}
+		next = m.Sequence + 1
+	}
+}
+
+// parseSince reads --since: a duration back from now, or a time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%s is negative", s)
+		}
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is neither a duration (90m, 24h) nor a time (2026-11-28T09:00:00Z, 2026-11-28)", s)
 }
 
 // age is a duration rounded the way a person reads it.

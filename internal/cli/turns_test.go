@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,4 +136,33 @@ func BenchmarkTurns1000FoldAll(b *testing.B) {
 			}
 		}
 	}
+}
+
+// TestTurnsSinceAndLimit: --since keeps the turns started since a time or
+// a duration ago, --limit the newest few.
+func TestTurnsSinceAndLimit(t *testing.T) {
+	e := newEnv(t)
+	hi := e.script("hi.yaml", "responses: [{text: hello}]\n")
+	for _, turn := range []string{"t1", "t2", "t3"} {
+		e.mustRun(ExitOK, "submit", "--watch", "--agent", "Wide", "--script", hi, "--turn", turn, "hi")
+	}
+	ids := func(out string) string {
+		var got []string
+		for id := range rows(t, out) {
+			got = append(got, id)
+		}
+		slices.Sort(got)
+		return strings.Join(got, " ")
+	}
+	if got := ids(e.mustRun(ExitOK, "turns", "--json", "--limit", "2")); got != "t2 t3" {
+		t.Errorf("--limit 2: %s", got)
+	}
+	if got := ids(e.mustRun(ExitOK, "turns", "--json", "--since", "1h")); got != "t1 t2 t3" {
+		t.Errorf("--since 1h: %s", got)
+	}
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if out := e.mustRun(ExitOK, "turns", "--since", later); out != "no turns\n" {
+		t.Errorf("--since %s:\n%s", later, out)
+	}
+	e.mustRun(ExitUsage, "turns", "--since", "soon")
 }

@@ -941,13 +941,18 @@ func ui(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
+	return c.serveUI(ctx, u, nc, js, *addr)
+}
+
+// serveUI serves u, on nc, at addr until ctx ends.
+func (c *command) serveUI(ctx context.Context, u *uiServer, nc *nats.Conn, js jetstream.JetStream, addr string) int {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = u.start(sctx, nc, js)
+	err := u.start(sctx, nc, js)
 	cancel()
 	if err != nil {
 		return c.fail("%v (are the streams provisioned? jetloop streams apply)", err)
 	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return c.fail("%v", err)
 	}

@@ -54,7 +54,7 @@ func init() {
 			summary: "print a turn's events as JSON lines"},
 		{name: "fork", synopses: []string{"--from-step N [flags] TURN [TEXT...]"}, run: fork,
 			summary: "run a new turn on TURN's conversation up to step N"},
-		{name: "turns", synopses: []string{"[--session S] [--status S] [--agent A] [--json]"}, run: turns,
+		{name: "turns", synopses: []string{"[--session S] [--status S] [--agent A] [--since D] [--limit N] [--json]"}, run: turns,
 			summary: "list turns: running, paused on what, finished how"},
 		{name: "show", synopses: []string{"[--json] [--file FILE] TURN"}, run: show,
 			summary: "one turn on one screen"},
@@ -70,7 +70,9 @@ func init() {
 			summary: "list, show and re-send dead letters"},
 		{name: "agents", synopses: []string{"check [--strict] PATH"}, run: agentsCmd,
 			summary: "validate an AGENTS.md file or directory",
-			about:   "Exits 1 on an error, and with --strict on a warning too (an unknown key, an unparsable value)."},
+			about: "Exits 1 on an error: what the orchestrator cannot run as written (no model, an unknown key such as\n" +
+				"tols:, a value of the wrong type such as steps: ten) as well as what it refuses to load (a missing or\n" +
+				"duplicate name). Warnings are for the merely unusual; --strict fails on them too."},
 		{name: "bench", synopses: []string{"[--quick] [--deployed] [--json]"}, run: benchCmd,
 			summary: "measure the cost of a durable step (see BENCHMARKS.md)"},
 		{name: "streams", synopses: []string{"apply [flags]", "check [flags]"}, run: streams,
@@ -88,10 +90,19 @@ func init() {
 			summary: "serve a live web view of turns and dead letters"},
 		{name: "top", synopses: []string{"[--once] [flags]"}, run: topCmd,
 			summary: "one screen of running turns, rates, tool latency, dead letters"},
+		{name: "workers", synopses: []string{"[--json]"}, run: workersCmd,
+			summary: "list the tools and hooks served now, the jobs waiting on each, and the live workers",
+			about: "Read from the buckets the workers advertise in (JETLOOP_TOOLS, JETLOOP_WORKERS) and the jobs stream.\n" +
+				"Each worker lists what its deployment serves and when it last refreshed its entries."},
 		{name: "workflow", synopses: []string{"run [--watch] [--id ID] FILE.yaml", "watch|show ID", "abort [--reason TEXT] ID", "approve|deny [--note TEXT] ID"},
 			run: workflowCmd, summary: "run a list of tasks as a workflow (the outer loop); follow, inspect and steer it"},
-		{name: "workflows", synopses: []string{""}, run: workflowsCmd,
+		{name: "workflows", synopses: []string{"[--json]"}, run: workflowsCmd,
 			summary: "list workflows, newest first"},
+		{name: "completion", synopses: []string{"bash|zsh|fish"}, run: completionCmd,
+			summary: "print a shell's completion script: source <(jetloop completion bash)",
+			about: "bash: source <(jetloop completion bash), or write it to ~/.local/share/bash-completion/completions/jetloop.\n" +
+				"zsh: source <(jetloop completion zsh). fish: jetloop completion fish | source, or write it to\n" +
+				"~/.config/fish/completions/jetloop.fish."},
 		{name: "version", synopses: []string{""}, run: versionCmd,
 			summary: "print the module version, commit and Go version of this build"},
 		{name: "help", synopses: []string{"[COMMAND]"}, run: helpCmd,
@@ -110,7 +121,8 @@ func lookup(name string) (spec, bool) {
 
 // globalFlags defines the flags every command takes on f.
 func (c *command) globalFlags(f *flag.FlagSet) {
-	f.StringVar(&c.url, "nats", os.Getenv("NATS_URL"), "NATS server URL (default $NATS_URL, else nats://127.0.0.1:4222)")
+	f.StringVar(&c.url, "nats", "", "NATS server URL (default $NATS_URL, else --context's, else the tenants file's server with --tenant, else the nats CLI's selected context's, else nats://127.0.0.1:4222)")
+	f.StringVar(&c.contextName, "context", "", "a context of the nats CLI to connect with: its server and credentials (default $NATS_CONTEXT, else the one nats context select chose)")
 	c.auth.Flags(f)
 	f.StringVar(&c.tenant, "tenant", os.Getenv("JETLOOP_TENANT"), "connect as this tenant's user (admin for streams, viewer for the reading commands, client otherwise) from the tenants file, instead of --creds (default $JETLOOP_TENANT)")
 	f.StringVar(&c.tenantsFile, "tenants", "", "the tenants file of a multi-tenant deployment (default $JETLOOP_TENANTS, else "+defaultTenantsFile+")")
@@ -176,21 +188,22 @@ func (c *command) writeHelp(w io.Writer) {
 		fmt.Fprint(w, "\nflags:\n")
 		printFlags(w, own)
 	}
-	fmt.Fprint(w, "\nand the flags every command takes (--nats, --creds, --user, --password-file, --tls-ca, --tenant, --tenants, --no-color): see jetloop help.\n")
+	fmt.Fprint(w, "\nand the flags every command takes, before or after the command (--nats, --context, --creds, --user, --password-file, --tls-ca, --tenant, --tenants, --no-color): see jetloop help.\n")
 }
 
 // printFlags is f.PrintDefaults with each flag written --name, as the
-// docs and the examples write them (the flag package takes both).
+// docs and the examples write them (the flag package takes both). Flags
+// whose usage starts "internal:" are the command's own plumbing and not
+// shown.
 func printFlags(w io.Writer, f *flag.FlagSet) {
-	var b strings.Builder
-	f.SetOutput(&b)
-	f.PrintDefaults()
-	for line := range strings.Lines(b.String()) {
-		if strings.HasPrefix(line, "  -") {
-			line = "  --" + line[3:]
+	shown := flag.NewFlagSet(f.Name(), flag.ContinueOnError)
+	f.VisitAll(func(fl *flag.Flag) {
+		if !strings.HasPrefix(fl.Usage, "internal:") {
+			shown.Var(fl.Value, fl.Name, fl.Usage)
+			shown.Lookup(fl.Name).DefValue = fl.DefValue
 		}
-		fmt.Fprint(w, line)
-	}
+	})
+	proc.PrintFlags(w, shown)
 }
 
 // shortUsage follows a usage error: the command's forms and where to read

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/bus"
@@ -17,13 +18,62 @@ import (
 // the streamed model text, until the turn finishes or ctx ends. It returns the
 // turn's turn.finished data.
 func Watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn string, t *Trace) (events.TurnFinishedData, error) {
-	var fin events.TurnFinishedData
-	deltas := make(chan *nats.Msg, 1024)
-	sub, err := nc.ChanSubscribe(events.DeltaSubject(turn), deltas)
+	feed, err := openDeltas(ctx, nc, js, turn)
 	if err != nil {
-		return fin, fmt.Errorf("watch: subscribe deltas: %w", err)
+		return events.TurnFinishedData{}, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	defer feed.close()
+	return watchFrom(ctx, feed, js, turn, t)
+}
+
+// deltaFeed is a subscription to a turn's streamed text that took effect
+// when the turn's log ended at seq after: every delta of a step that
+// started later is on it. Opened before a turn is submitted, it has the
+// text of every step.
+type deltaFeed struct {
+	sub   *nats.Subscription
+	ch    chan *nats.Msg
+	after int
+}
+
+func openDeltas(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn string) (*deltaFeed, error) {
+	f := &deltaFeed{ch: make(chan *nats.Msg, 4096)}
+	sub, err := nc.ChanSubscribe(events.DeltaSubject(turn), f.ch)
+	if err != nil {
+		return nil, fmt.Errorf("watch: subscribe deltas: %w", err)
+	}
+	f.sub = sub
+	// Once a flush returns the server has the interest: a step that starts
+	// after the log's last event below streams all its text to us.
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := nc.FlushWithContext(fctx); err != nil {
+		f.close()
+		return nil, fmt.Errorf("watch: subscribe deltas: %w", err)
+	}
+	store, err := bus.NewStore(fctx, js)
+	if err != nil {
+		f.close()
+		return nil, err
+	}
+	last, _, ok, err := store.Last(fctx, turn)
+	if err != nil {
+		f.close()
+		return nil, fmt.Errorf("watch: read turn %s: %w", turn, err)
+	}
+	if ok {
+		f.after = last.Seq
+	}
+	return f, nil
+}
+
+func (f *deltaFeed) close() { _ = f.sub.Unsubscribe() }
+
+// watchFrom is Watch on a feed opened already.
+func watchFrom(ctx context.Context, feed *deltaFeed, js jetstream.JetStream, turn string, t *Trace) (events.TurnFinishedData, error) {
+	var fin events.TurnFinishedData
+	deltas := feed.ch
+	t.liveAfter = feed.after
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -126,6 +126,9 @@ func workflowRun(ctx context.Context, c *command, path, id string, follow bool) 
 	defer nc.Close()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if sub.Policy != nil && len(sub.Policy.Hooks) > 0 {
+		c.warnUnservedHooks(pctx, js, sub.Policy.Hooks)
+	}
 	if _, err := js.Publish(pctx, events.SubjectWorkflow, data, jetstream.WithMsgID(sub.WorkflowID)); err != nil {
 		return c.fail("submit workflow %s: %v", sub.WorkflowID, err)
 	}
@@ -190,6 +193,10 @@ func workflowDetail(e events.Envelope) string {
 		return fmt.Sprintf("after task %d: %d tasks, %d steps, %d tool calls, %d+%d tokens", d.Task, m.Tasks, m.Steps, m.ToolCalls, m.InputTokens, m.OutputTokens)
 	case *events.WorkflowGatedData:
 		// by says which decided: the rules, a person's approval, or a hook.
+		if d.Decision == events.GateStop {
+			// No task d.Task will run: the gate closed the last one.
+			return fmt.Sprintf("after task %d: %s by %s (%s)", d.Task-1, d.Decision, orDash(d.By), d.Reason)
+		}
 		return fmt.Sprintf("before task %d: %s by %s (%s)", d.Task, d.Decision, orDash(d.By), d.Reason)
 	case *events.WorkflowResumedData:
 		return fmt.Sprintf("approved %t %s", d.Approved, d.Note)
@@ -306,10 +313,57 @@ func (c *command) workflowControl(ctx context.Context, id string, ctl events.Con
 	return ExitOK
 }
 
+// warnUnservedHooks says which of a workflow's hooks no live worker
+// advertises now: the gate would only find out at the hook's timeout. It
+// is a warning, as a worker may yet start; what cannot be read is left
+// unsaid.
+func (c *command) warnUnservedHooks(ctx context.Context, js jetstream.JetStream, hooks []string) {
+	w, err := readWorkers(ctx, js)
+	if err != nil {
+		return
+	}
+	for _, h := range hooks {
+		if !slices.ContainsFunc(w.Served, func(s Served) bool { return s.Kind == "hook" && s.Name == h && s.Workers > 0 }) {
+			fmt.Fprintf(c.stderr, "jetloop workflow: warning: no live worker serves the hook %q now: the gate waits for it until the hook's timeout (jetloop workers lists what is served)\n", h)
+		}
+	}
+}
+
+// WorkflowSummary is one workflow as jetloop workflows --json prints it.
+type WorkflowSummary struct {
+	WorkflowID string `json:"workflow_id"`
+	// Status is running, paused (a gate waits for approval) or finished.
+	Status     string            `json:"status"`
+	StopReason events.StopReason `json:"stop_reason,omitempty"`
+	// Task is the task the workflow is at (or ended at); Last the type of
+	// its last event.
+	Task    int         `json:"task"`
+	Last    events.Type `json:"last"`
+	Started time.Time   `json:"started"`
+	Updated time.Time   `json:"updated"`
+}
+
+func workflowRow(first, last events.Envelope) WorkflowSummary {
+	s := WorkflowSummary{WorkflowID: first.TurnID, Status: "running", Task: last.Step, Last: last.Type, Started: first.Time, Updated: last.Time}
+	switch {
+	case last.Type == events.WorkflowFinished:
+		var d events.WorkflowFinishedData
+		_ = json.Unmarshal(last.Data, &d)
+		s.Status, s.StopReason = "finished", d.StopReason
+	case last.Type == events.WorkflowGated && strings.Contains(string(last.Data), `"wait"`):
+		s.Status = "paused"
+	}
+	return s
+}
+
 // workflowsCmd lists workflows, newest first.
 func workflowsCmd(ctx context.Context, c *command, args []string) int {
+	asJSON := c.flags.Bool("json", false, "print one JSON object per workflow")
 	if !c.parse(args) {
 		return c.exit
+	}
+	if c.flags.NArg() != 0 {
+		return c.usageErr("workflows takes no arguments")
 	}
 	nc, js, err := c.connect()
 	if err != nil {
@@ -349,6 +403,15 @@ func workflowsCmd(ctx context.Context, c *command, args []string) int {
 		return c.fail("%v", err)
 	}
 	slices.SortFunc(rows, func(a, b events.Envelope) int { return b.Time.Compare(a.Time) })
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		for _, e := range rows {
+			if err := enc.Encode(workflowRow(e, lasts[e.TurnID])); err != nil {
+				return c.fail("%v", err)
+			}
+		}
+		return ExitOK
+	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "WORKFLOW\tSTATUS\tTASK\tSTARTED")
 	for _, e := range rows {

@@ -20,6 +20,9 @@ func TestWorkflowExample(t *testing.T) {
 			t.Errorf("trace lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "before task 4") {
+		t.Errorf("the trace names a fourth task of three:\n%s", out)
+	}
 	log := e.log("example")
 	var fin events.WorkflowFinishedData
 	_ = json.Unmarshal(log[len(log)-1].Data, &fin)
@@ -37,6 +40,11 @@ func TestWorkflowExample(t *testing.T) {
 		t.Errorf("workflows:\n%s", out)
 	}
 	// Replay and verify accept a workflow id; export writes its log.
+	var row WorkflowSummary
+	if err := json.Unmarshal([]byte(e.mustRun(ExitOK, "workflows", "--json")), &row); err != nil || row.WorkflowID != "example" ||
+		row.Status != "finished" || row.StopReason != events.StopCompleted || row.Task != 3 {
+		t.Errorf("workflows --json: %+v (%v)", row, err)
+	}
 	if out := e.mustRun(ExitOK, "replay", "--verify", "example"); !strings.Contains(out, "3 gate decisions") || !strings.Contains(out, "3 task turns verified") {
 		t.Errorf("replay --verify:\n%s", out)
 	}
@@ -85,13 +93,30 @@ func TestDemoWorkflow(t *testing.T) {
 	}
 }
 
+// TestWorkflowRunWarnsOfAnUnservedHook: a workflow whose policy names a
+// hook no live worker advertises is submitted with a warning that says so.
+func TestWorkflowRunWarnsOfAnUnservedHook(t *testing.T) {
+	e := newEnv(t)
+	path := e.script("hooked.yaml", `workflow_id: hooked
+agent: Refactorer
+policy: {hooks: [nobody_serves_this], hook_timeout_ms: 1000, on_hook_timeout: continue}
+tasks:
+  - {input: one, model: script, script: {responses: [{text: first}]}}
+`)
+	code, out, errOut := e.jetloop("workflow", "run", path)
+	if code != ExitOK || !strings.Contains(errOut, `no live worker serves the hook "nobody_serves_this"`) {
+		t.Fatalf("workflow run: exit %d\n%s%s", code, out, errOut)
+	}
+	e.mustRun(ExitOK, "workflow", "watch", "hooked")
+}
+
 // TestGateLinesSayWhoDecided: the workflow trace's line for a gate names
 // who decided: the rules, a person's approval or a hook.
 func TestGateLinesSayWhoDecided(t *testing.T) {
 	for by, want := range map[string]string{
-		"audit":               "before task 2: stop by audit (disk full)",
-		events.GateByRules:    "before task 2: stop by rules (disk full)",
-		events.GateByApproval: "before task 2: stop by approval (disk full)",
+		"audit":               "after task 1: stop by audit (disk full)",
+		events.GateByRules:    "after task 1: stop by rules (disk full)",
+		events.GateByApproval: "after task 1: stop by approval (disk full)",
 	} {
 		data, err := json.Marshal(events.WorkflowGatedData{Task: 2, Decision: events.GateStop, Reason: "disk full", By: by})
 		if err != nil {

@@ -34,6 +34,7 @@ func TestFailFast(t *testing.T) {
 	for _, args := range [][]string{
 		{"jetloop", "turns", "--nats", url},
 		{"jetloop", "submit", "--nats", url, "hi"},
+		{"jetloop", "--nats", url, "turns"}, // before the command, as nats --server takes it
 		{"orchestrator", "--nats", url, "--agents", "data/AGENTS.md"},
 		{"toolworker", "--nats", url, "--root", t.TempDir()},
 	} {
@@ -49,6 +50,20 @@ func TestFailFast(t *testing.T) {
 		}
 		if took > 10*time.Second {
 			t.Errorf("%v took %s to fail", args, took)
+		}
+	}
+}
+
+// TestServiceHelp: the orchestrator and the tool worker write their flags
+// --name, as jetloop and the docs do.
+func TestServiceHelp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	for name, flag := range map[string]string{"orchestrator": "agents", "toolworker": "root"} {
+		out, _ := exec.Command(filepath.Join(binaries(t), name), "--help").CombinedOutput()
+		if !strings.Contains(string(out), "usage: "+name) || !strings.Contains(string(out), "\n  --"+flag+" ") || strings.Contains(string(out), "\n  -"+flag+" ") {
+			t.Errorf("%s --help:\n%s", name, out)
 		}
 	}
 }

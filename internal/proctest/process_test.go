@@ -268,14 +268,26 @@ func TestAgentsCheck(t *testing.T) {
 		t.Fatalf("shipped agents: exit %d\n%s", code, out)
 	}
 	dir := t.TempDir()
+	// What the orchestrator cannot run as written fails the check.
+	for name, agent := range map[string]string{
+		"nomodel.md": "---\nname: A\n---\nprompt\n",
+		"typo.md":    "---\nname: A\nmodel: script\ntols: [echo]\n---\nprompt\n",
+		"type.md":    "---\nname: A\nmodel: script\nsteps: ten\n---\nprompt\n",
+	} {
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, []byte(agent), 0o644)
+		if out, code := run(t, dir, "agents", "check", path); code != 1 || !strings.Contains(out, name+":") || !strings.Contains(out, "error:") {
+			t.Errorf("%s: exit %d\n%s", name, code, out)
+		}
+	}
 	warn := filepath.Join(dir, "warn.md")
-	os.WriteFile(warn, []byte("---\nname: A\nsteps: -1\n---\nprompt\n"), 0o644)
-	if out, code := run(t, dir, "agents", "check", warn); code != 0 || !strings.Contains(out, "warn.md:3") {
+	os.WriteFile(warn, []byte("---\nname: A\nmodel: script\ntools: [echo]\napproval: [write_file]\n---\nprompt\n"), 0o644)
+	if out, code := run(t, dir, "agents", "check", warn); code != 0 || !strings.Contains(out, "warn.md:5") {
 		t.Fatalf("warnings only: exit %d\n%s", code, out)
 	}
 	// --strict fails on a warning, standing before or after the path.
 	for _, args := range [][]string{{"agents", "check", "--strict", warn}, {"agents", "check", warn, "--strict"}} {
-		if out, code := run(t, dir, args...); code != 1 || !strings.Contains(out, "warn.md:3") {
+		if out, code := run(t, dir, args...); code != 1 || !strings.Contains(out, "warn.md:5") {
 			t.Fatalf("%v: exit %d\n%s", args, code, out)
 		}
 	}

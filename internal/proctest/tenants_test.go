@@ -365,3 +365,47 @@ func TestTenantRunsATurn(t *testing.T) {
 		t.Errorf("tenant b has %d streams, %d bytes after a's turn", info.Streams, info.Store)
 	}
 }
+
+// TestTenantsServedOnceProvisioned: an orchestrator and a tool worker
+// started with --tenants before the tenants are provisioned say once per
+// tenant what to run, with no error and no permissions violation, and
+// serve tenant a once `jetloop streams apply --tenant a` has run: a turn
+// submitted as a's client completes. The worker's --root need not exist.
+func TestTenantsServedOnceProvisioned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the binaries")
+	}
+	root := repoRoot(t)
+	path := filepath.Join(root, "deploy", "tenants", "tenants.yaml")
+	srv := natstest.StartConfig(t, filepath.Join(filepath.Dir(path), "nats.conf"))
+	url := srv.ClientURL()
+	orch := start(t, root, "orchestrator", "--tenants", path, "--nats", url, "--agents", "data/AGENTS.md", "--allow-scripts")
+	worker := start(t, root, "toolworker", "--tenants", path, "--nats", url, "--root", filepath.Join(t.TempDir(), "work"))
+	for _, p := range []*process{orch, worker} {
+		natstest.WaitFor(t, "both tenants reported unprovisioned", func() bool {
+			out := p.out.String()
+			return strings.Contains(out, "tenant a is not provisioned yet: run `jetloop streams apply --tenant a") &&
+				strings.Contains(out, "tenant b is not provisioned yet")
+		})
+	}
+	if out, code := run(t, root, "--tenant", "a", "--tenants", path, "--nats", url, "streams", "apply"); code != 0 {
+		t.Fatalf("streams apply --tenant a: exit %d\n%s", code, out)
+	}
+	out, code := run(t, root, "--tenant", "a", "--tenants", path, "--nats", url, "submit", "--watch", "--agent", "General",
+		"--model", "script:scripts/demo.yaml", "What is this project?")
+	if code != 0 || !strings.Contains(out, "finished: completed") {
+		t.Fatalf("submit as a's client: exit %d\n%s", code, out)
+	}
+	for name, p := range map[string]*process{"orchestrator": orch, "toolworker": worker} {
+		if code := p.stop(t); code != 0 {
+			t.Errorf("%s exited %d", name, code)
+		}
+		out := p.out.String()
+		if n := strings.Count(out, "tenant a is not provisioned yet"); n != 1 {
+			t.Errorf("%s said %d times that a is not provisioned:\n%s", name, n, out)
+		}
+		if strings.Contains(out, `"level":"ERROR"`) || strings.Contains(strings.ToLower(out), "permissions violation") {
+			t.Errorf("%s logged errors:\n%s", name, out)
+		}
+	}
+}

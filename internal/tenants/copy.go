@@ -31,5 +31,15 @@ func Copy(deploy, dir, listen, store string) (tenantsFile, config string, err er
 	}
 	data = regexp.MustCompile(`(?m)^listen:.*$`).ReplaceAll(data, []byte("listen: "+listen))
 	data = regexp.MustCompile(`(?m)store_dir:\s*("[^"]*"|\S+)`).ReplaceAll(data, []byte("store_dir: "+strconv.Quote(store)))
-	return filepath.Join(dir, "tenants", "tenants.yaml"), config, os.WriteFile(config, data, 0o600)
+	if err := os.WriteFile(config, data, 0o600); err != nil {
+		return "", "", err
+	}
+	// The tenants file names the server it goes with.
+	tenantsFile = filepath.Join(dir, "tenants", "tenants.yaml")
+	data, err = os.ReadFile(tenantsFile)
+	if err != nil {
+		return "", "", err
+	}
+	data = regexp.MustCompile(`(?m)^server:.*$`).ReplaceAll(data, []byte("server: nats://"+listen))
+	return tenantsFile, config, os.WriteFile(tenantsFile, data, 0o600)
 }

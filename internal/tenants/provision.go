@@ -1,7 +1,13 @@
 package tenants
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -39,4 +45,28 @@ func Fit(p bus.Provision, maxStore, maxMem int64) bus.Provision {
 		p.EventsMaxBytes = -1 // the account's limit bounds it
 	}
 	return p
+}
+
+// ErrNotProvisioned is a tenant whose account has no jetloop streams yet.
+var ErrNotProvisioned = errors.New("tenants: the tenant's streams are not provisioned")
+
+// CheckProvisioned returns ErrNotProvisioned when the account js reaches
+// has no tools bucket, which every role of a tenant reads: a process
+// serving the tenants then waits for `jetloop streams apply` instead of
+// trying (and being refused) to make the streams itself.
+func CheckProvisioned(ctx context.Context, js jetstream.JetStream) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := js.KeyValue(ctx, events.BucketTools)
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return ErrNotProvisioned
+	}
+	return err
+}
+
+// NotProvisioned is the one line a process serving the tenants of the file
+// at path logs for tenant while it waits for its streams: what to run.
+func NotProvisioned(path, tenant string) string {
+	return fmt.Sprintf("tenant %s is not provisioned yet: run `jetloop streams apply --tenant %s --tenants %s` (until then it is tried again with a growing pause)",
+		tenant, tenant, path)
 }

@@ -64,7 +64,11 @@ var toolRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 type File struct {
 	// System is the public nkey of the system account's user, whose seed
 	// is sys.nk beside the file: jetloop tenants reloads the server as it.
-	System  string   `yaml:"system,omitempty"`
+	System string `yaml:"system,omitempty"`
+	// Server is the URL of the deployment's servers (a comma-separated
+	// list for a cluster): jetloop --tenant and jetloop tenants connect
+	// there unless --nats or NATS_URL says otherwise.
+	Server  string   `yaml:"server,omitempty"`
 	Tenants []Tenant `yaml:"tenants"`
 }
 
