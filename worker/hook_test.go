@@ -27,8 +27,8 @@ func (e *env) hookJob(hook, workflow string, ended *events.HookEnded) {
 	e.publish(events.HookSubject(hook), data)
 }
 
-// hookAnswer waits for a hook's answer about workflow in the inbox.
-func (e *env) hookAnswer(workflow string) events.HookAnswer {
+// hookAnswer waits for hook's answer about workflow in the inbox.
+func (e *env) hookAnswer(hook, workflow string) events.HookAnswer {
 	e.t.Helper()
 	var a events.HookAnswer
 	e.waitFor("the answer about "+workflow, func() bool {
@@ -36,7 +36,7 @@ func (e *env) hookAnswer(workflow string) events.HookAnswer {
 		if err != nil {
 			return false
 		}
-		m, err := s.GetLastMsgForSubject(context.Background(), bus.Stored(events.HookAnswerSubject(workflow)))
+		m, err := s.GetLastMsgForSubject(context.Background(), bus.Stored(events.HookAnswerSubjectOf(hook, workflow)))
 		if errors.Is(err, jetstream.ErrMsgNotFound) || err != nil {
 			return false
 		}
@@ -80,14 +80,14 @@ func TestHookFailuresAreAnsweredAsErrors(t *testing.T) {
 	for hook, reason := range map[string]string{"fails": "disk full", "panics": "internal error: nil map",
 		"odd": `answered "maybe": a hook answers continue, stop or wait`} {
 		e.hookJob(hook, "wf-"+hook, nil)
-		if a := e.hookAnswer("wf-" + hook); a.Decision != events.GateError || a.Reason != reason || a.Hook != hook {
+		if a := e.hookAnswer(hook, "wf-"+hook); a.Decision != events.GateError || a.Reason != reason || a.Hook != hook {
 			t.Errorf("hook %s answered %+v", hook, a)
 		}
 	}
 	e.hookJob("keeps", "wf-asked", nil)
 	e.hookJob("keeps", "wf-ended", &events.HookEnded{StopReason: events.StopTimeout, Error: "timeout"})
-	e.hookAnswer("wf-asked")
-	e.hookAnswer("wf-ended")
+	e.hookAnswer("keeps", "wf-asked")
+	e.hookAnswer("keeps", "wf-ended")
 	mu.Lock()
 	defer mu.Unlock()
 	asked, ended := seen["wf-asked"], seen["wf-ended"]

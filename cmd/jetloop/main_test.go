@@ -17,6 +17,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // TestMain lets the test binary be the jetloop binary: with
@@ -59,18 +60,13 @@ func TestSignalledWatchExitsQuietly(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// A watch reads by get, and subscribes to the turn's log first.
 		natstest.WaitFor(t, "the watch to start", func() bool {
-			stream, err := js.Stream(context.Background(), events.StreamEvents)
+			subs, err := srv.Subsz(&server.SubszOptions{Subscriptions: true, Test: "jetloop.events.x." + tc.turn})
 			if err != nil {
 				return false
 			}
-			for info := range stream.ListConsumers(context.Background()).Info() {
-				if info.Config.FilterSubject == events.TurnEventsFilter(tc.turn) ||
-					slices.Contains(info.Config.FilterSubjects, events.TurnEventsFilter(tc.turn)) {
-					return true
-				}
-			}
-			return false
+			return slices.ContainsFunc(subs.Subs, func(s server.SubDetail) bool { return s.Subject == events.TurnEventsFilter(tc.turn) })
 		})
 		if err := cmd.Process.Signal(tc.sig); err != nil {
 			t.Fatal(err)
