@@ -94,7 +94,7 @@ func TestPowerLoss(t *testing.T) {
 	}
 	requireFUSE(t)
 	rounds, turns := envInt(t, "POWERLOSS_ROUNDS", 4), envInt(t, "POWERLOSS_TURNS", 80)
-	pl := newPowerLoss(t, "always", envSeed(t, "POWERLOSS_SEED"))
+	pl := newPowerLoss(t, "always", envSeed(t, "POWERLOSS_SEED"), 1)
 	pl.run(rounds, turns)
 }
 
@@ -107,12 +107,12 @@ func TestPowerLossDefaultSyncLoses(t *testing.T) {
 		t.Skip("a server on a FUSE filesystem, crashed once")
 	}
 	requireFUSE(t)
-	pl := newPowerLoss(t, "", envSeed(t, "POWERLOSS_SEED"))
+	pl := newPowerLoss(t, "", envSeed(t, "POWERLOSS_SEED"), 1)
 	pl.startAll()
 	go pl.submitter(40)
 	natstest.WaitFor(t, "events to be read", func() bool { return pl.reader.count() >= 150 })
 	pl.crash(true)
-	pl.startServer()
+	pl.startServer(pl.machines[0])
 	lost, changed := pl.compare()
 	t.Logf("control (sync_interval default): %d events read before the crash, %d lost, %d changed; %d submissions acknowledged",
 		pl.reader.count(), lost, changed, pl.acked())
@@ -154,25 +154,36 @@ func envSeed(t *testing.T, name string) uint64 {
 type powerLoss struct {
 	t    *testing.T
 	root string
-	// dir holds the agents, the server's configuration and the ledger
-	// (calls.log): everything but the store, which is on mnt.
-	dir, backing, mnt, conf, url string
-	rng                          *rand.Rand
+	// dir holds the agents, the servers' configurations and the ledger
+	// (calls.log): everything but the stores, each on its machine's disk.
+	dir string
+	// url is the servers' client URLs, comma-separated.
+	url      string
+	rng      *rand.Rand
+	machines []*machine
 
-	fsd, server, orch, worker *process
-	js                        jetstream.JetStream
-	reader                    *eventReader
+	orch, worker *process
+	js           jetstream.JetStream
+	reader       *eventReader
 
 	mu       sync.Mutex
 	accepted map[string]bool
 	stop     bool
 }
 
-func newPowerLoss(t *testing.T, sync string, seed uint64) *powerLoss {
+// machine is a server and the forgetful disk its store is on.
+type machine struct {
+	name, backing, mnt, conf string
+	fsd, server              *process
+}
+
+// newPowerLoss prepares n servers (a cluster when n > 1), each from the
+// shipped nats.conf with the sync setting given ("always", or "" for
+// NATS's default), each on a disk of its own, mounted.
+func newPowerLoss(t *testing.T, sync string, seed uint64, n int) *powerLoss {
 	t.Helper()
-	plain := plainBinaries(t)
 	binaries(t)
-	pl := &powerLoss{t: t, root: repoRoot(t), dir: t.TempDir(), backing: t.TempDir(), mnt: t.TempDir(),
+	pl := &powerLoss{t: t, root: repoRoot(t), dir: t.TempDir(),
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), accepted: map[string]bool{}}
 	t.Cleanup(func() {
 		pl.mu.Lock()
@@ -182,15 +193,35 @@ func newPowerLoss(t *testing.T, sync string, seed uint64) *powerLoss {
 	if err := os.WriteFile(filepath.Join(pl.dir, "AGENTS.md"), []byte(failureAgents), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pl.writeConf(sync)
-	pl.mount(plain)
+	ports := make([]int, 2*n)
+	for i := range ports {
+		ports[i] = natstest.FreePort(t)
+	}
+	var urls, routes []string
+	for i := range n {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+i]))
+	}
+	pl.url = strings.Join(urls, ",")
+	for i := range n {
+		m := &machine{name: fmt.Sprintf("jetloop-%d", i+1), backing: t.TempDir(), mnt: t.TempDir()}
+		var cluster string
+		if n > 1 {
+			cluster = fmt.Sprintf("\ncluster {\n  name: jetloop-chaos\n  listen: 127.0.0.1:%d\n  routes: [%s]\n}\n",
+				ports[n+i], strings.Join(routes, ", "))
+		}
+		pl.writeConf(m, ports[i], sync, cluster)
+		pl.mount(m)
+		pl.machines = append(pl.machines, m)
+	}
 	return pl
 }
 
 // writeConf writes the repository's nats.conf as it is but for its port,
-// its store (on the forgetful filesystem), its includes (relative to where it is written) and,
-// for the control run, its sync setting.
-func (pl *powerLoss) writeConf(sync string) {
+// its name, its store (on the machine's forgetful disk), its includes
+// (relative to where it is written), what cluster adds and, for the control
+// run, its sync setting.
+func (pl *powerLoss) writeConf(m *machine, port int, sync, cluster string) {
 	t := pl.t
 	data, err := os.ReadFile(filepath.Join(pl.root, "nats.conf"))
 	if err != nil {
@@ -202,16 +233,15 @@ func (pl *powerLoss) writeConf(sync string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := natstest.FreePort(t)
-	pl.url = fmt.Sprintf("nats://127.0.0.1:%d", port)
 	edits := [][2]string{
 		{"listen: 127.0.0.1:4222", fmt.Sprintf("listen: 127.0.0.1:%d", port)},
-		{`store_dir: "./.jetloop/nats"`, fmt.Sprintf("store_dir: %q", filepath.Join(pl.mnt, "nats"))},
+		{"server_name: jetloop-1", "server_name: " + m.name},
+		{`store_dir: "./.jetloop/nats"`, fmt.Sprintf("store_dir: %q", filepath.Join(m.mnt, "nats"))},
 		{`include "deploy/`, fmt.Sprintf(`include "%s/deploy/`, rel)},
 		{"sync_interval: always", "sync_interval: always"},
 	}
 	if sync != "always" {
-		edits[3][1] = "# sync_interval: NATS's default"
+		edits[4][1] = "# sync_interval: NATS's default"
 	}
 	for _, e := range edits {
 		if !strings.Contains(conf, e[0]) {
@@ -219,28 +249,29 @@ func (pl *powerLoss) writeConf(sync string) {
 		}
 		conf = strings.ReplaceAll(conf, e[0], e[1])
 	}
-	pl.conf = filepath.Join(pl.dir, "nats.conf")
-	if err := os.WriteFile(pl.conf, []byte(conf), 0o644); err != nil {
+	m.conf = filepath.Join(pl.dir, m.name+".conf")
+	if err := os.WriteFile(m.conf, []byte(conf+cluster), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// mount starts lazyfsd and waits until its filesystem is mounted. At the
-// end of the test it is unmounted before the directories go.
-func (pl *powerLoss) mount(plain string) {
+// mount starts the machine's lazyfsd and waits until its filesystem is
+// mounted. At the end of the test it is unmounted before the directories
+// go.
+func (pl *powerLoss) mount(m *machine) {
 	t := pl.t
 	t.Helper()
-	p := startPath(t, pl.dir, filepath.Join(plain, "lazyfsd"), "--backing", pl.backing, "--mount", pl.mnt)
+	p := startPath(t, pl.dir, filepath.Join(plainBinaries(t), "lazyfsd"), "--backing", m.backing, "--mount", m.mnt)
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Signal(syscall.SIGTERM)
 			_ = p.cmd.Wait()
 		}
 		// A lazyfsd that could not unmount leaves a dead mount.
-		_ = syscall.Unmount(pl.mnt, syscall.MNT_DETACH)
+		_ = syscall.Unmount(m.mnt, syscall.MNT_DETACH)
 	})
 	natstest.WaitFor(t, "the filesystem to be mounted", func() bool { return strings.Contains(p.out.String(), "mounted") })
-	pl.fsd = p
+	m.fsd = p
 }
 
 // as is the connection flags of a shipped role.
@@ -248,12 +279,32 @@ func (pl *powerLoss) as(role string) []string {
 	return []string{"--nats", pl.url, "--user", role, "--password-file", filepath.Join(pl.root, "deploy", "dev", role+".password")}
 }
 
-func (pl *powerLoss) startServer() {
+func (pl *powerLoss) startServer(m *machine) {
 	t := pl.t
 	t.Helper()
-	p := startPath(t, pl.dir, filepath.Join(plainBinaries(t), "nats-server"), "-c", pl.conf)
-	natstest.WaitFor(t, "the server to be ready", func() bool { return strings.Contains(p.out.String(), "Server is ready") })
-	pl.server = p
+	p := startPath(t, pl.dir, filepath.Join(plainBinaries(t), "nats-server"), "-c", m.conf)
+	natstest.WaitFor(t, m.name+" to be ready", func() bool { return strings.Contains(p.out.String(), "Server is ready") })
+	m.server = p
+}
+
+// crashDisk pulls the power on a machine: its filesystem drops what was
+// not synced and freezes, its server is killed, and so are the processes
+// also names, and the filesystem is mounted again on what it had synced.
+// Nothing is started again.
+func (pl *powerLoss) crashDisk(m *machine, also ...*process) {
+	t := pl.t
+	t.Helper()
+	_ = m.fsd.cmd.Process.Signal(syscall.SIGUSR1)
+	natstest.WaitFor(t, "the filesystem to crash", func() bool { return strings.Contains(m.fsd.out.String(), "crashed") })
+	m.server.kill9(t)
+	for _, p := range also {
+		p.kill9(t)
+	}
+	_ = m.fsd.cmd.Process.Signal(syscall.SIGTERM)
+	if err := m.fsd.cmd.Wait(); err != nil {
+		t.Fatalf("lazyfsd: %v\n%s", err, m.fsd.out.String())
+	}
+	pl.mount(m)
 }
 
 // startProcesses starts the tool worker and the orchestrator together, as
@@ -270,14 +321,14 @@ func (pl *powerLoss) startProcesses() {
 	}
 }
 
-// startAll starts the server, provisions it as admin, starts the
-// processes and the test's reader of the logs.
+// startAll starts the servers, provisions them as admin (every stream
+// with a replica on each) and starts the test's reader of the logs; on one
+// server, the processes too.
 func (pl *powerLoss) startAll() {
 	t := pl.t
 	t.Helper()
-	pl.startServer()
-	if out, code := run(t, pl.dir, append([]string{"streams"}, append(pl.as("admin"), "apply")...)...); code != 0 {
-		t.Fatalf("streams apply as admin exited %d:\n%s", code, out)
+	for _, m := range pl.machines {
+		pl.startServer(m)
 	}
 	password, err := os.ReadFile(filepath.Join(pl.root, "deploy", "dev", "admin.password"))
 	if err != nil {
@@ -292,10 +343,24 @@ func (pl *powerLoss) startAll() {
 	if pl.js, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
+	// A cluster answers JetStream requests once it has elected a leader.
+	natstest.WaitFor(t, "JetStream to answer", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := pl.js.AccountInfo(ctx)
+		return err == nil
+	})
+	apply := append([]string{"streams"}, pl.as("admin")...)
+	apply = append(apply, "--replicas", strconv.Itoa(len(pl.machines)), "apply")
+	if out, code := run(t, pl.dir, apply...); code != 0 {
+		t.Fatalf("streams apply as admin exited %d:\n%s", code, out)
+	}
 	pl.reader = readEvents(t, pl.js)
-	pl.startProcesses()
-	for _, tool := range []string{"shell", "echo"} {
-		turntest.WaitTool(t, pl.js, tool)
+	if len(pl.machines) == 1 {
+		pl.startProcesses()
+		for _, tool := range []string{"shell", "echo"} {
+			turntest.WaitTool(t, pl.js, tool)
+		}
 	}
 }
 
@@ -357,24 +422,15 @@ func (pl *powerLoss) acked() int {
 	return len(pl.accepted)
 }
 
-// crash pulls the power: the filesystem drops what was not synced and
-// freezes, the server is killed (with all, the orchestrator and the worker
-// too), and the filesystem is mounted again on what it had synced.
+// crash pulls the power on the one machine: with all, the orchestrator
+// and the worker go with the server.
 func (pl *powerLoss) crash(all bool) {
-	t := pl.t
-	t.Helper()
-	_ = pl.fsd.cmd.Process.Signal(syscall.SIGUSR1)
-	natstest.WaitFor(t, "the filesystem to crash", func() bool { return strings.Contains(pl.fsd.out.String(), "crashed") })
-	pl.server.kill9(t)
+	pl.t.Helper()
 	if all {
-		pl.orch.kill9(t)
-		pl.worker.kill9(t)
+		pl.crashDisk(pl.machines[0], pl.orch, pl.worker)
+		return
 	}
-	_ = pl.fsd.cmd.Process.Signal(syscall.SIGTERM)
-	if err := pl.fsd.cmd.Wait(); err != nil {
-		t.Fatalf("lazyfsd: %v\n%s", err, pl.fsd.out.String())
-	}
-	pl.mount(plainBinaries(t))
+	pl.crashDisk(pl.machines[0])
 }
 
 // round is what one crash did, for the report and the checks.
@@ -408,7 +464,7 @@ func (pl *powerLoss) run(rounds, turns int) {
 		}
 		read := pl.reader.count()
 		pl.crash(rd.all)
-		pl.startServer()
+		pl.startServer(pl.machines[0])
 		rd.restart = time.Now()
 		if rd.all {
 			pl.startProcesses()
@@ -427,10 +483,18 @@ func (pl *powerLoss) run(rounds, turns int) {
 	if lost+changed > 0 {
 		t.Errorf("%d events read before a crash are gone, %d changed", lost, changed)
 	}
-	pl.checkTurns(turns)
+	pl.checkTurns(turns, nil)
 	natstest.CheckLogs(t, pl.js)
 	pl.verify(rs)
-	rerun, excused := pl.checkLedger(turns, rs)
+	excuse := map[string]string{}
+	for _, rd := range rs {
+		if rd.all {
+			for _, turn := range rd.open {
+				excuse[turn] = "its worker was killed"
+			}
+		}
+	}
+	rerun, excused := pl.checkLedger(turns, excuse, nil)
 	var recovery []time.Duration
 	for _, rd := range rs {
 		for _, turn := range rd.open {
@@ -547,8 +611,12 @@ func recordEvents(into map[string]map[int][]byte, data []byte, changed func(turn
 }
 
 // checkTurns checks that every submitted turn ended as its script says:
-// completed with its answer, after its three tool calls.
-func (pl *powerLoss) checkTurns(turns int) {
+// completed with its answer, after its three tool calls. A call that got no
+// answer before its deadline is a failure, unless late says the turn was
+// open at a fault that may hold a call up that long (a worker killed with
+// the job: its ack wait); it returns the turns that had one.
+func (pl *powerLoss) checkTurns(turns int, late func(turn string) bool) map[string]bool {
+	timedOut := map[string]bool{}
 	t := pl.t
 	t.Helper()
 	for i := range turns {
@@ -567,11 +635,16 @@ func (pl *powerLoss) checkTurns(turns int) {
 			t.Errorf("%s: %d tool.completed, want 3", turn, len(done))
 		}
 		for _, d := range done {
-			if d.IsError {
+			switch {
+			case d.IsError && late != nil && late(turn) && strings.Contains(d.Output, "deadline"):
+				timedOut[turn] = true
+				t.Logf("%s: %s: %s, after a fault", turn, d.Name, d.Output)
+			case d.IsError:
 				t.Errorf("%s: %s failed: %s", turn, d.Name, d.Output)
 			}
 		}
 	}
+	return timedOut
 }
 
 // verify runs jetloop replay --verify, as the viewer, on the turns open at
@@ -589,10 +662,13 @@ func (pl *powerLoss) verify(rs []*round) {
 	}
 }
 
-// checkLedger counts the tool calls the ledger shows ran more than once. A
-// call may run again when its worker was killed while its turn was open
-// (the result may be lost with the worker); any other is a failure.
-func (pl *powerLoss) checkLedger(turns int, rs []*round) (rerun, excused int) {
+// checkLedger counts the tool calls of the first turns the ledger shows
+// ran more than once. A call may run again when its worker was killed (or
+// paused past its ack wait) while its turn was open, which excuse says of
+// the turn; any other is a failure.
+//
+// A call whose turn timed out (see checkTurns) may never have run.
+func (pl *powerLoss) checkLedger(turns int, excuse map[string]string, timedOut map[string]bool) (rerun, excused int) {
 	t := pl.t
 	t.Helper()
 	lines := map[string]int{}
@@ -604,25 +680,17 @@ func (pl *powerLoss) checkLedger(turns int, rs []*round) (rerun, excused int) {
 	for sc := bufio.NewScanner(f); sc.Scan(); {
 		lines[sc.Text()]++
 	}
-	killedOpen := map[string]bool{}
-	for _, rd := range rs {
-		if rd.all {
-			for _, turn := range rd.open {
-				killedOpen[turn] = true
-			}
-		}
-	}
 	for i := range turns {
 		turn := pl.turn(i)
 		for n := 1; n <= 2; n++ {
 			call := fmt.Sprintf("%s/%d", turn, n)
 			switch runs := lines[call]; {
-			case runs == 0:
+			case runs == 0 && !timedOut[turn]:
 				t.Errorf("%s never ran", call)
-			case runs > 1 && killedOpen[turn]:
+			case runs > 1 && excuse[turn] != "":
 				rerun++
 				excused++
-				t.Logf("%s ran %d times: its worker was killed while the turn was open", call, runs)
+				t.Logf("%s ran %d times: %s while the turn was open", call, runs, excuse[turn])
 			case runs > 1:
 				rerun++
 				t.Errorf("%s ran %d times, its worker alive", call, runs)
