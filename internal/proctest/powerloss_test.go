@@ -611,12 +611,12 @@ func recordEvents(into map[string]map[int][]byte, data []byte, changed func(turn
 }
 
 // checkTurns checks that every submitted turn ended as its script says:
-// completed with its answer, after its three tool calls. A call that got no
-// answer before its deadline is a failure, unless late says the turn was
-// open at a fault that may hold a call up that long (a worker killed with
-// the job: its ack wait); it returns the turns that had one.
-func (pl *powerLoss) checkTurns(turns int, late func(turn string) bool) map[string]bool {
-	timedOut := map[string]bool{}
+// completed with its answer, after its three tool calls. A call that ended
+// in an error is a failure, unless known names why it may (a fault held
+// it past its deadline, a known fault of the registry); it returns the
+// turns that had one, with that reason.
+func (pl *powerLoss) checkTurns(turns int, known func(turn, output string) string) map[string]string {
+	excused := map[string]string{}
 	t := pl.t
 	t.Helper()
 	for i := range turns {
@@ -635,16 +635,20 @@ func (pl *powerLoss) checkTurns(turns int, late func(turn string) bool) map[stri
 			t.Errorf("%s: %d tool.completed, want 3", turn, len(done))
 		}
 		for _, d := range done {
-			switch {
-			case d.IsError && late != nil && late(turn) && strings.Contains(d.Output, "deadline"):
-				timedOut[turn] = true
-				t.Logf("%s: %s: %s, after a fault", turn, d.Name, d.Output)
-			case d.IsError:
-				t.Errorf("%s: %s failed: %s", turn, d.Name, d.Output)
+			if !d.IsError {
+				continue
 			}
+			if why := ""; known != nil {
+				if why = known(turn, d.Output); why != "" {
+					excused[turn] = why
+					t.Logf("%s: %s: %s (%s)", turn, d.Name, d.Output, why)
+					continue
+				}
+			}
+			t.Errorf("%s: %s failed: %s", turn, d.Name, d.Output)
 		}
 	}
-	return timedOut
+	return excused
 }
 
 // verify runs jetloop replay --verify, as the viewer, on the turns open at
@@ -667,8 +671,9 @@ func (pl *powerLoss) verify(rs []*round) {
 // paused past its ack wait) while its turn was open, which excuse says of
 // the turn; any other is a failure.
 //
-// A call whose turn timed out (see checkTurns) may never have run.
-func (pl *powerLoss) checkLedger(turns int, excuse map[string]string, timedOut map[string]bool) (rerun, excused int) {
+// A call of a turn whose calls ended in an error checkTurns excused may
+// never have run.
+func (pl *powerLoss) checkLedger(turns int, excuse map[string]string, errored map[string]string) (rerun, excused int) {
 	t := pl.t
 	t.Helper()
 	lines := map[string]int{}
@@ -685,7 +690,7 @@ func (pl *powerLoss) checkLedger(turns int, excuse map[string]string, timedOut m
 		for n := 1; n <= 2; n++ {
 			call := fmt.Sprintf("%s/%d", turn, n)
 			switch runs := lines[call]; {
-			case runs == 0 && !timedOut[turn]:
+			case runs == 0 && errored[turn] == "":
 				t.Errorf("%s never ran", call)
 			case runs > 1 && excuse[turn] != "":
 				rerun++
