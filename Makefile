@@ -4,7 +4,7 @@ BIN     := bin
 GOFLAGS ?=
 export GOFLAGS
 
-.PHONY: all build release test fuzz demo demo-workflow demo-subagents bench nats vet fmt diagram npm-deps
+.PHONY: all build release test fuzz chaos demo demo-workflow demo-subagents bench nats vet fmt diagram npm-deps
 
 all: build
 
@@ -54,6 +54,17 @@ fuzz:
 		echo "fuzz $${t#*:} ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
 	done
+
+# The chaos soak (docs/reliability.md): a 3-node cluster on filesystems
+# that forget what was not fsynced, two orchestrators and three tool
+# workers under a steady load, and faults drawn from a seed for DURATION.
+# It prints the seed (SEED= replays a run) and a table of what happened.
+# It needs FUSE (/dev/fuse, root). make test runs a short one.
+DURATION ?= 5m
+SEED ?=
+
+chaos:
+	CHAOS_DURATION=$(DURATION) CHAOS_SEED=$(SEED) $(GO) test -race -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/proctest/
 
 demo:
 	$(GO) run ./cmd/jetloop demo

@@ -415,6 +415,12 @@ func (w *Worker) run(ctx context.Context) error {
 		return err
 	}
 	jobs, err := w.js.Stream(setup, events.StreamJobs)
+	// Jobs kept in memory on one server are gone after its restart (a
+	// machine's reboot restarts everything at once) until an orchestrator
+	// makes their stream again: wait for it rather than exit.
+	for errors.Is(err, jetstream.ErrStreamNotFound) && backoff.Sleep(setup, 250*time.Millisecond) {
+		jobs, err = w.js.Stream(setup, events.StreamJobs)
+	}
 	if err != nil {
 		return fmt.Errorf("worker: stream %s: %w", events.StreamJobs, err)
 	}

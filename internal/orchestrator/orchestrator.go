@@ -430,6 +430,14 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 			defer pumps.Done()
 			for {
 				msg, err := it.Next()
+				if errors.Is(err, jetstream.ErrNoHeartbeat) {
+					// The pull's server went quiet (the node leading the
+					// consumer died without a word, or a pause): the
+					// iterator pulls again on the next Next. Stopping here
+					// stopped every orchestrator pulling that consumer.
+					o.log.Warn("a pull's heartbeats stopped; pulling again", "consumer", c.CachedInfo().Name)
+					continue
+				}
 				if err != nil {
 					if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 						select {

@@ -51,8 +51,10 @@ func binaries(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	for _, dir := range []string{binDir, plainDir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }
@@ -82,7 +84,14 @@ func (s *syncBuffer) String() string {
 
 func start(t *testing.T, dir, name string, args ...string) *process {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binaries(t), name), args...)
+	return startPath(t, dir, filepath.Join(binaries(t), name), args...)
+}
+
+// startPath is start of the binary at path.
+func startPath(t *testing.T, dir, path string, args ...string) *process {
+	t.Helper()
+	name := filepath.Base(path)
+	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
