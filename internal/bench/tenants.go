@@ -304,7 +304,7 @@ func (sh *tenantShape) burst(ctx context.Context, w *watcher, name string, n int
 
 // rolesRounds are the alternated rounds of b's turns idle and under a's
 // roles' load: one burst is a fraction of a second, noisy alone.
-const rolesRounds = 3
+const rolesRounds = 5
 
 // roles times b's turns while a's untrusted roles load the server
 // (roleLoad), alternated with b's turns idle, after a few of a's turns
@@ -337,6 +337,8 @@ func (sh *tenantShape) roles(ctx context.Context, w *watcher, t *Tenancy) error 
 		t.RolesTurnP50Ms = append(t.RolesTurnP50Ms, ms(percentile(loaded, 0.5)))
 		t.RolesTurnMaxMs = max(t.RolesTurnMaxMs, ms(percentile(loaded, 1)))
 		t.RolesSubs = l.subs
+		fmt.Fprintf(sh.b.b.cfg.Progress, "bench:     roles round %d: b's turns p50 idle %.1f ms, under a's roles %.1f ms (%.0f reads/s, %.0f puts/s)\n",
+			round+1, t.RolesIdleP50Ms[round], t.RolesTurnP50Ms[round], r, p)
 	}
 	t.RolesReadsPerS, t.RolesPutsPerS = reads/secs, puts/secs
 	return nil
@@ -417,7 +419,7 @@ func (r *Result) tenancyTable(w io.Writer) {
 	row("b's turns idle p50 / max", fmt.Sprintf("%.1f / %.1f ms", t.IdleTurnP50Ms, t.IdleTurnMaxMs), fmt.Sprintf("%d two-step turns submitted at once", t.BTurns))
 	if len(t.RolesTurnP50Ms) > 0 {
 		row("b's turns under a's roles / idle p50", fmt.Sprintf("%.1f / %.1f ms (%.2f×)", median(t.RolesTurnP50Ms), median(t.RolesIdleP50Ms), t.rolesRatio()),
-			fmt.Sprintf("medians of %d alternated rounds (%s / %s); max %.1f ms; a's viewer and client %.0f reads/s (bus.Tail from the first message, %d subscriptions held), its toolworker %.0f %d-byte presence puts/s",
+			fmt.Sprintf("medians of %d alternated rounds (%s / %s), ratio the median of the rounds'; max %.1f ms; a's viewer and client %.0f reads/s (bus.Tail from the first message, %d subscriptions held), its toolworker %.0f %d-byte presence puts/s",
 				len(t.RolesTurnP50Ms), floats(t.RolesTurnP50Ms), floats(t.RolesIdleP50Ms), t.RolesTurnMaxMs, t.RolesReadsPerS, t.RolesSubs, t.RolesPutsPerS, bus.WorkerValueMax))
 	}
 	row("b's turns under a's flood p50 / max", fmt.Sprintf("%.1f / %.1f ms", t.FloodTurnP50Ms, t.FloodTurnMaxMs),
@@ -451,14 +453,17 @@ func (r *Result) rolesRatio() string {
 	return fmt.Sprintf("%.2f× (%.1f / %.1f ms)", t.rolesRatio(), median(t.RolesTurnP50Ms), median(t.RolesIdleP50Ms))
 }
 
-// rolesRatio is b's turn p50 under a's roles' load over idle, medians of
-// the alternated rounds.
+// rolesRatio is b's turn p50 under a's roles' load over idle: the median
+// of the rounds' ratios, each loaded burst over the idle one just before
+// it, so that what else the machine does between rounds cancels out.
 func (t *Tenancy) rolesRatio() float64 {
-	idle := median(t.RolesIdleP50Ms)
-	if idle == 0 {
-		return 0
+	var rs []float64
+	for i, loaded := range t.RolesTurnP50Ms {
+		if i < len(t.RolesIdleP50Ms) && t.RolesIdleP50Ms[i] > 0 {
+			rs = append(rs, loaded/t.RolesIdleP50Ms[i])
+		}
 	}
-	return median(t.RolesTurnP50Ms) / idle
+	return median(rs)
 }
 
 // storageName is a storage as streams apply --jobs-storage names it.
