@@ -55,6 +55,12 @@ type Tenancy struct {
 	RolesReadsPerS float64   `json:"roles_reads_per_s"`
 	RolesPutsPerS  float64   `json:"roles_puts_per_s"`
 	RolesSubs      int       `json:"roles_subs"`
+	// RolesServerCores and RolesDriverCores are the CPU the server and
+	// this process (a's roles' side, and b's submitter and watcher) used
+	// per second under the load: on one machine the roles' own CPU is
+	// taken from what b's processes could have had.
+	RolesServerCores float64 `json:"roles_server_cores"`
+	RolesDriverCores float64 `json:"roles_driver_cores"`
 }
 
 // median of the rounds.
@@ -313,13 +319,18 @@ func (sh *tenantShape) roles(ctx context.Context, w *watcher, t *Tenancy) error 
 	if err := sh.seed(ctx, 5, 10); err != nil {
 		return err
 	}
-	var reads, puts, secs float64
+	var reads, puts, secs, server, driver float64
 	for round := range rolesRounds {
 		idle, err := sh.burst(ctx, w, fmt.Sprintf("roles-idle-%d", round), t.BTurns)
 		if err != nil {
 			return err
 		}
 		t.RolesIdleP50Ms = append(t.RolesIdleP50Ms, ms(percentile(idle, 0.5)))
+		server0, err := cpu(sh.b.server.pid())
+		if err != nil {
+			return err
+		}
+		driver0 := selfCPU()
 		l, err := startRoleLoad(ctx, sh.b.url, func(role string) string { return sh.seedPath("a", role) })
 		if err != nil {
 			return err
@@ -333,6 +344,11 @@ func (sh *tenantShape) roles(ctx context.Context, w *watcher, t *Tenancy) error 
 		if err := errors.Join(err, l.stop()); err != nil {
 			return err
 		}
+		server1, err := cpu(sh.b.server.pid())
+		if err != nil {
+			return err
+		}
+		server, driver = server+(server1-server0).Seconds(), driver+(selfCPU()-driver0).Seconds()
 		reads, puts, secs = reads+r*s, puts+p*s, secs+s
 		t.RolesTurnP50Ms = append(t.RolesTurnP50Ms, ms(percentile(loaded, 0.5)))
 		t.RolesTurnMaxMs = max(t.RolesTurnMaxMs, ms(percentile(loaded, 1)))
@@ -341,6 +357,7 @@ func (sh *tenantShape) roles(ctx context.Context, w *watcher, t *Tenancy) error 
 			round+1, t.RolesIdleP50Ms[round], t.RolesTurnP50Ms[round], r, p)
 	}
 	t.RolesReadsPerS, t.RolesPutsPerS = reads/secs, puts/secs
+	t.RolesServerCores, t.RolesDriverCores = server/secs, driver/secs
 	return nil
 }
 
@@ -419,8 +436,9 @@ func (r *Result) tenancyTable(w io.Writer) {
 	row("b's turns idle p50 / max", fmt.Sprintf("%.1f / %.1f ms", t.IdleTurnP50Ms, t.IdleTurnMaxMs), fmt.Sprintf("%d two-step turns submitted at once", t.BTurns))
 	if len(t.RolesTurnP50Ms) > 0 {
 		row("b's turns under a's roles / idle p50", fmt.Sprintf("%.1f / %.1f ms (%.2f×)", median(t.RolesTurnP50Ms), median(t.RolesIdleP50Ms), t.rolesRatio()),
-			fmt.Sprintf("medians of %d alternated rounds (%s / %s), ratio the median of the rounds'; max %.1f ms; a's viewer and client %.0f reads/s (bus.Tail from the first message, %d subscriptions held), its toolworker %.0f %d-byte presence puts/s",
-				len(t.RolesTurnP50Ms), floats(t.RolesTurnP50Ms), floats(t.RolesIdleP50Ms), t.RolesTurnMaxMs, t.RolesReadsPerS, t.RolesSubs, t.RolesPutsPerS, bus.WorkerValueMax))
+			fmt.Sprintf("medians of %d alternated rounds (%s / %s), ratio the median of the rounds'; max %.1f ms; a's viewer and client %.0f reads/s (bus.Tail from the first message, %d subscriptions held), its toolworker %.0f %d-byte presence puts/s; CPU meanwhile: server %.2f, this process %.2f cores",
+				len(t.RolesTurnP50Ms), floats(t.RolesTurnP50Ms), floats(t.RolesIdleP50Ms), t.RolesTurnMaxMs, t.RolesReadsPerS, t.RolesSubs, t.RolesPutsPerS, bus.WorkerValueMax,
+				t.RolesServerCores, t.RolesDriverCores))
 	}
 	row("b's turns under a's flood p50 / max", fmt.Sprintf("%.1f / %.1f ms", t.FloodTurnP50Ms, t.FloodTurnMaxMs),
 		fmt.Sprintf("a queued %d submissions and %d two-minute model calls first; %d still queued after", t.FloodSubmitted, t.FloodSlowCalls, t.FloodLeftQueued))
