@@ -320,7 +320,20 @@ func (sh *tenantShape) roles(ctx context.Context, w *watcher, t *Tenancy) error 
 		return err
 	}
 	var reads, puts, secs, server, driver float64
+	quiet, err := sh.b.varz(ctx)
+	if err != nil {
+		return err
+	}
 	for round := range rolesRounds {
+		// The server lets go of a's connections and their subscriptions
+		// for a while after they close: b's idle turns wait for that.
+		settling := time.Now()
+		if err := sh.b.settle(ctx, quiet); err != nil {
+			return err
+		}
+		if round > 0 {
+			fmt.Fprintf(sh.b.b.cfg.Progress, "bench:     the server let go of a's roles in %.1f s\n", time.Since(settling).Seconds())
+		}
 		idle, err := sh.burst(ctx, w, fmt.Sprintf("roles-idle-%d", round), t.BTurns)
 		if err != nil {
 			return err
