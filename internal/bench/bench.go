@@ -329,6 +329,8 @@ func (r *Result) targets() []target {
 		{"replay ≥ 200,000 events/s", r.ReplayEventsPerS >= 200_000, fmt.Sprintf("%.0f events/s", r.ReplayEventsPerS), []string{"replay"}},
 		{"a tenant's turns under another's flood p50 ≤ 2× idle", r.Tenancy != nil && r.Tenancy.FloodTurnP50Ms <= 2*r.Tenancy.IdleTurnP50Ms,
 			r.tenancyRatio(), []string{"tenants"}},
+		{"a tenant's turns under another's untrusted roles p50 ≤ 1.2× idle", r.Tenancy != nil && len(r.Tenancy.RolesTurnP50Ms) > 0 && r.Tenancy.rolesRatio() <= 1.2,
+			r.rolesRatio(), []string{"tenants"}},
 		{"recovery ≤ 2 s, nothing lost", r.RecoveryS <= 2 && r.TurnsLost == 0 && r.LogsBroken == 0,
 			fmt.Sprintf("%.2f s, %d lost, %d broken logs", r.RecoveryS, r.TurnsLost, r.LogsBroken), []string{"recovery"}},
 	}

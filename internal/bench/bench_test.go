@@ -66,7 +66,7 @@ func TestPercentile(t *testing.T) {
 func TestTargetsJudgeTheFigures(t *testing.T) {
 	r := &Result{StepOverheadP50Ms: 0.9, OverheadPerHop: 2, StepOverheadP99Ms: 4, StepsPerS: 2500,
 		BytesPerPausedTurn: 4096, ReplayEventsPerS: 300_000, RecoveryS: 1,
-		Tenancy: &Tenancy{IdleTurnP50Ms: 100, FloodTurnP50Ms: 190}}
+		Tenancy: &Tenancy{IdleTurnP50Ms: 100, FloodTurnP50Ms: 190, RolesIdleP50Ms: []float64{100, 90, 110}, RolesTurnP50Ms: []float64{115, 200, 110}}}
 	for _, tg := range r.targets() {
 		if !tg.met {
 			t.Errorf("%s: not met by %s", tg.what, tg.got)
@@ -86,8 +86,12 @@ func TestTargetsJudgeTheFigures(t *testing.T) {
 		t.Errorf("recovery met with a turn lost")
 	}
 	r.Tenancy.FloodTurnP50Ms = 201
-	if target("a tenant's turns").met {
-		t.Errorf("a tenant's turns met at %s", target("a tenant's turns").got)
+	if target("a tenant's turns under another's flood").met {
+		t.Errorf("a tenant's turns met at %s", target("a tenant's turns under another's flood").got)
+	}
+	r.Tenancy.RolesTurnP50Ms[0] = 121 // ratios 1.21, 2.2, 1
+	if tg := target("a tenant's turns under another's untrusted roles"); tg.met {
+		t.Errorf("a tenant's turns under the roles met at %s", tg.got)
 	}
 }
 

@@ -446,6 +446,53 @@ func (sh *shape) checkSync(ctx context.Context) error {
 	return nil
 }
 
+// load is what the server holds: its varz's client connections and
+// subscriptions.
+type load struct {
+	Connections   int    `json:"connections"`
+	Subscriptions uint32 `json:"subscriptions"`
+}
+
+// varz reads what the server holds.
+func (sh *shape) varz(ctx context.Context) (load, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, sh.monitor+"/varz", nil)
+	if err != nil {
+		return load{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return load{}, err
+	}
+	defer resp.Body.Close()
+	var l load
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		return load{}, fmt.Errorf("varz: %w", err)
+	}
+	return l, nil
+}
+
+// settle waits until the server holds no more than it did when quiet.
+func (sh *shape) settle(ctx context.Context, quiet load) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		l, err := sh.varz(ctx)
+		if err != nil {
+			return err
+		}
+		if l.Connections <= quiet.Connections && l.Subscriptions <= quiet.Subscriptions {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the server still holds %+v, %+v when quiet: %w", l, quiet, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // ports is what nats-server writes to its ports file.
 type ports struct {
 	Nats       []string `json:"nats"`

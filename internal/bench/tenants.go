@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,9 +26,10 @@ import (
 // Tenancy is the shipped multi-tenant deployment (deploy/tenants) measured
 // in the deployed shape: a nats-server process, one orchestrator process
 // serving every tenant (--tenants), one tool worker process per tenant,
-// with sync always. Tenant b's turns are timed idle and while tenant a
-// floods its own inbox and model runners; a sequential step is timed in b
-// and in the single-tenant shape, alternated, for the cost of tenancy.
+// with sync always. Tenant b's turns are timed idle, while tenant a's
+// untrusted roles load the server (roleLoad), and while tenant a floods
+// its own inbox and model runners; a sequential step is timed in b and in
+// the single-tenant shape, alternated, for the cost of tenancy.
 type Tenancy struct {
 	// SingleStepP50Ms and TenantStepP50Ms are the sequential tool step's
 	// p50 in the single-tenant shape and in tenant b, medians over the
@@ -44,6 +46,21 @@ type Tenancy struct {
 	FloodSubmitted  int     `json:"flood_submitted"`
 	FloodSlowCalls  int     `json:"flood_slow_calls"`
 	FloodLeftQueued uint64  `json:"flood_left_queued"`
+	// RolesIdleP50Ms and RolesTurnP50Ms are b's turns' p50 idle and while
+	// a's viewer, client and tool worker do the worst they may (roleLoad),
+	// in alternated rounds; the rates are the load's, over those rounds.
+	RolesIdleP50Ms []float64 `json:"roles_idle_p50_ms"`
+	RolesTurnP50Ms []float64 `json:"roles_turn_p50_ms"`
+	RolesTurnMaxMs float64   `json:"roles_turn_max_ms"`
+	RolesReadsPerS float64   `json:"roles_reads_per_s"`
+	RolesPutsPerS  float64   `json:"roles_puts_per_s"`
+	RolesSubs      int       `json:"roles_subs"`
+	// RolesServerCores and RolesDriverCores are the CPU the server and
+	// this process (a's roles' side, and b's submitter and watcher) used
+	// per second under the load: on one machine the roles' own CPU is
+	// taken from what b's processes could have had.
+	RolesServerCores float64 `json:"roles_server_cores"`
+	RolesDriverCores float64 `json:"roles_driver_cores"`
 }
 
 // median of the rounds.
@@ -91,13 +108,13 @@ func (b *run) tenancy(ctx context.Context, sz sizes) error {
 		fmt.Fprintf(b.cfg.Progress, "bench:     step p50: single tenant %.3f ms, tenant %.3f ms\n",
 			t.SingleStepP50Ms[round], t.TenantStepP50Ms[round])
 	}
-	fmt.Fprintf(b.cfg.Progress, "bench:     b's turns p50: idle %.1f ms, under a's flood %.1f ms (%d of a's submissions still queued)\n",
-		t.IdleTurnP50Ms, t.FloodTurnP50Ms, t.FloodLeftQueued)
+	fmt.Fprintf(b.cfg.Progress, "bench:     b's turns p50: idle %.1f ms, under a's roles %.1f / %.1f ms, under a's flood %.1f ms (%d of a's submissions still queued)\n",
+		t.IdleTurnP50Ms, median(t.RolesTurnP50Ms), median(t.RolesIdleP50Ms), t.FloodTurnP50Ms, t.FloodLeftQueued)
 	return nil
 }
 
 // tenantRound measures b's sequential step and, in the last round, b's
-// turns idle and under a's flood.
+// turns idle, under a's roles' load and under a's flood.
 func (b *run) tenantRound(ctx context.Context, sz sizes, sh *tenantShape, t *Tenancy, flood bool) error {
 	var d Deployed
 	if err := sh.b.sequential(ctx, sz, &d); err != nil {
@@ -117,6 +134,9 @@ func (b *run) tenantRound(ctx context.Context, sz sizes, sh *tenantShape, t *Ten
 		return sh.b.explain(fmt.Errorf("b idle: %w", err))
 	}
 	t.IdleTurnP50Ms, t.IdleTurnMaxMs = ms(percentile(idle, 0.5)), ms(percentile(idle, 1))
+	if err := sh.roles(ctx, w, t); err != nil {
+		return sh.b.explain(fmt.Errorf("b under a's roles: %w", err))
+	}
 	if err := sh.flood(ctx, sz.floodSlow, sz.floodSubmissions); err != nil {
 		return sh.b.explain(fmt.Errorf("a's flood: %w", err))
 	}
@@ -288,6 +308,89 @@ func (sh *tenantShape) burst(ctx context.Context, w *watcher, name string, n int
 	return took, nil
 }
 
+// rolesRounds are the alternated rounds of b's turns idle and under a's
+// roles' load: one burst is a fraction of a second, noisy alone.
+const rolesRounds = 5
+
+// roles times b's turns while a's untrusted roles load the server
+// (roleLoad), alternated with b's turns idle, after a few of a's turns
+// have given its readers logs to read.
+func (sh *tenantShape) roles(ctx context.Context, w *watcher, t *Tenancy) error {
+	if err := sh.seed(ctx, 5, 10); err != nil {
+		return err
+	}
+	var reads, puts, secs, server, driver float64
+	quiet, err := sh.b.varz(ctx)
+	if err != nil {
+		return err
+	}
+	for round := range rolesRounds {
+		// The server lets go of a's connections and their subscriptions
+		// for a while after they close: b's idle turns wait for that.
+		settling := time.Now()
+		if err := sh.b.settle(ctx, quiet); err != nil {
+			// Something else may hold a subscription more by now: the
+			// figure is still worth having, said to be taken unsettled.
+			fmt.Fprintf(sh.b.b.cfg.Progress, "bench:     not settled: %v\n", err)
+		} else if round > 0 {
+			fmt.Fprintf(sh.b.b.cfg.Progress, "bench:     the server let go of a's roles in %.1f s\n", time.Since(settling).Seconds())
+		}
+		idle, err := sh.burst(ctx, w, fmt.Sprintf("roles-idle-%d", round), t.BTurns)
+		if err != nil {
+			return err
+		}
+		t.RolesIdleP50Ms = append(t.RolesIdleP50Ms, ms(percentile(idle, 0.5)))
+		server0, err := cpu(sh.b.server.pid())
+		if err != nil {
+			return err
+		}
+		driver0 := selfCPU()
+		l, err := startRoleLoad(ctx, sh.b.url, func(role string) string { return sh.seedPath("a", role) })
+		if err != nil {
+			return err
+		}
+		if err := l.busy(ctx); err != nil {
+			return errors.Join(err, l.stop())
+		}
+		loaded, err := sh.burst(ctx, w, fmt.Sprintf("roles-%d", round), t.BTurns)
+		r, p := l.rates()
+		s := time.Since(l.began).Seconds()
+		if err := errors.Join(err, l.stop()); err != nil {
+			return err
+		}
+		server1, err := cpu(sh.b.server.pid())
+		if err != nil {
+			return err
+		}
+		server, driver = server+(server1-server0).Seconds(), driver+(selfCPU()-driver0).Seconds()
+		reads, puts, secs = reads+r*s, puts+p*s, secs+s
+		t.RolesTurnP50Ms = append(t.RolesTurnP50Ms, ms(percentile(loaded, 0.5)))
+		t.RolesTurnMaxMs = max(t.RolesTurnMaxMs, ms(percentile(loaded, 1)))
+		t.RolesSubs = l.subs
+		fmt.Fprintf(sh.b.b.cfg.Progress, "bench:     roles round %d: b's turns p50 idle %.1f ms, under a's roles %.1f ms (%.0f reads/s, %.0f puts/s)\n",
+			round+1, t.RolesIdleP50Ms[round], t.RolesTurnP50Ms[round], r, p)
+	}
+	t.RolesReadsPerS, t.RolesPutsPerS = reads/secs, puts/secs
+	t.RolesServerCores, t.RolesDriverCores = server/secs, driver/secs
+	return nil
+}
+
+// seed runs n of a's turns of k steps, so that its logs are not empty.
+func (sh *tenantShape) seed(ctx context.Context, n, k int) error {
+	w, err := watch(sh.aadmin)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	for i := range n {
+		turn := fmt.Sprintf("a-seed-%d", i)
+		if err := submit(ctx, sh.acjs, turn, script(turn, k, 0)); err != nil {
+			return err
+		}
+	}
+	return w.until(ctx, 5*time.Minute, "a's seed turns", func() bool { return w.finished == n })
+}
+
 // flood has tenant a submit slow turns (their model answers after two
 // minutes) and then n quick ones, as fast as the server stores them.
 func (sh *tenantShape) flood(ctx context.Context, slow, n int) error {
@@ -345,6 +448,12 @@ func (r *Result) tenancyTable(w io.Writer) {
 	row("sequential step p50: single tenant / tenant b", fmt.Sprintf("%.3f / %.3f ms (%+.0f%%)", single, tenant, 100*(tenant/single-1)),
 		fmt.Sprintf("medians of %d alternated rounds: %s / %s", len(t.SingleStepP50Ms), floats(t.SingleStepP50Ms), floats(t.TenantStepP50Ms)))
 	row("b's turns idle p50 / max", fmt.Sprintf("%.1f / %.1f ms", t.IdleTurnP50Ms, t.IdleTurnMaxMs), fmt.Sprintf("%d two-step turns submitted at once", t.BTurns))
+	if len(t.RolesTurnP50Ms) > 0 {
+		row("b's turns under a's roles / idle p50", fmt.Sprintf("%.1f / %.1f ms (%.2f×)", median(t.RolesTurnP50Ms), median(t.RolesIdleP50Ms), t.rolesRatio()),
+			fmt.Sprintf("medians of %d alternated rounds (%s / %s), ratio the median of the rounds'; max %.1f ms; a's viewer and client %.0f reads/s (bus.Tail from the first message, %d subscriptions held), its toolworker %.0f %d-byte presence puts/s; CPU meanwhile: server %.2f, this process %.2f cores",
+				len(t.RolesTurnP50Ms), floats(t.RolesTurnP50Ms), floats(t.RolesIdleP50Ms), t.RolesTurnMaxMs, t.RolesReadsPerS, t.RolesSubs, t.RolesPutsPerS, bus.WorkerValueMax,
+				t.RolesServerCores, t.RolesDriverCores))
+	}
 	row("b's turns under a's flood p50 / max", fmt.Sprintf("%.1f / %.1f ms", t.FloodTurnP50Ms, t.FloodTurnMaxMs),
 		fmt.Sprintf("a queued %d submissions and %d two-minute model calls first; %d still queued after", t.FloodSubmitted, t.FloodSlowCalls, t.FloodLeftQueued))
 	_ = tw.Flush()
@@ -365,6 +474,28 @@ func (r *Result) tenancyRatio() string {
 		return ""
 	}
 	return fmt.Sprintf("%.1f× (%.1f / %.1f ms)", r.Tenancy.FloodTurnP50Ms/r.Tenancy.IdleTurnP50Ms, r.Tenancy.FloodTurnP50Ms, r.Tenancy.IdleTurnP50Ms)
+}
+
+// rolesRatio is the roles' ratio as the targets print it.
+func (r *Result) rolesRatio() string {
+	if r.Tenancy == nil || len(r.Tenancy.RolesIdleP50Ms) == 0 {
+		return ""
+	}
+	t := r.Tenancy
+	return fmt.Sprintf("%.2f× (%.1f / %.1f ms)", t.rolesRatio(), median(t.RolesTurnP50Ms), median(t.RolesIdleP50Ms))
+}
+
+// rolesRatio is b's turn p50 under a's roles' load over idle: the median
+// of the rounds' ratios, each loaded burst over the idle one just before
+// it, so that what else the machine does between rounds cancels out.
+func (t *Tenancy) rolesRatio() float64 {
+	var rs []float64
+	for i, loaded := range t.RolesTurnP50Ms {
+		if i < len(t.RolesIdleP50Ms) && t.RolesIdleP50Ms[i] > 0 {
+			rs = append(rs, loaded/t.RolesIdleP50Ms[i])
+		}
+	}
+	return median(rs)
 }
 
 // storageName is a storage as streams apply --jobs-storage names it.
