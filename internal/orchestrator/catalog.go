@@ -130,13 +130,13 @@ type jobConsumers struct {
 	log *slog.Logger
 	// checked is when each key's consumer was last found or made: a key
 	// is refreshed every few seconds, and its consumer checked again only
-	// after recheck (a jobs stream kept in memory loses its consumers with
-	// a server restart).
+	// after recheck. A jobs stream kept in memory loses its consumers with
+	// a server restart, and the turns waiting on the tool wait that long.
 	mu      sync.Mutex
 	checked map[string]time.Time
 }
 
-const recheck = time.Minute
+const recheck = 5 * time.Second
 
 func (m *jobConsumers) ensure(ctx context.Context, u jetstream.KeyValueEntry) {
 	if u.Operation() != jetstream.KeyValuePut {

@@ -49,7 +49,9 @@ func TestPutCheckpoint(t *testing.T) {
 		return n
 	}
 	state := func(task int) *workflow.State {
-		return &workflow.State{ID: "wf", Checkpointed: task, Metrics: events.WorkflowMetrics{Tasks: task}}
+		m := events.WorkflowMetrics{Tasks: task}
+		return &workflow.State{ID: "wf", Checkpointed: task, Metrics: m,
+			Checkpoint: events.WorkflowCheckpointedData{Task: task, Metrics: m}}
 	}
 	holds := func(task int) {
 		t.Helper()

@@ -397,8 +397,9 @@ func TestStoredCopiesAreNotInputs(t *testing.T) {
 func TestFullServerStore(t *testing.T) {
 	const bound = 256 << 10
 	p := bus.DefaultProvision(1 << 20)
-	p.MaxBytes = bound // the inbox, jobs and dead letters reserve this much each
-	srv := natstest.StartWith(t, t.TempDir(), -1, 3*bound+(2<<20))
+	p.MaxBytes = bound        // the inbox, jobs and dead letters reserve this much each
+	p.WorkersMaxBytes = bound // and the workers' bucket
+	srv := natstest.StartWith(t, t.TempDir(), -1, 4*bound+(2<<20))
 	h := newHarnessOn(t, srv, &p)
 	h.worker()
 	stop := h.orchestrator()

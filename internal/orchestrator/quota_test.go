@@ -41,7 +41,7 @@ func twoTenants(t *testing.T, qa, qb orchestrator.Quota) (a, b *harness) {
 	// would be reserved from it: the tenant's streams are bounded by the
 	// account alone.
 	p := bus.DefaultProvision(1 << 20)
-	p.MaxBytes = -1
+	p.MaxBytes, p.WorkersMaxBytes = -1, -1
 	a = newHarnessAs(t, srv, &p, nats.UserInfo("a", "a"))
 	b = newHarnessAs(t, srv, &p, nats.UserInfo("b", "b"))
 	a.orchestrator(orchestrator.WithTenant("a", qa))
