@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -24,6 +26,8 @@ type toolCatalog struct {
 	// ttl is the bucket's: an entry older than that has expired even
 	// though no watcher was told (0: entries never expire).
 	ttl time.Duration
+	// consumers are the tools' and hooks' consumers this process makes.
+	consumers *jobConsumers
 }
 
 type toolEntry struct {
@@ -47,9 +51,9 @@ func watchTools(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator: watch %s: %w", events.BucketTools, err)
 	}
-	c := &toolCatalog{entries: map[string]toolEntry{}, ttl: status.TTL()}
-	ready := make(chan struct{})
 	made := &jobConsumers{js: js, log: log, checked: map[string]time.Time{}}
+	c := &toolCatalog{entries: map[string]toolEntry{}, ttl: status.TTL(), consumers: made}
+	ready := make(chan struct{})
 	go func() {
 		defer func() { _ = w.Stop() }()
 		initial := true
@@ -175,4 +179,23 @@ func (m *jobConsumers) ensure(ctx context.Context, u jetstream.KeyValueEntry) {
 			}
 		}
 	}()
+}
+
+// remake makes again, at once, every consumer it made or found before: a
+// jobs stream made again after its server lost it has none, and the turns
+// waiting on those tools should not wait for their keys' next refresh.
+func (m *jobConsumers) remake(ctx context.Context) {
+	m.mu.Lock()
+	keys := slices.Collect(maps.Keys(m.checked))
+	m.mu.Unlock()
+	for _, key := range keys {
+		cfg, _ := bus.JobConsumerFor(key)
+		_, err := m.js.CreateConsumer(ctx, events.StreamJobs, cfg)
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+			m.mu.Lock()
+			delete(m.checked, key) // made at the key's next refresh
+			m.mu.Unlock()
+			m.log.Warn("cannot make the consumer of an advertised tool again", "consumer", cfg.Durable, "err", err)
+		}
+	}
 }

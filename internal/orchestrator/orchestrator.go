@@ -1020,5 +1020,8 @@ func (o *Orchestrator) repairJobs(ctx context.Context) (jetstream.Consumer, erro
 	if err := bus.EnsureStream(ctx, o.js, o.jobsStream); err != nil {
 		return nil, err
 	}
+	if o.tools != nil {
+		o.tools.consumers.remake(ctx)
+	}
 	return o.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, bus.ModelConsumerConfig(o.ackWait))
 }
