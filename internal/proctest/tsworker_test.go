@@ -222,7 +222,7 @@ func TestTSWorkerJobs(t *testing.T) {
 	srv := natstest.Start(t)
 	url := srv.ClientURL()
 	nc, js := srv.Connect(t)
-	wire := record(t, nc, "jetloop.inbox.result.>", "$JS.ACK."+events.StreamJobs+".>", "jetloop.dead.>")
+	wire := record(t, nc, events.ToolResultSubject("word_count", "*"), "$JS.ACK."+events.StreamJobs+".>", "jetloop.dead.>")
 	// Every call takes 4 s, longer than the ack wait: only heartbeats keep
 	// a job from being handed to the worker's next free slot. (Heartbeats
 	// come every third of the ack wait, which leaves a loaded machine 2 s
@@ -320,7 +320,7 @@ func TestTSWorkerFailover(t *testing.T) {
 	srv := natstest.Start(t)
 	url := srv.ClientURL()
 	nc, js := srv.Connect(t)
-	wire := record(t, nc, "jetloop.inbox.result.>")
+	wire := record(t, nc, events.ToolResultSubject("word_count", "*"))
 	// The killed worker is still counted at the end: its entries outlive
 	// the test, not the 15 s the workers would give them.
 	p := bus.DefaultProvision(1 << 20)
@@ -432,7 +432,7 @@ func record(t *testing.T, nc *nats.Conn, subjects ...string) *wire {
 				return
 			case m := <-ch:
 				o := observed{subject: m.Subject, header: m.Header, data: m.Data}
-				if strings.HasPrefix(m.Subject, "jetloop.inbox.result.") {
+				if strings.HasPrefix(m.Subject, "jetloop.inbox.result@") {
 					var r events.ToolResult
 					if json.Unmarshal(m.Data, &r) == nil {
 						o.res = &r
