@@ -781,7 +781,7 @@ func (w *Worker) publish(r events.ToolResult) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	defer cancel()
-	_, err := w.js.Publish(ctx, events.ToolResultSubject(r.Tool, r.TurnID), bytes.TrimSuffix(buf.Bytes(), []byte("\n")), jetstream.WithMsgID("result:"+r.TurnID+":"+r.CallID))
+	_, err := w.js.Publish(ctx, events.ToolResultSubject(r.Tool, r.TurnID), bytes.TrimSuffix(buf.Bytes(), []byte("\n")), jetstream.WithMsgID(events.ResultID(r.TurnID, r.CallID)))
 	return err
 }
 

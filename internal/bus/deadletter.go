@@ -25,7 +25,7 @@ func DeadLetter(ctx context.Context, js jetstream.JetStream, msg Letter, kind, r
 	dm.Header.Set("Jetloop-Subject", Unpartitioned(msg.Subject()))
 	id := "dead:" + msg.Subject()
 	if md, err := msg.Metadata(); err == nil {
-		id = "dead:" + md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10)
+		id = events.DeadID(md.Stream, md.Sequence.Stream)
 	}
 	if room := int(js.Conn().MaxPayload()) - maxReason - len(msg.Subject()) - len(id) - 512; len(dm.Data) > room {
 		dm.Header.Set("Jetloop-Truncated", strconv.Itoa(len(dm.Data)))

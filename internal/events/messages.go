@@ -187,6 +187,10 @@ const (
 	// TimerHook is a workflow's wait for a hook's answer; CallID names the
 	// hook.
 	TimerHook TimerKind = "hook_timeout"
+	// TimerWake is no deadline: it asks the owner of a turn to decide it
+	// again, which completes a decision a dead process left half-appended
+	// and publishes the jobs the turn waits on.
+	TimerWake TimerKind = "wake"
 )
 
 // Timer tells the orchestrator that a deadline of a turn has passed, on

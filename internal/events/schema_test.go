@@ -178,6 +178,7 @@ var variants = []struct{ schema, doc string }{
 	{"model_job", `{"turn_id": "t1", "session_id": "s1", "step": 5, "kind": "summary"}`},
 	{"model_result", `{"turn_id": "t1", "step": 1, "kind": "step", "text": "", "usage": {"input_tokens": 0, "output_tokens": 0}, "duration_ms": 3, "attempts": 3, "error": "model: rate_limited: scripted rate_limited (response 1)"}`},
 	{"timer", `{"turn_id": "t1", "kind": "turn_timeout", "at": "2026-11-22T10:00:00Z"}`},
+	{"timer", `{"turn_id": "t1", "kind": "wake", "at": "2026-11-22T10:00:00Z"}`},
 	{"envelope", `{"id": "e1", "type": "step.started", "turn_id": "t1", "session_id": "t1", "seq": 2, "step": 1, "time": "2026-11-22T10:00:00.000000001Z", "data": {}}`},
 	{"envelope", `{"id": "e1", "type": "turn.finished", "turn_id": "t1", "session_id": "t1", "seq": 1, "step": 0, "time": "2026-11-22T10:00:00Z",
 		"data": {"stop_reason": "rejected", "output": "", "error": "unknown agent \"Nobody\"", "metrics": {"steps": 0, "tool_calls": 0, "model_calls": 0, "input_tokens": 0, "output_tokens": 0, "duration_ms": 0}}}`},

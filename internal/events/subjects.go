@@ -135,3 +135,44 @@ func InboxKind(subject string) (kind, turn string, ok bool) {
 	}
 	return kind, turn, true
 }
+
+// Input is the kind of an inbox message: which input of a turn or workflow
+// it carries.
+type Input string
+
+// Inputs, by their subjects' kind token (jetloop.inbox.<kind>[.<id>]).
+const (
+	InputSubmit   Input = "submit"
+	InputWorkflow Input = "workflow"
+	InputControl  Input = "control"
+	InputResult   Input = "result"
+	InputModel    Input = "model"
+	InputTimer    Input = "timer"
+	InputTask     Input = "task"
+	InputHook     Input = "hook"
+	// InputUnknown is a subject that names no input.
+	InputUnknown Input = "unknown"
+)
+
+// Submission reports whether the input starts a turn or a workflow: its
+// subject names no id.
+func (in Input) Submission() bool { return in == InputSubmit || in == InputWorkflow }
+
+// ParseInbox reads an inbox subject: its kind of input, the turn or
+// workflow it is for ("" for a submission), and the tool or hook an
+// answer's subject is bound to ("" on the unbound subjects). A subject
+// that names no known kind, or has extra tokens, is InputUnknown.
+func ParseInbox(subject string) (kind Input, id, by string) {
+	k, id, ok := InboxKind(subject)
+	if ok {
+		k, by, ok = SplitKind(k)
+	}
+	if !ok {
+		return InputUnknown, "", ""
+	}
+	switch in := Input(k); in {
+	case InputSubmit, InputWorkflow, InputControl, InputResult, InputModel, InputTimer, InputTask, InputHook:
+		return in, id, by
+	}
+	return InputUnknown, "", ""
+}

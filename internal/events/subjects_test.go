@@ -28,3 +28,35 @@ func TestSplitKind(t *testing.T) {
 		}
 	}
 }
+
+// ParseInbox names every input by its subject, and calls anything else
+// unknown rather than guess.
+func TestParseInbox(t *testing.T) {
+	for _, tc := range []struct {
+		subject string
+		kind    Input
+		id, by  string
+	}{
+		{SubjectSubmit, InputSubmit, "", ""},
+		{"jetloop.inbox.workflow", InputWorkflow, "", ""},
+		{ControlSubject("t1"), InputControl, "t1", ""},
+		{ResultSubject("t1"), InputResult, "t1", ""},
+		{ToolResultSubject("echo", "t1"), InputResult, "t1", "echo"},
+		{ModelResultSubject("t1"), InputModel, "t1", ""},
+		{TimerSubject("t1"), InputTimer, "t1", ""},
+		{TaskSubject("wf"), InputTask, "wf", ""},
+		{HookAnswerSubjectOf("audit", "wf"), InputHook, "wf", "audit"},
+		{"jetloop.inbox.control@x.t1", InputUnknown, "", ""},
+		{"jetloop.inbox.nudge.t1", InputUnknown, "", ""},
+		{"jetloop.inbox.control.t1.extra", InputUnknown, "", ""},
+		{"jetloop.events.s.t1", InputUnknown, "", ""},
+	} {
+		kind, id, by := ParseInbox(tc.subject)
+		if kind != tc.kind || id != tc.id || by != tc.by {
+			t.Errorf("%s: ParseInbox = %q %q %q, want %q %q %q", tc.subject, kind, id, by, tc.kind, tc.id, tc.by)
+		}
+		if kind.Submission() != (tc.kind == InputSubmit || tc.kind == InputWorkflow) {
+			t.Errorf("%s: Submission() = %v", tc.subject, kind.Submission())
+		}
+	}
+}

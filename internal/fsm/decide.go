@@ -442,6 +442,8 @@ func (d *decider) tick(in Tick) {
 		d.emit(events.ToolCompleted, events.ToolCompletedData{CallID: c.CallID, Name: c.Name,
 			Output:  fmt.Sprintf("no worker answered before the call's deadline (%s)", c.Deadline.Sub(c.Requested).Round(time.Millisecond)),
 			IsError: true, Worker: Orchestrator, Attempts: 1})
+	case events.TimerWake:
+		// Nothing is due: the decision writes only what the state implies.
 	}
 }
 

@@ -1,14 +1,9 @@
 package fsm
 
-import "github.com/jetloop/jetloop/internal/events"
+import (
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/machine"
+)
 
 // Fold replays a whole log into a fresh state.
-func Fold(log []events.Envelope) (*State, error) {
-	s := New("")
-	for _, e := range log {
-		if err := Evolve(s, e); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
+func Fold(log []events.Envelope) (*State, error) { return machine.Fold(New(""), log, Evolve) }

@@ -527,6 +527,22 @@ func TestBudgetCountsEveryCompletedCallAndIsNeverExceeded(t *testing.T) {
 	}
 }
 
+// A wake-up is no deadline: past the turn's and the call's deadlines it
+// still decides nothing, where either deadline's own message would.
+func TestWakeIsNoDeadline(t *testing.T) {
+	c := &clock{now: t0}
+	s, _ := feed(t, c, start(func(s *Start) { s.Limits.Timeout = time.Minute }), answer(1, "", echo("a", "1")))
+	late := Env{Now: t0.Add(time.Hour), NewID: func() string { return "x" }}
+	wake := Tick(events.Timer{TurnID: "t1", Kind: events.TimerWake, At: late.Now})
+	if d, err := Decide(s, wake, late); err != nil || len(d.Events) != 0 {
+		t.Fatalf("a wake-up decided %q %v", shows(d.Events), err)
+	}
+	turn := Tick(events.Timer{TurnID: "t1", Kind: events.TimerTurn, At: late.Now})
+	if d, err := Decide(s, turn, late); err != nil || len(d.Events) == 0 {
+		t.Fatalf("the turn's deadline, passed, decided %q %v", shows(d.Events), err)
+	}
+}
+
 func TestTimers(t *testing.T) {
 	c := &clock{now: t0}
 	s, _ := feed(t, c, start(func(s *Start) { s.Limits.Timeout = time.Minute }), answer(1, "", echo("a", "1")))

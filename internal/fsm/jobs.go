@@ -2,10 +2,9 @@ package fsm
 
 import (
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/machine"
 )
 
 // Job is an effect a state waits on: a model call or a tool call. ID is its
@@ -38,15 +37,15 @@ func Jobs(s *State) []Job {
 		if s.Limits.Steps > 0 {
 			j.Tools = s.Tools
 		}
-		return []Job{{ID: "model:" + s.TurnID + ":" + strconv.Itoa(s.Step), Subject: events.SubjectModel, Model: j}}
+		return []Job{{ID: events.ModelJobID(s.TurnID, s.Step), Subject: events.SubjectModel, Model: j}}
 	case PhaseSummarizing:
 		j := s.modelJob(events.ModelSummary)
 		j.Instruction = fmt.Sprintf(SummaryInstruction, s.causeLine())
-		return []Job{{ID: "model:" + s.TurnID + ":summary", Subject: events.SubjectModel, Model: j}}
+		return []Job{{ID: events.SummaryJobID(s.TurnID), Subject: events.SubjectModel, Model: j}}
 	case PhaseStepStart:
 		if through := s.CompactionDue(); through > 0 {
 			sub := s.CompactSubmit(through)
-			return []Job{{ID: "subagent:" + sub.TurnID, Subject: events.SubjectSubmit, Submit: &sub}}
+			return []Job{{ID: events.SubagentID(sub.TurnID), Subject: events.SubjectSubmit, Submit: &sub}}
 		}
 	case PhaseToolPhase, PhasePaused:
 		var jobs []Job
@@ -55,7 +54,7 @@ func Jobs(s *State) []Job {
 			if c.Delegated() {
 				spec, _ := s.spec(c.Name)
 				sub := s.ChildSubmit(c, c.Agent, spec.SharedSession)
-				jobs = append(jobs, Job{ID: "subagent:" + c.Child, Subject: events.SubjectSubmit, Submit: &sub})
+				jobs = append(jobs, Job{ID: events.SubagentID(c.Child), Subject: events.SubjectSubmit, Submit: &sub})
 				continue
 			}
 			if !c.Runnable() {
@@ -63,7 +62,7 @@ func Jobs(s *State) []Job {
 			}
 			// The turn is in the id: call ids are the provider's, and
 			// some reuse them across turns (contract, dedup ids).
-			jobs = append(jobs, Job{ID: "tool:" + s.TurnID + ":" + c.CallID, Subject: events.ToolSubject(c.Name), Root: s.Root(), Tool: &events.ToolJob{
+			jobs = append(jobs, Job{ID: events.ToolJobID(s.TurnID, c.CallID), Subject: events.ToolSubject(c.Name), Root: s.Root(), Tool: &events.ToolJob{
 				TurnID: s.TurnID, SessionID: s.SessionID, Step: s.Step, CallID: c.CallID, Tool: c.Name,
 				Arguments: c.Arguments, Deadline: c.Deadline,
 			}})
@@ -98,11 +97,8 @@ func (s *State) conversation() ([]events.Message, int) {
 	return Compact(msgs, s.KeepSteps, len(s.History))
 }
 
-// Timer is a deadline the runtime arms for a state.
-type Timer struct {
-	At    time.Time
-	Timer events.Timer
-}
+// Timer is a deadline the state waits on.
+type Timer = machine.Timer
 
 // Timers derives the state's deadlines: the turn's timeout and each running
 // call's deadline.

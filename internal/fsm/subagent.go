@@ -17,6 +17,11 @@ const MaxDepth = 3
 // SubagentWorker is the worker of a subagent call's result: agent:<Name>.
 const SubagentWorker = "agent:"
 
+// FromSubagent reports whether a result's worker names a subagent: the
+// result is then an orchestrator's notice that the call's child turn
+// ended, and the answer is the child's log's, not the result's.
+func FromSubagent(worker string) bool { return strings.HasPrefix(worker, SubagentWorker) }
+
 // SubagentParameters is the argument schema of every subagent tool.
 var SubagentParameters = json.RawMessage(`{"type":"object","properties":{"task":{"type":"string","minLength":1,"description":"The task for the agent: everything it needs to know, since it sees nothing else of this conversation."}},"required":["task"],"additionalProperties":false}`)
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/events"
 	lfsm "github.com/looplab/fsm"
 )
 
@@ -97,4 +98,22 @@ func (t *Table[P]) Looplab(p P) *lfsm.FSM { return lfsm.NewFSM(string(p), t.even
 // Diagram renders the table as a Mermaid state diagram, from phase initial.
 func (t *Table[P]) Diagram(initial P) (string, error) {
 	return lfsm.VisualizeWithType(t.Looplab(initial), lfsm.MERMAID)
+}
+
+// Timer is a deadline a state waits on: the runtime arms it and, when it is
+// due, sends Timer to the state's log as an input.
+type Timer struct {
+	At    time.Time
+	Timer events.Timer
+}
+
+// Fold replays a whole log into s, a fresh state, one event at a time.
+func Fold[S any](s S, log []events.Envelope, evolve func(S, events.Envelope) error) (S, error) {
+	for _, e := range log {
+		if err := evolve(s, e); err != nil {
+			var zero S
+			return zero, err
+		}
+	}
+	return s, nil
 }

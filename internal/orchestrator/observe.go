@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
@@ -75,12 +74,12 @@ func inputOutcome(err error, delivered uint64) string {
 }
 
 // countInput counts an input's handling.
-func (o *Orchestrator) countInput(kind string, err error, delivered uint64) {
+func (o *Orchestrator) countInput(kind events.Input, err error, delivered uint64) {
 	if o.metrics == nil {
 		return
 	}
 	if outcome := inputOutcome(err, delivered); outcome != "" {
-		o.metrics.Input(kind, outcome)
+		o.metrics.Input(string(kind), outcome)
 	}
 }
 
@@ -179,7 +178,7 @@ func (o *Orchestrator) observeAnswer(before, st *fsm.State, e events.Envelope, r
 	switch {
 	case c.Worker == fsm.Orchestrator:
 		o.metrics.ToolCall(label, outcome, e.Time.Sub(start))
-	case strings.HasPrefix(c.Worker, fsm.SubagentWorker) && label != metrics.Other:
+	case fsm.FromSubagent(c.Worker) && label != metrics.Other:
 		// A subagent call, counted by its agent: agent:<Name>, a name
 		// the turn was offered, so the label stays bounded.
 		o.metrics.ToolCall(c.Worker, outcome, e.Time.Sub(start))
@@ -278,4 +277,4 @@ func (o *Orchestrator) seedTurns(alone bool, unfinished, paused int) {
 }
 
 // countDeadLetter counts a dead letter written.
-func (o *Orchestrator) countDeadLetter(kind string) { o.metrics.DeadLetter(kind) }
+func (o *Orchestrator) countDeadLetter(kind events.Input) { o.metrics.DeadLetter(string(kind)) }

@@ -605,15 +605,15 @@ func (o *Orchestrator) watchResults(shards []*shard) (*nats.Subscription, error)
 		if !strings.HasPrefix(m.Subject, "jetloop.inbox.result") {
 			return
 		}
-		kind, turn, _ := events.InboxKind(m.Subject)
-		if kind, _, ok := events.SplitKind(kind); !ok || kind != "result" {
+		kind, turn, _ := events.ParseInbox(m.Subject)
+		if kind != events.InputResult {
 			return
 		}
 		if !events.ValidID(turn) || !o.owns[bus.Partition(turn)].Load() || storedCopy(m.Header) != "" {
 			return
 		}
 		r, err := decodeToolResult(m.Data)
-		if err != nil || r.TurnID != turn || strings.HasPrefix(r.Worker, fsm.SubagentWorker) || misbound(m.Subject, r) != "" {
+		if err != nil || r.TurnID != turn || fsm.FromSubagent(r.Worker) || misbound(m.Subject, r) != "" {
 			return
 		}
 		shards[shardIndex(turn, len(shards))].in.push(input{early: &r})
@@ -772,7 +772,7 @@ func (o *Orchestrator) rearmOne(ctx context.Context, id string, orphaned bool) (
 		if err != nil {
 			return false, false, err
 		}
-		o.timers.arm(st.ID, workflowTimers(st))
+		o.timers.arm(st.ID, workflow.Timers(st))
 		return false, false, nil
 	}
 	st, _, err := o.store.Load(ctx, id)
@@ -844,21 +844,20 @@ func (o *Orchestrator) notifyFinished(ctx context.Context, turn string) error {
 // decision is completed by the next input of its turn (Decide writes what
 // the state alone implies first); the input that caused it comes again
 // when it is an inbox message, but not when it was the answer of a model
-// call made in the dead process. A deadline's message that is not due yet
-// is an input that changes nothing else, so one is sent.
+// call made in the dead process: a wake-up is sent instead.
 func (o *Orchestrator) nudge(ctx context.Context, st *fsm.State) error {
-	tm := events.Timer{TurnID: st.TurnID, Kind: events.TimerTurn, At: time.Now().UTC()}
+	tm := events.Timer{TurnID: st.TurnID, Kind: events.TimerWake, At: time.Now().UTC()}
 	if d, err := fsm.Decide(st, fsm.Tick(tm), env()); err != nil || len(d.Events) == 0 {
 		return nil
 	}
 	return o.publishTimer(ctx, tm)
 }
 
-// look asks the owner of a turn's partition to decide the turn again,
-// with a deadline's message that is not due yet: it publishes the jobs the
-// turn waits on that it did not publish or begin itself (perform).
+// look asks the owner of a turn's partition to decide the turn again with
+// a wake-up: it publishes the jobs the turn waits on that it did not
+// publish or begin itself (turns.publish).
 func (o *Orchestrator) look(ctx context.Context, turn string) error {
-	return o.publishTimer(ctx, events.Timer{TurnID: turn, Kind: events.TimerTurn, At: time.Now().UTC()})
+	return o.publishTimer(ctx, events.Timer{TurnID: turn, Kind: events.TimerWake, At: time.Now().UTC()})
 }
 
 // publishTimer sends a turn a deadline's message now, through its
@@ -869,7 +868,7 @@ func (o *Orchestrator) publishTimer(ctx context.Context, tm events.Timer) error 
 		return err
 	}
 	msg := &nats.Msg{Subject: events.TimerSubject(tm.TurnID), Data: data, Header: nats.Header{}}
-	msg.Header.Set(nats.MsgIdHdr, timerID(tm))
+	msg.Header.Set(nats.MsgIdHdr, events.TimerID(tm))
 	_, err = o.js.PublishMsg(ctx, msg)
 	return err
 }

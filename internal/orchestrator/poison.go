@@ -73,7 +73,7 @@ func (o *Orchestrator) buryExhausted(ctx context.Context, seq uint64, deliveries
 		reason = last
 	}
 	o.log.Error("dead letter", "input", kind, "seq", seq, "reason", reason)
-	if err := bus.DeadLetter(ctx, o.js, storedMsg{raw}, kind, reason); err != nil {
+	if err := bus.DeadLetter(ctx, o.js, storedMsg{raw}, string(kind), reason); err != nil {
 		return err
 	}
 	o.countDeadLetter(kind)

@@ -20,16 +20,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// entry is a cached turn: its state, the stream sequence of its last event,
-// and the ids of the jobs of that state known to be published (nil after a
-// fold: the process that wrote the log may have died before publishing).
-type entry struct {
-	state     *fsm.State
-	seq       uint64
-	published map[string]bool
-	gen       uint64 // of the turn's partition when cached (Orchestrator.gens)
-}
-
 // shard advances the turns that hash to it and owns their cached states.
 // One turn's inputs are handled one at a time, in order, by a lane of its
 // own; the shard handles one input at a time (slot), as a single loop
@@ -41,10 +31,10 @@ type entry struct {
 type shard struct {
 	o        *Orchestrator
 	in       *queue
-	cache    *locked[*entry]
-	flows    *locked[*flow] // workflows, uncapped: few and small
-	stopping *atomic.Bool   // the process is stopping: hand inputs back
-	dead     atomic.Bool    // a crash hook fired: behave like a dead process
+	cache    *locked[*entry[*fsm.State]]
+	flows    *locked[*entry[*workflow.State]] // workflows, uncapped: few and small
+	stopping *atomic.Bool                     // the process is stopping: hand inputs back
+	dead     atomic.Bool                      // a crash hook fired: behave like a dead process
 	// preloaded are turns' logs read ahead of an input's decision (a
 	// submission's, with what its start reads), used by the turn's first
 	// load.
@@ -80,7 +70,7 @@ const maxLanes = 64
 const earlyResults = 4096
 
 func newShard(o *Orchestrator, cacheSize int, stopping *atomic.Bool) *shard {
-	return &shard{o: o, in: newQueue(), cache: newLocked[*entry](cacheSize), flows: newLocked[*flow](0),
+	return &shard{o: o, in: newQueue(), cache: newLocked[*entry[*fsm.State]](cacheSize), flows: newLocked[*entry[*workflow.State]](0),
 		preloaded: newLocked[*preloaded](0), early: newLocked[struct{}](earlyResults), stopping: stopping,
 		slot: make(chan struct{}, 1), lanes: make(chan struct{}, maxLanes), waiting: map[string][]input{}}
 }
@@ -360,7 +350,7 @@ func (s *shard) applyEarly(r events.ToolResult) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*defaultIOTimeout)
 	defer cancel()
 	log := s.o.log.With("input", "result", "turn", r.TurnID, "early", true)
-	switch err := s.decide(ctx, log, r.TurnID, fsm.ToolAnswer(r), false, true); {
+	switch err := advance[*fsm.State, fsm.Input](ctx, s, turns{s}, log, r.TurnID, fsm.ToolAnswer(r), false, true); {
 	case err == nil:
 		s.early.Put(earlyKey(r.TurnID, r.CallID), struct{}{})
 	case errors.Is(err, errCrashed):
@@ -456,7 +446,7 @@ func storedCopy(h nats.Header) string {
 // stream is unavailable or full) hands the input back for later instead: it
 // is never lost, and the write has its own short deadline, so a shard is
 // never held for long.
-func (s *shard) bury(log *slog.Logger, msg jetstream.Msg, kind, reason string) {
+func (s *shard) bury(log *slog.Logger, msg jetstream.Msg, kind events.Input, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadLetterTimeout)
 	defer cancel()
 	if err := s.o.deadLetter(ctx, msg, kind, reason); err != nil {
@@ -473,28 +463,17 @@ func (s *shard) bury(log *slog.Logger, msg jetstream.Msg, kind, reason string) {
 // deadLetterTimeout bounds a dead letter's write.
 const deadLetterTimeout = 2 * time.Second
 
-// inputKind names an inbox subject's kind of input and its turn. A subject
-// that names no known kind, or has extra tokens, is of kind "unknown".
-func inputKind(subject string) (kind, turn string) {
-	kind, turn, ok := events.InboxKind(bus.Unpartitioned(subject))
-	if ok {
-		kind, _, ok = events.SplitKind(kind)
-	}
-	switch {
-	case !ok:
-		return "unknown", ""
-	case kind == "submit", kind == "workflow", kind == "control", kind == "result", kind == "model", kind == "timer", kind == "task", kind == "hook":
-		return kind, turn
-	}
-	return "unknown", ""
+// inputKind names an inbox subject's kind of input and its turn.
+func inputKind(subject string) (kind events.Input, turn string) {
+	kind, turn, _ = events.ParseInbox(bus.Unpartitioned(subject))
+	return kind, turn
 }
 
 // answerer is the tool or hook a result's or hook answer's subject is
 // bound to (jetloop.inbox.result@<tool>.<turn_id>), "" on the unbound
 // subjects only the orchestrators are granted.
 func answerer(subject string) string {
-	kind, _, _ := events.InboxKind(bus.Unpartitioned(subject))
-	_, by, _ := events.SplitKind(kind)
+	_, _, by := events.ParseInbox(bus.Unpartitioned(subject))
 	return by
 }
 
@@ -510,7 +489,7 @@ func misbound(subject string, r events.ToolResult) string {
 		return ""
 	case r.Tool != by:
 		return fmt.Sprintf("result for tool %s published on tool %s's subject: a deployment answers only the tools it serves", r.Tool, by)
-	case strings.HasPrefix(r.Worker, fsm.SubagentWorker):
+	case fsm.FromSubagent(r.Worker):
 		return fmt.Sprintf("a subagent's notice published on tool %s's subject: only an orchestrator sends one", by)
 	}
 	return ""
@@ -521,21 +500,21 @@ func redeliveryDelay(delivered uint64) time.Duration {
 	return min(time.Duration(max(delivered, 1))*200*time.Millisecond, 10*time.Second)
 }
 
-func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Msg, kind, turn string, delivered uint64) error {
+func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Msg, kind events.Input, turn string, delivered uint64) error {
 	redelivered := delivered > 1
-	if kind == "unknown" {
+	if kind == events.InputUnknown {
 		return &deadLetter{fmt.Sprintf("no input of jetloop has the subject %q", bus.Unpartitioned(msg.Subject()))}
 	}
-	if kind != "submit" && kind != "workflow" && !events.ValidID(turn) {
+	if !kind.Submission() && !events.ValidID(turn) {
 		return &deadLetter{fmt.Sprintf("invalid turn id in subject %q", bus.Unpartitioned(msg.Subject()))}
 	}
 	var in fsm.Input
 	switch kind {
-	case "submit":
+	case events.InputSubmit:
 		return s.submit(ctx, log, msg.Data(), redelivered)
-	case "workflow":
+	case events.InputWorkflow:
 		return s.workflowSubmit(ctx, log, msg.Data())
-	case "task":
+	case events.InputTask:
 		var t events.TaskDone
 		if err := decode("task_done", msg.Data(), &t); err != nil {
 			return err
@@ -544,7 +523,7 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 			return &deadLetter{fmt.Sprintf("task of workflow %q sent to workflow %q", t.WorkflowID, turn)}
 		}
 		return s.applyWorkflow(ctx, log, turn, workflow.TaskDone(t))
-	case "hook":
+	case events.InputHook:
 		var a events.HookAnswer
 		if err := decode("hook_answer", msg.Data(), &a); err != nil {
 			return err
@@ -557,7 +536,7 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 		}
 		return s.applyWorkflow(ctx, log.With("hook", a.Hook), turn, workflow.HookAnswer(a))
 	}
-	if kind == "control" || kind == "timer" {
+	if kind == events.InputControl || kind == events.InputTimer {
 		// Workflows and turns share ids, and these two subjects.
 		wf, err := s.isWorkflow(ctx, turn)
 		if err != nil {
@@ -568,13 +547,13 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 		}
 	}
 	switch kind {
-	case "control":
+	case events.InputControl:
 		var c events.Control
 		if err := decode("control", msg.Data(), &c); err != nil {
 			return err
 		}
 		in = fsm.Command(c)
-	case "result":
+	case events.InputResult:
 		r, err := decodeToolResult(msg.Data())
 		if err != nil {
 			return err
@@ -593,13 +572,13 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 			return nil
 		}
 		in = fsm.ToolAnswer(r)
-		if strings.HasPrefix(r.Worker, fsm.SubagentWorker) {
+		if fsm.FromSubagent(r.Worker) {
 			// A subagent's notice: the result is the child's log's.
 			if in, err = s.o.childAnswer(ctx, turn, r.CallID); err != nil {
 				return err
 			}
 		}
-	case "model":
+	case events.InputModel:
 		r, err := decodeModelResult(msg.Data())
 		if err != nil {
 			return err
@@ -608,7 +587,7 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 			return &deadLetter{fmt.Sprintf("model result for turn %q sent to turn %q", r.TurnID, turn)}
 		}
 		in = fsm.ModelAnswer(r)
-	case "timer":
+	case events.InputTimer:
 		var t events.Timer
 		if err := decode("timer", msg.Data(), &t); err != nil {
 			return err
@@ -620,30 +599,15 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 	return s.apply(ctx, log, turn, in, redelivered)
 }
 
-// load returns the cached state of a turn, or folds it from the log.
-func (s *shard) load(ctx context.Context, turn string) (*entry, error) {
-	if e, ok := s.cache.Get(turn); ok {
-		if e.gen == s.o.gens[bus.Partition(turn)].Load() {
-			return e, nil
-		}
-		s.cache.Delete(turn) // another process owned the turn since
-	}
-	if p, ok := s.preloaded.Get(turn); ok {
-		s.preloaded.Delete(turn) // a second load (a lost race) reads the log again
-		return p.e, p.err
-	}
-	return s.o.loadEntry(ctx, turn)
-}
-
 type preloaded struct {
 	turn string
-	e    *entry
+	e    *entry[*fsm.State]
 	err  error
 }
 
 // loadEntry folds a turn from its log, history included. It touches no
 // shard's state, so a read ahead of an input's decision runs it too.
-func (o *Orchestrator) loadEntry(ctx context.Context, turn string) (*entry, error) {
+func (o *Orchestrator) loadEntry(ctx context.Context, turn string) (*entry[*fsm.State], error) {
 	st, seq, err := o.store.Load(ctx, turn)
 	if errors.Is(err, logstore.ErrIsWorkflow) {
 		return nil, &deadLetter{fmt.Sprintf("%q is a workflow, not a turn", turn)}
@@ -656,217 +620,7 @@ func (o *Orchestrator) loadEntry(ctx context.Context, turn string) (*entry, erro
 			return nil, &retry{err}
 		}
 	}
-	return &entry{state: st, seq: seq}, nil
-}
-
-// apply decides an input and performs the decision: append, publish, arm,
-// acknowledge (by returning nil). A lost race for the log is decided again
-// on the fresh log.
-func (s *shard) apply(ctx context.Context, log *slog.Logger, turn string, in fsm.Input, redelivered bool) error {
-	return s.decide(ctx, log, turn, in, redelivered, false)
-}
-
-// errDoubt is an early result (applyEarly) that only a read of the log
-// could judge: its stored copy will be judged so, and one read is enough.
-var errDoubt = errors.New("orchestrator: judged on the stored copy")
-
-// decide is apply; early gives up with errDoubt where apply would read the
-// log to judge an input the cached state refuses or calls a repeat.
-func (s *shard) decide(ctx context.Context, log *slog.Logger, turn string, in fsm.Input, redelivered, early bool) error {
-	for range 5 {
-		cached := s.cache.Contains(turn)
-		e, err := s.load(ctx, turn)
-		if err != nil {
-			return err
-		}
-		d, err := fsm.Decide(e.state, in, env())
-		var ie *fsm.InputError
-		switch {
-		case errors.Is(err, fsm.ErrTurnFinished):
-			// The handling that finished the turn may have died before it
-			// told the turn's workflow: tell it again (its id makes the
-			// notices one). Whether this input is a redelivery cannot be
-			// told after a restart reset the inbox consumer.
-			if st := e.state; st.Workflow != nil && st.Finished != nil {
-				if err := s.o.notifyTask(ctx, st.Workflow, turn, *st.Finished); err != nil {
-					return &retry{err}
-				}
-			}
-			if err := s.o.ended(ctx, log, e.state); err != nil {
-				return &retry{err}
-			}
-			return nil
-		case cached && (errors.Is(err, fsm.ErrUnknownTurn) || errors.As(err, &ie)):
-			if early {
-				return errDoubt
-			}
-			// Another orchestrator may have moved the turn on: judge the
-			// input against the log, not against this process's memory.
-			s.cache.Delete(turn)
-			continue
-		case errors.Is(err, fsm.ErrUnknownTurn):
-			return &deadLetter{fmt.Sprintf("no turn %q", turn)}
-		case err != nil:
-			if errors.As(err, &ie) {
-				return &deadLetter{ie.Reason}
-			}
-			// The machine refused its own log or input: a bug, never a
-			// reason to lose the input.
-			return &retry{err}
-		}
-		if cached && len(d.Events) == 0 {
-			if early {
-				return errDoubt
-			}
-			// The cached state calls this input a repeat. Another
-			// orchestrator may have moved the turn on since, and the input
-			// be new there: acknowledging it on a stale state would lose it.
-			// Appends are fenced by their expected sequence; this is not.
-			_, seq, _, err := s.o.store.Last(ctx, turn)
-			if err != nil {
-				return &retry{err}
-			}
-			if seq != e.seq {
-				s.cache.Delete(turn)
-				continue
-			}
-		}
-		_, start := in.(fsm.Start)
-		err = s.perform(ctx, log, e, d, redelivered, start)
-		if errors.Is(err, bus.ErrConflict) {
-			s.o.metrics.AppendConflict()
-			log.Debug("lost the race for the turn's log; deciding again", "err", err)
-			s.cache.Delete(turn)
-			continue
-		}
-		var u *unstorableError
-		if errors.As(err, &u) {
-			if _, failing := in.(fsm.Fail); !failing {
-				return s.fail(ctx, log, turn, u.err, redelivered)
-			}
-			return &retry{u.err}
-		}
-		return err
-	}
-	return &retry{fmt.Errorf("orchestrator: turn %s: the log kept moving", turn)}
-}
-
-// perform makes a decision durable and effective, in the order that makes a
-// crash at any point harmless: events, then jobs, then timers and the cache.
-//
-// A model call a fresh decision asks for (one that appended the events
-// that do) is made in this process when it owns the turn's partition
-// (callHere). A submission (start) is decided by whichever orchestrator
-// takes it, and may be decided again by another when it is delivered
-// again: such a decision, taken by a process that does not own the turn,
-// cannot tell whether the owner is making the turn's call in its process,
-// or whether the process that decided it first died before publishing its
-// job. It publishes no model job: it asks the owner to look at the turn
-// (look), which publishes the job unless it began the call itself.
-func (s *shard) perform(ctx context.Context, log *slog.Logger, e *entry, d fsm.Decision, redelivered, start bool) error {
-	o := s.o
-	turn := d.State.TurnID
-	for _, w := range d.Warnings {
-		log.Warn(w, "step", d.State.Step)
-	}
-	seq, err := s.append(ctx, e.seq, d.Events)
-	if err != nil {
-		s.cache.Delete(turn)
-		if errors.Is(err, bus.ErrConflict) {
-			return err
-		}
-		if unstorable(err) {
-			return &unstorableError{err}
-		}
-		return &retry{err}
-	}
-	o.observe(e.state, d)
-	if err := s.crash(StageAppended); err != nil {
-		return err
-	}
-	// Jobs carry deterministic ids, so publishing one twice runs it once;
-	// publish only the new ones unless an earlier attempt may have failed
-	// before publishing its own.
-	jobs := fsm.Jobs(d.State)
-	published := make(map[string]bool, len(jobs))
-	fresh := len(d.Events) > 0
-	look := false
-	for _, j := range jobs {
-		published[j.ID] = true
-		if e.published[j.ID] && !redelivered {
-			continue
-		}
-		if j.Model != nil && o.callHere(j, fresh) {
-			continue
-		}
-		if j.Model != nil && start && !fresh && o.inProcessCalls() && !o.owns[bus.Partition(turn)].Load() {
-			look = true
-			continue
-		}
-		if err := o.publishJob(ctx, j); err != nil {
-			s.cache.Delete(turn)
-			if unstorable(err) {
-				return &unstorableError{err}
-			}
-			return &retry{err}
-		}
-	}
-	if look {
-		if err := o.look(ctx, turn); err != nil {
-			s.cache.Delete(turn)
-			return &retry{err}
-		}
-	}
-	if start && !d.State.Done() {
-		// After the start's events and its first call, so neither waits
-		// for the index; before the submission is acknowledged, so a crash
-		// between the two is mended by the submission's coming again.
-		if err := o.indexStarted(ctx, turn); err != nil {
-			s.cache.Delete(turn)
-			if unstorable(err) {
-				// A turn no restart could find is ended, as one whose
-				// jobs cannot be stored is.
-				return &unstorableError{err}
-			}
-			return &retry{err}
-		}
-	}
-	if err := s.crash(StagePublished); err != nil {
-		return err
-	}
-	o.timers.set(d.State)
-	if st := d.State; st.Done() && st.Workflow != nil && (len(d.Events) > 0 || redelivered) {
-		if err := o.notifyTask(ctx, st.Workflow, turn, *st.Finished); err != nil {
-			s.cache.Delete(turn)
-			return &retry{err}
-		}
-	}
-	if st := d.State; st.Done() && (len(d.Events) > 0 || redelivered) {
-		// Before the input is acknowledged: a crash here has the input
-		// come again, and the turn, finished, does this again.
-		if err := o.ended(ctx, log, st); err != nil {
-			s.cache.Delete(turn)
-			return &retry{err}
-		}
-	}
-	if d.State.Done() {
-		s.cache.Delete(turn)
-		if len(d.Events) > 0 && e.state.Exists() {
-			o.history.finished(turn, seq, d.State.Transcript())
-			o.markDone(ctx, turn)
-		}
-		if r := d.State.Finished.StopReason; r == events.StopAborted || r == events.StopTimeout {
-			if err := o.nc.Publish(events.CancelSubject(turn), nil); err != nil {
-				log.Warn("cannot broadcast the cancel", "err", err)
-			}
-		}
-		if len(d.Events) > 0 {
-			log.Info("turn finished", "stop_reason", d.State.Finished.StopReason, "steps", d.State.Step)
-		}
-		return nil
-	}
-	s.put(turn, &entry{state: d.State, seq: seq, published: published})
-	return nil
+	return &entry[*fsm.State]{state: st, seq: seq}, nil
 }
 
 // append appends a decision's events. Under a crash hook, a decision of
@@ -891,28 +645,6 @@ type unstorableError struct{ err error }
 
 func (u *unstorableError) Error() string { return u.err.Error() }
 func (u *unstorableError) Unwrap() error { return u.err }
-
-// fail ends a turn with an error when what an input made it do cannot be
-// stored: the turn does not stay running with no way forward, and the
-// input is acknowledged. A submission that cannot even start its turn is a
-// dead letter. When the end itself cannot be written (the whole store is
-// full), the input is retried, a bounded number of times.
-func (s *shard) fail(ctx context.Context, log *slog.Logger, turn string, cause error, redelivered bool) error {
-	reason := "cannot store what the turn did: " + cause.Error()
-	var tb *bus.TooBigError
-	if errors.As(cause, &tb) {
-		reason = "cannot store what the turn did: " + tb.Error()
-	}
-	e, err := s.load(ctx, turn)
-	if err != nil {
-		return err
-	}
-	if !e.state.Exists() {
-		return &deadLetter{reason}
-	}
-	log.Error("ending the turn: what it did cannot be stored", "err", cause)
-	return s.apply(ctx, log, turn, fsm.Fail{TurnID: turn, Reason: reason}, redelivered)
-}
 
 // unstorable reports whether a publish failed for a reason that waiting
 // does not cure by itself: too big for the server, or a full stream.
@@ -958,20 +690,6 @@ func (s *shard) crash(stage string) error {
 	return nil
 }
 
-// put caches a state, evicting the least recently used one when the shard is
-// full: an evicted turn is folded again from its log on its next input.
-func (s *shard) put(turn string, e *entry) {
-	p := bus.Partition(turn)
-	if !s.o.owns[p].Load() {
-		// A turn started here whose partition another process owns: its
-		// next input goes there.
-		s.cache.Delete(turn)
-		return
-	}
-	e.gen = s.o.gens[p].Load()
-	s.cache.Put(turn, e)
-}
-
 // callHere makes a model call of a turn this process owns in this process,
 // without a job, when a runner is free; fresh says whether the decision
 // asking for it appended the events that do.
@@ -1007,8 +725,8 @@ func (o *Orchestrator) publishJob(ctx context.Context, j fsm.Job) error {
 }
 
 // deadLetter keeps an input that cannot be handled, with the reason.
-func (o *Orchestrator) deadLetter(ctx context.Context, msg jetstream.Msg, kind, reason string) error {
-	err := bus.DeadLetter(ctx, o.js, msg, kind, reason)
+func (o *Orchestrator) deadLetter(ctx context.Context, msg jetstream.Msg, kind events.Input, reason string) error {
+	err := bus.DeadLetter(ctx, o.js, msg, string(kind), reason)
 	if err == nil {
 		o.countDeadLetter(kind)
 	}

@@ -153,7 +153,7 @@ func (o *Orchestrator) notifyParent(ctx context.Context, p *events.ParentRef, ch
 		return err
 	}
 	msg := &nats.Msg{Subject: events.ResultSubject(p.TurnID), Data: data, Header: nats.Header{}}
-	msg.Header.Set(nats.MsgIdHdr, "result:"+p.TurnID+":"+p.CallID)
+	msg.Header.Set(nats.MsgIdHdr, events.ResultID(p.TurnID, p.CallID))
 	if _, err := o.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("orchestrator: tell turn %s its subagent finished: %w", p.TurnID, err)
 	}

@@ -113,7 +113,7 @@ type startReads struct {
 	sub   events.Submit
 	start fsm.Start
 	err   error
-	log   *entry
+	log   *entry[*fsm.State]
 	lerr  error
 }
 

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/backoff"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/machine"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -41,10 +41,10 @@ func newTimers(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) *timers 
 func (t *timers) set(st *fsm.State) { t.arm(st.TurnID, fsm.Timers(st)) }
 
 // arm makes the armed timers of a turn or workflow exactly ts.
-func (t *timers) arm(id string, ts []fsm.Timer) {
-	want := map[string]fsm.Timer{}
+func (t *timers) arm(id string, ts []machine.Timer) {
+	want := map[string]machine.Timer{}
 	for _, tm := range ts {
-		want[timerID(tm.Timer)] = tm
+		want[events.TimerID(tm.Timer)] = tm
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -94,13 +94,6 @@ func (t *timers) fire(id string, tm events.Timer) {
 
 // timerID is the Nats-Msg-Id of a deadline's message: one per deadline, so a
 // timer armed twice by two processes is reported once.
-func timerID(tm events.Timer) string {
-	id := "timer:" + tm.TurnID + ":" + string(tm.Kind)
-	if tm.CallID != "" {
-		id += ":" + tm.CallID
-	}
-	return id + ":" + strconv.FormatInt(tm.At.UnixNano(), 10)
-}
 
 func (t *timers) stopAll() {
 	t.stop()

@@ -10,23 +10,12 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// flow is a workflow's state as this shard last saw it.
-type flow struct {
-	state *workflow.State
-	seq   uint64
-	gen   uint64 // as entry.gen
-	// checkpoint is the revision of the workflow's key in
-	// JETLOOP_CHECKPOINTS this shard wrote last, 0 when it wrote none.
-	checkpoint uint64
-}
 
 // workflowSubmit starts a workflow, or records why it cannot start: the
 // submission becomes a dead letter and, when its id is valid and new, the
@@ -130,159 +119,146 @@ func (s *shard) isWorkflow(ctx context.Context, id string) (bool, error) {
 	return ok && last.Type.Workflow(), nil
 }
 
-func (s *shard) loadFlow(ctx context.Context, id string) (*flow, error) {
-	if f, ok := s.flows.Get(id); ok {
-		if f.gen == s.o.gens[bus.Partition(id)].Load() {
-			return f, nil
-		}
-		s.flows.Delete(id)
-	}
-	st, seq, err := s.o.store.LoadWorkflow(ctx, id)
+// flows is the workflow machine (internal/workflow) as the runtime loop
+// runs it: append, checkpoint to KV, gate, publish the task's turn, arm
+// the deadline.
+type flows struct{ s *shard }
+
+// applyWorkflow takes an input of a workflow through the runtime loop.
+func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, in workflow.Input) error {
+	return advance(ctx, s, flows{s}, log, id, in, false, false)
+}
+
+func (flows) noun() string { return "workflow" }
+
+func (f flows) cache() *locked[*entry[*workflow.State]] { return f.s.flows }
+
+func (f flows) fold(ctx context.Context, id string) (*entry[*workflow.State], error) {
+	st, seq, err := f.s.o.store.LoadWorkflow(ctx, id)
 	if errors.Is(err, logstore.ErrIsTurn) {
 		return nil, &deadLetter{fmt.Sprintf("%q is a turn, not a workflow", id)}
 	}
 	if err != nil {
 		return nil, &retry{err}
 	}
-	return &flow{state: st, seq: seq}, nil
+	return &entry[*workflow.State]{state: st, seq: seq}, nil
 }
 
-// applyWorkflow decides an input of a workflow and performs the decision:
-// append, checkpoint to KV, gate, publish the task's turn, arm the deadline.
-func (s *shard) applyWorkflow(ctx context.Context, log *slog.Logger, id string, in workflow.Input) error {
-	for range 8 {
-		cached := s.flows.Contains(id)
-		f, err := s.loadFlow(ctx, id)
-		if err != nil {
-			return err
-		}
-		d, err := workflow.Decide(f.state, in, workflowEnv())
-		var ie *workflow.InputError
-		switch {
-		case errors.Is(err, workflow.ErrFinished):
-			// The abort of a task's turn is sent again: this input may be
-			// the one whose first handling died before sending it.
-			return s.o.publishFlowJobs(ctx, f.state, false)
-		case errors.Is(err, workflow.ErrExists):
-			return err
-		case cached && (errors.Is(err, workflow.ErrUnknownWorkflow) || errors.As(err, &ie)):
-			s.flows.Delete(id)
-			continue
-		case errors.Is(err, workflow.ErrUnknownWorkflow):
-			return &deadLetter{fmt.Sprintf("no workflow %q", id)}
-		case errors.As(err, &ie):
-			return &deadLetter{ie.Reason}
-		case err != nil:
-			return &retry{err}
-		}
-		if cached && len(d.Events) == 0 {
-			_, seq, _, err := s.o.store.Last(ctx, id)
-			if err != nil {
-				return &retry{err}
-			}
-			if seq != f.seq {
-				s.flows.Delete(id)
-				continue
-			}
-		}
-		if final := workflow.FinalJobs(d.State); len(final) > 0 && len(d.Events) > 0 {
-			// The hooks' final jobs go out before workflow.finished is
-			// stored: once it is, nothing would send them again. A cached
-			// state may be stale; a job must not announce an end that
-			// another process's append is about to refute.
-			if cached {
-				_, last, _, err := s.o.store.Last(ctx, id)
-				if err != nil {
-					return &retry{err}
-				}
-				if last != f.seq {
-					s.flows.Delete(id)
-					continue
-				}
-			}
-			if err := s.o.publishFlowJobList(ctx, final); err != nil {
-				return &retry{err}
-			}
-		}
-		seq, err := s.o.store.Append(ctx, f.seq, d.Events)
-		if err != nil {
-			s.flows.Delete(id)
-			switch {
-			case errors.Is(err, bus.ErrConflict):
-				continue
-			case unstorable(err) && !f.state.Exists():
-				// A start too big to store (its task list is in
-				// workflow.started) is a rejected submission.
-				return &deadLetter{"cannot store the workflow: " + err.Error()}
-			case unstorable(err):
-				if _, failing := in.(workflow.Fail); !failing {
-					in = workflow.Fail{Reason: "cannot store what the workflow did: " + err.Error()}
-					continue
-				}
-			}
-			return &retry{err}
-		}
-		if err := s.crash(StageAppended); err != nil {
-			return err
-		}
-		// A workflow's jobs are published on every input, not only a new
-		// decision's: whether an input is a repeat of one whose handling
-		// died cannot be told after a restart reset the inbox consumer, and
-		// a job's id makes a second publish nothing.
-		st := d.State
-		// A hook is asked only once the checkpoint is in KV too: by the
-		// Gate that follows the put below, whatever the input.
-		_, gating := in.(workflow.Gate)
-		if err := s.o.publishFlowJobs(ctx, st, gating); err != nil {
-			s.flows.Delete(id)
-			return &retry{err}
-		}
-		if err := s.crash(StagePublished); err != nil {
-			return err
-		}
-		s.o.timers.arm(st.ID, workflowTimers(st))
-		if st.Done() {
-			s.flows.Delete(id)
-			if len(d.Events) > 0 && f.state.Exists() {
-				s.o.markDone(ctx, id)
-			}
-			if len(d.Events) > 0 {
-				s.o.metrics.WorkflowFinished(string(st.Finished.StopReason))
-				log.Info("workflow finished", "stop_reason", st.Finished.StopReason, "tasks", len(st.Finished.Tasks))
-			}
-			return nil
-		}
-		next := &flow{state: st, seq: seq, checkpoint: f.checkpoint}
-		if p := bus.Partition(id); s.o.owns[p].Load() {
-			next.gen = s.o.gens[p].Load()
-			s.flows.Put(id, next)
-		}
-		if st.AwaitsGate() && !gating {
-			// The checkpoint's second half, then the gate: in that order,
-			// and again after a crash, since the state still awaits it. A
-			// gate that waits for a hook stays here until its answer.
-			if next.checkpoint, err = s.o.putCheckpoint(ctx, st, f.checkpoint); err != nil {
-				return &retry{err}
-			}
-			in = workflow.Gate{}
-			continue
-		}
+func (flows) decide(st *workflow.State, in workflow.Input) (decision[*workflow.State], error) {
+	d, err := workflow.Decide(st, in, env())
+	return decision[*workflow.State]{state: d.State, events: d.Events}, err
+}
+
+func (flows) judge(err error) judgement {
+	var ie *workflow.InputError
+	switch {
+	case err == nil:
+		return taken
+	case errors.Is(err, workflow.ErrFinished):
+		return finished
+	case errors.Is(err, workflow.ErrExists):
+		return passed
+	case errors.Is(err, workflow.ErrUnknownWorkflow):
+		return unknownLog
+	case errors.As(err, &ie):
+		return refused
+	}
+	return broken
+}
+
+func (flows) exists(st *workflow.State) bool { return st.Exists() }
+
+// again sends the abort of a task's turn again: the input may be the one
+// whose first handling died before sending it.
+func (f flows) again(ctx context.Context, _ *slog.Logger, st *workflow.State) error {
+	return f.s.o.publishFlowJobs(ctx, st, false)
+}
+
+// prepare sends the hooks' final jobs before workflow.finished is stored:
+// once it is, nothing would send them again. A cached state may be stale;
+// a job must not announce an end that another process's append is about to
+// refute.
+func (f flows) prepare(ctx context.Context, _ *slog.Logger, st *step[*workflow.State, workflow.Input], current func() (bool, error)) error {
+	final := workflow.FinalJobs(st.next.state)
+	if len(final) == 0 || !st.fresh() {
 		return nil
 	}
-	return &retry{fmt.Errorf("orchestrator: workflow %s: the log kept moving", id)}
-}
-
-func workflowEnv() workflow.Env {
-	e := env()
-	return workflow.Env{Now: e.Now, NewID: e.NewID}
-}
-
-func workflowTimers(st *workflow.State) []fsm.Timer {
-	var out []fsm.Timer
-	for _, t := range workflow.Timers(st) {
-		out = append(out, fsm.Timer{At: t.At, Timer: t.Timer})
+	switch ok, err := current(); {
+	case err != nil:
+		return &retry{err}
+	case !ok:
+		return bus.ErrConflict
 	}
-	return out
+	if err := f.s.o.publishFlowJobList(ctx, final); err != nil {
+		return &retry{err}
+	}
+	return nil
+}
+
+// publish publishes the workflow's jobs on every input, not only a new
+// decision's: whether an input repeats one whose handling died cannot be
+// told after a restart reset the inbox consumer, and a job's id makes a
+// second publish nothing. A hook is asked only once the checkpoint is in
+// KV too: by the Gate that follows it (follow), whatever the input.
+func (f flows) publish(ctx context.Context, _ *slog.Logger, st *step[*workflow.State, workflow.Input]) error {
+	if err := f.s.o.publishFlowJobs(ctx, st.next.state, gating(st.in)); err != nil {
+		return &retry{err}
+	}
+	return nil
+}
+
+func gating(in workflow.Input) bool {
+	_, ok := in.(workflow.Gate)
+	return ok
+}
+
+func (f flows) settle(ctx context.Context, log *slog.Logger, st *step[*workflow.State, workflow.Input]) (*entry[*workflow.State], error) {
+	o, state := f.s.o, st.next.state
+	o.timers.arm(state.ID, workflow.Timers(state))
+	if !state.Done() {
+		return &entry[*workflow.State]{state: state, seq: st.seq, checkpoint: st.prev.checkpoint}, nil
+	}
+	if st.fresh() && st.prev.state.Exists() {
+		o.markDone(ctx, st.id)
+	}
+	if st.fresh() {
+		o.metrics.WorkflowFinished(string(state.Finished.StopReason))
+		log.Info("workflow finished", "stop_reason", state.Finished.StopReason, "tasks", len(state.Finished.Tasks))
+	}
+	return nil, nil
+}
+
+// follow writes the checkpoint's second half, then gates: in that order,
+// and again after a crash, since the state still awaits it. A gate that
+// waits for a hook stays there until its answer.
+func (f flows) follow(ctx context.Context, st *step[*workflow.State, workflow.Input], kept *entry[*workflow.State]) (workflow.Input, bool, error) {
+	if !st.next.state.AwaitsGate() || gating(st.in) {
+		return nil, false, nil
+	}
+	rev, err := f.s.o.putCheckpoint(ctx, st.next.state, st.prev.checkpoint)
+	if err != nil {
+		return nil, false, &retry{err}
+	}
+	if kept != nil {
+		kept.checkpoint = rev
+	}
+	return workflow.Gate{}, true, nil
+}
+
+func (flows) fail(_ string, in workflow.Input, reason string) (workflow.Input, bool) {
+	if _, failing := in.(workflow.Fail); failing {
+		return nil, false
+	}
+	return workflow.Fail{Reason: reason}, true
+}
+
+func (flows) unstorable(err error, started bool) string {
+	if !started {
+		// A start too big to store (its task list is in workflow.started)
+		// is a rejected submission.
+		return "cannot store the workflow: " + err.Error()
+	}
+	return "cannot store what the workflow did: " + err.Error()
 }
 
 // publishFlowJobs publishes what a workflow's state waits on: its task's
@@ -393,7 +369,7 @@ func (o *Orchestrator) notifyTask(ctx context.Context, w *events.WorkflowRef, tu
 		return err
 	}
 	msg := &nats.Msg{Subject: events.TaskSubject(w.WorkflowID), Data: data, Header: nats.Header{}}
-	msg.Header.Set(nats.MsgIdHdr, "task:"+turn)
+	msg.Header.Set(nats.MsgIdHdr, events.TaskDoneID(turn))
 	if _, err := o.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("orchestrator: tell workflow %s: %w", w.WorkflowID, err)
 	}
@@ -410,9 +386,9 @@ func sameWorkflow(st *workflow.State, sub *events.WorkflowSubmit) bool {
 }
 
 // workflowInput decodes a control message or timer sent to a workflow.
-func (s *shard) workflowInput(ctx context.Context, log *slog.Logger, msg jetstream.Msg, kind, id string) error {
+func (s *shard) workflowInput(ctx context.Context, log *slog.Logger, msg jetstream.Msg, kind events.Input, id string) error {
 	log = log.With("workflow", id)
-	if kind == "control" {
+	if kind == events.InputControl {
 		var c events.Control
 		if err := decode("control", msg.Data(), &c); err != nil {
 			return err

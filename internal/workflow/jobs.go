@@ -1,9 +1,8 @@
 package workflow
 
 import (
-	"time"
-
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/machine"
 )
 
 // Job is an effect the workflow's state waits on. ID is its deterministic
@@ -28,13 +27,13 @@ func Jobs(s *State) []Job {
 		// Not the turn id, which a client's own submission of that id would
 		// use: the server would drop this one as its duplicate, and the
 		// workflow would wait on a turn that is not its task's.
-		return []Job{{ID: "task-start:" + sub.TurnID, Subject: events.SubjectSubmit, Submit: sub}}
+		return []Job{{ID: events.TaskStartID(sub.TurnID), Subject: events.SubjectSubmit, Submit: sub}}
 	case s.PendingHook() != "":
 		h := s.PendingHook()
 		return []Job{{ID: events.HookJobID(s.ID, s.Task, h), Subject: events.HookSubject(h), Hook: s.hookJob()}}
 	case s.Done() && s.Finished != nil && s.Task > 0 && len(s.Finished.Tasks) > len(s.Outcomes):
 		turn := TurnID(s.ID, s.Task)
-		return []Job{{ID: "control:" + turn + ":workflow", Subject: events.ControlSubject(turn),
+		return []Job{{ID: events.WorkflowAbortID(turn), Subject: events.ControlSubject(turn),
 			Abort: &events.Control{Action: events.ActionAbort, Reason: "its workflow " + s.ID + " stopped: " + string(s.Finished.StopReason)}}}
 	}
 	return nil
@@ -102,10 +101,7 @@ func (s *State) submission() *events.Submit {
 }
 
 // Timer is a deadline the state waits on.
-type Timer struct {
-	At    time.Time
-	Timer events.Timer
-}
+type Timer = machine.Timer
 
 // Timers derives the workflow's deadline, while it runs, and the pending
 // hook's.

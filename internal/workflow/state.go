@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/machine"
 )
 
 // State is a workflow folded from its log.
@@ -125,15 +126,7 @@ func (s *State) clone() *State {
 }
 
 // Fold replays a whole log into a fresh state.
-func Fold(log []events.Envelope) (*State, error) {
-	s := New("")
-	for _, e := range log {
-		if err := Evolve(s, e); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
+func Fold(log []events.Envelope) (*State, error) { return machine.Fold(New(""), log, Evolve) }
 
 // Evolve applies one event of the workflow's log to s.
 func Evolve(s *State, e events.Envelope) error {
