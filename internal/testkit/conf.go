@@ -1,0 +1,72 @@
+package testkit
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/jetloop/jetloop/internal/tenants"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// StartConfig starts a server from a nats-server configuration file, as an
+// operator would with nats-server -c, and stops it when the test ends.
+// Everything is as the file says but where a test must differ: a free
+// loopback port and a store of its own. Variables the file takes from the
+// environment are read when it is parsed: set them first (t.Setenv).
+func StartConfig(t testing.TB, path string) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	return startConfig(t, path, func(opts *server.Options) {
+		opts.Host, opts.Port, opts.StoreDir = "127.0.0.1", -1, dir
+	})
+}
+
+// StartConfigAsWritten starts a server from a configuration file with
+// nothing overridden, so that a reload of the file (nats-server --signal
+// reload, $SYS.REQ.SERVER.<id>.RELOAD) finds the options it started with:
+// the file names its own free port and store (FreePort, t.TempDir()).
+func StartConfigAsWritten(t testing.TB, path string) *Server {
+	t.Helper()
+	return startConfig(t, path, func(*server.Options) {})
+}
+
+// startConfig starts a server from the file at path with the options edit
+// changes, quiet and without signal handlers (which a reload does not
+// compare), and stops it when the test ends.
+func startConfig(t testing.TB, path string, edit func(*server.Options)) *Server {
+	t.Helper()
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("testkit: %s: %v", path, err)
+	}
+	edit(opts)
+	s, err := serve(opts)
+	if err != nil {
+		t.Fatalf("testkit: server from %s: %v", path, err)
+	}
+	t.Cleanup(func() { stop(s) })
+	return &Server{Server: s, Dir: opts.StoreDir}
+}
+
+// FreePort is a free loopback port for a configuration file to name.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	return freePorts(t, 1)[0]
+}
+
+// CopyTenants copies a multi-tenant deployment (tenants.Copy) into a
+// directory of the test's, with a free port and a store of its own, so that
+// a test may add and remove tenants (and reload a server started by
+// StartConfigAsWritten) without touching the repository. It returns the
+// copy's tenants file and configuration.
+func CopyTenants(t testing.TB, deploy string) (tenantsFile, config string) {
+	t.Helper()
+	dir := t.TempDir()
+	tenantsFile, config, err := tenants.Copy(deploy, dir, fmt.Sprintf("127.0.0.1:%d", FreePort(t)), filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tenantsFile, config
+}

@@ -1,0 +1,39 @@
+package testkit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestServerKeepsMessagesAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := StartIn(t, dir, -1)
+	_, js := s.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "t.a", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+
+	s2 := StartIn(t, dir, -1)
+	_, js2 := s2.Connect(t)
+	st, err := js2.Stream(ctx, "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := st.GetLastMsgForSubject(ctx, "t.a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(msg.Data) != "hello" {
+		t.Fatalf("got %q after restart, want hello", msg.Data)
+	}
+}

@@ -1,0 +1,208 @@
+package testkit
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Logger logs warnings and errors to the test's log.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// store binds the events stream.
+func store(t testing.TB, ctx context.Context, js jetstream.JetStream) *bus.Store {
+	t.Helper()
+	s, err := bus.NewStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Log reads a turn's log as it is now.
+func Log(t testing.TB, js jetstream.JetStream, turn string) []events.Envelope {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	log, _, err := store(t, ctx, js).Read(ctx, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log
+}
+
+// Last returns a turn's last event; ok is false while it has no log.
+func Last(t testing.TB, js jetstream.JetStream, turn string) (e events.Envelope, ok bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e, _, ok, err := store(t, ctx, js).Last(ctx, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, ok
+}
+
+// Finished waits for a turn to finish, checks its log's invariants
+// (events.CheckLog), and returns it with its turn.finished data.
+func Finished(t testing.TB, js jetstream.JetStream, turn string) ([]events.Envelope, events.TurnFinishedData) {
+	t.Helper()
+	WaitLast(t, js, turn, events.TurnFinished)
+	log := Log(t, js, turn)
+	if err := events.CheckLog(log); err != nil {
+		t.Fatalf("turn %s: %v\n%s", turn, err, Dump(log))
+	}
+	var fin events.TurnFinishedData
+	if err := json.Unmarshal(log[len(log)-1].Data, &fin); err != nil {
+		t.Fatal(err)
+	}
+	return log, fin
+}
+
+// WaitLast waits until a turn's last event is of type typ and returns it.
+func WaitLast(t testing.TB, js jetstream.JetStream, turn string, typ events.Type) events.Envelope {
+	t.Helper()
+	var e events.Envelope
+	WaitFor(t, "turn "+turn+" at "+string(typ), func() bool {
+		var ok bool
+		e, ok = Last(t, js, turn)
+		return ok && e.Type == typ
+	})
+	return e
+}
+
+// WaitType waits until a turn's log has an event of type typ and returns
+// the first one.
+func WaitType(t testing.TB, js jetstream.JetStream, turn string, typ events.Type) events.Envelope {
+	t.Helper()
+	var found events.Envelope
+	WaitFor(t, "a "+string(typ)+" in turn "+turn, func() bool {
+		for _, e := range Log(t, js, turn) {
+			if e.Type == typ {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// Of decodes the data of the events of one type in a log.
+func Of[T any](t testing.TB, log []events.Envelope, typ events.Type) []T {
+	t.Helper()
+	var out []T
+	for _, e := range log {
+		if e.Type != typ {
+			continue
+		}
+		var d T
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			t.Fatalf("%s at seq %d: %v", typ, e.Seq, err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// Dump shows a log one event a line, for a failure's message.
+func Dump(log []events.Envelope) string {
+	var out []byte
+	for _, e := range log {
+		b, err := json.Marshal(e)
+		if err != nil {
+			b = []byte(err.Error())
+		}
+		out = append(append(out, b...), '\n')
+	}
+	return string(out)
+}
+
+// Result waits for the result of a turn's tool call in the inbox and
+// returns it with the headers it was published with.
+func Result(t testing.TB, js jetstream.JetStream, turn string) (events.ToolResult, nats.Header) {
+	t.Helper()
+	var msg *jetstream.RawStreamMsg
+	WaitFor(t, "a result of "+turn, func() bool {
+		s, err := js.Stream(context.Background(), events.StreamInbox)
+		if err != nil {
+			return false
+		}
+		// Whichever tool's subject it came on (events.ToolResultSubject).
+		msg, err = s.GetLastMsgForSubject(context.Background(), bus.Stored("jetloop.inbox.*."+turn))
+		return err == nil
+	})
+	var r events.ToolResult
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r, msg.Header
+}
+
+// ToolInfo is what the registry says of a tool, nil while it has no entry.
+func ToolInfo(t testing.TB, js jetstream.JetStream, tool string) *events.ToolInfo {
+	t.Helper()
+	kv, err := js.KeyValue(context.Background(), events.BucketTools)
+	if err != nil {
+		return nil
+	}
+	entry, err := kv.Get(context.Background(), tool)
+	if err != nil {
+		return nil
+	}
+	var info events.ToolInfo
+	if err := json.Unmarshal(entry.Value(), &info); err != nil {
+		t.Fatal(err)
+	}
+	return &info
+}
+
+// Job publishes a tool job, as an orchestrator does.
+func Job(t testing.TB, js jetstream.JetStream, j events.ToolJob) {
+	t.Helper()
+	data, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.Publish(ctx, events.ToolSubject(j.Tool), data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitTool waits until a worker advertises tool (or a hook, as
+// events.HookKey), so a turn started next is offered it.
+func WaitTool(t testing.TB, js jetstream.JetStream, tool string) {
+	t.Helper()
+	WaitFor(t, "a tool worker to advertise "+tool, func() bool {
+		// Each ask has a second: a request to a server that just went
+		// away is asked again, not waited on.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		kv, err := js.KeyValue(ctx, events.BucketTools)
+		if err != nil {
+			return false
+		}
+		e, err := kv.Get(ctx, tool)
+		if err != nil {
+			return false
+		}
+		// The orchestrator offers a tool with a worker (its catalog).
+		var info events.ToolInfo
+		return json.Unmarshal(e.Value(), &info) == nil && info.Workers > 0
+	})
+}
