@@ -11,7 +11,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -162,7 +162,7 @@ func TestClusterLogReadsAreTheLeaders(t *testing.T) {
 		}
 	})
 	t.Run("cluster", func(t *testing.T) {
-		c := natstest.StartCluster(t, 3)
+		c := testkit.StartCluster(t, 3)
 		nc, js := c.Connect(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

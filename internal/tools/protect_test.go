@@ -15,7 +15,7 @@ import (
 	"github.com/jetloop/jetloop/internal/embedded"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/jetloop/jetloop/internal/tools"
 )
 
@@ -232,7 +232,7 @@ func TestAFailedWriteLeavesNoTemporaryFile(t *testing.T) {
 // create jetloop's streams there.
 func storeIn(t *testing.T, dir string) {
 	t.Helper()
-	srv := natstest.StartIn(t, dir, -1)
+	srv := testkit.StartIn(t, dir, -1)
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
