@@ -39,7 +39,7 @@ func TestResultIsPublishedUntilStored(t *testing.T) {
 
 	e.worker(nil, worker.WithName("w1"))
 	e.job(job("t-full", "echo", `{"text":"kept"}`))
-	// Past five tries, the worker used to hand the job back.
+	// More tries than a bounded retry would make before handing the job back.
 	testkit.WaitFor(t, "six tries to publish the result", func() bool { return tries.Load() >= 6 })
 	must(t, inbox.Purge(ctx, jetstream.WithPurgeSubject(bus.Stored(filler))))
 	if r := e.result("t-full"); r.Output != "kept" || r.Attempt != 1 {

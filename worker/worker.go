@@ -37,8 +37,8 @@ const (
 
 // Errors of the worker's configuration, for errors.Is.
 var (
-	// ErrInvalidName: a worker, tool or hook name the contract does not
-	// allow.
+	// ErrInvalidName: a worker, tool or hook name that does not match
+	// [A-Za-z0-9_-]{1,64}, the names that fit in a subject.
 	ErrInvalidName = errors.New("invalid name")
 	// ErrDuplicate: a tool or hook of this name is registered already.
 	ErrDuplicate = errors.New("registered twice")

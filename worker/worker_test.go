@@ -474,8 +474,8 @@ func TestJobOfACallRunOnceIsAnsweredAgain(t *testing.T) {
 
 // TestTwoTurnsReuseACallID: providers that number calls per turn give two
 // turns the same call id. Each turn's job runs and each gets its own
-// result, with a dedup id that names the turn (contract, Streams and
-// subjects); keyed by call id alone, the second would be answered with the
+// result, with a dedup id that names the turn (docs/protocol.md, "Dedup
+// ids"); keyed by call id alone, the second would be answered with the
 // first turn's result, on the first turn's subject, and deduplicated away.
 func TestTwoTurnsReuseACallID(t *testing.T) {
 	e := newEnv(t)

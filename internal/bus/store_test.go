@@ -177,12 +177,12 @@ func TestClusterLogReadsAreTheLeaders(t *testing.T) {
 	})
 }
 
-// TestAppendStoresADecisionAsOneMessage: a decision's events are one
-// message (contract, "Durability": header Jetloop-Events, the first event's
-// id as Nats-Msg-Id, the last event's type as Jetloop-Type), fenced by the
-// turn's last sequence; a retried append is dropped as a duplicate; a
-// decision too big for one message is stored one event per message; and a
-// log of both layouts reads back whole and in order.
+// TestAppendStoresADecisionAsOneMessage: a decision's events are one message
+// (docs/protocol.md, "Reading a log": header Jetloop-Events, the first
+// event's id as Nats-Msg-Id, the last event's type as Jetloop-Type), fenced
+// by the turn's last sequence; a retried append is dropped as a duplicate; a
+// decision too big for one message is stored one event per message; and a log
+// of both layouts reads back whole and in order.
 func TestAppendStoresADecisionAsOneMessage(t *testing.T) {
 	ctx, js := provisioned(t)
 	store, err := bus.NewStore(ctx, js)
