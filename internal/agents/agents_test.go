@@ -17,7 +17,7 @@ import (
 	"github.com/jetloop/jetloop/schemas"
 )
 
-// contractExample is the AGENTS.md example of the wire contract, with its
+// contractExample is the AGENTS.md example of docs/agents.md, with its
 // comments, as written there.
 const contractExample = `---
 name: Refactorer
