@@ -98,11 +98,11 @@ func TestAppendSendsADecisionTogether(t *testing.T) {
 }
 
 // TestClusterLogReadsAreTheLeaders reads turn logs (a store's read and a
-// reader's tail) on a single server and on a 3-node cluster, and counts the requests a client of either sees go
-// by: on a single server a log is read with direct gets; on a cluster
-// never, only with the stream's message get, which its leader answers. A
-// direct get on a cluster may be answered by a follower behind the appends
-// (see NewStore).
+// reader's tail) on a single server and on a 3-node cluster, and counts the
+// requests a client of either sees go by: on a single server a log is read
+// with direct gets; on a cluster never, only with the stream's message get,
+// which its leader answers. A direct get on a cluster may be answered by a
+// follower behind the appends (see NewStore).
 func TestClusterLogReadsAreTheLeaders(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 3-node cluster")

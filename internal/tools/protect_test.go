@@ -242,9 +242,9 @@ func storeIn(t *testing.T, dir string) {
 	}
 }
 
-// The layout of docs/operations.md, an orchestrator's embedded server under ./.jetloop
-// and a worker on ., passes because .jetloop is protected; protect nothing
-// and the worker refuses it, naming the store and the fix.
+// The layout of docs/operations.md, an orchestrator's embedded server under
+// ./.jetloop and a worker on ., passes because .jetloop is protected; protect
+// nothing and the worker refuses it, naming the store and the fix.
 func TestCheckRootFindsTheServersStore(t *testing.T) {
 	root := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module x\n"), 0o644))
