@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/agents"
-	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/internal/stack"
@@ -32,19 +29,8 @@ func setup(t *testing.T) (*testkit.Server, *agents.Set, []tools.Tool) {
 	t.Helper()
 	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := bus.EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "AGENTS.md")
-	if err := os.WriteFile(path, []byte(agentsMD), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	set, _, err := agents.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.EnsureStreams(t, js)
+	set := testkit.Agents(t, agentsMD, nil)
 	ts, err := tools.Builtins(t.TempDir(), false)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -31,5 +32,17 @@ func Fill(t testing.TB, js jetstream.JetStream, subject string) {
 				t.Fatalf("the stream of %s never filled", subject)
 			}
 		}
+	}
+}
+
+// EnsureStreams makes jetloop's streams, consumers and buckets on the
+// server js is connected to (bus.EnsureStreams), failing the test if it
+// cannot.
+func EnsureStreams(t testing.TB, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := bus.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
 	}
 }

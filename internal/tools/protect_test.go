@@ -1,7 +1,6 @@
 package tools_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,9 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/embedded"
 
 	"github.com/jetloop/jetloop/internal/events"
@@ -234,9 +231,7 @@ func storeIn(t *testing.T, dir string) {
 	t.Helper()
 	srv := testkit.StartIn(t, dir, -1)
 	_, js := srv.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	must(t, bus.EnsureStreams(ctx, js))
+	testkit.EnsureStreams(t, js)
 	if _, err := os.Stat(filepath.Join(dir, "jetstream", "$G", "streams", events.StreamEvents)); err != nil {
 		t.Fatalf("the server's store is not laid out as CheckRoot expects: %v", err)
 	}

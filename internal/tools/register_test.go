@@ -1,12 +1,10 @@
 package tools_test
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/testkit"
 
 	"github.com/jetloop/jetloop/internal/events"
@@ -32,9 +30,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	must(t, bus.EnsureStreams(ctx, js))
+	testkit.EnsureStreams(t, js)
 	return &env{t: t, srv: srv, js: js}
 }
 
