@@ -1,8 +1,8 @@
 // Package inproc runs jetloop's processes inside a test: an orchestrator
 // and a tool worker (started by internal/stack, with the test's stop, kill
-// and failure added), and the public test kit jetlooptest started from the
-// files of a directory. It is apart from internal/testkit because it links
-// the orchestrator, whose own tests use testkit.
+// and failure added), and the public test kit jetlooptest started with an
+// agents file and its scripts. It is apart from internal/testkit because it
+// links the orchestrator, whose own tests use testkit.
 package inproc
 
 import (
