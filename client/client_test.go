@@ -10,7 +10,7 @@ import (
 
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 )
 
@@ -291,7 +291,7 @@ func TestWatchFromNowAndCancel(t *testing.T) {
 	// Reply once the watch has begun (it subscribes to the log once it
 	// knows where it starts), or FromNow would rightly see nothing of a
 	// turn that finished before it.
-	natstest.WaitFor(t, "the watch to begin", func() bool { return nc.NumSubscriptions() > subs })
+	testkit.WaitFor(t, "the watch to begin", func() bool { return nc.NumSubscriptions() > subs })
 	if err := c.Reply(ctx, id, wait.CallID, "green"); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/jetloop/jetloop/internal/sdktest"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 )
@@ -86,7 +86,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	stack, err := sdktest.Start(testFiles)
+	stack, err := inproc.PublicKit(testFiles)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,7 +29,7 @@ func TestResultIsPublishedUntilStored(t *testing.T) {
 	_, err = e.js.UpdateStream(ctx, cfg)
 	must(t, err)
 	filler := events.ResultSubject("filler")
-	natstest.Fill(t, e.js, filler)
+	testkit.Fill(t, e.js, filler)
 	// A publish the stream refuses still reaches a subscriber.
 	var tries atomic.Int32
 	nc, _ := e.srv.Connect(t)
@@ -39,8 +39,8 @@ func TestResultIsPublishedUntilStored(t *testing.T) {
 
 	e.worker(nil, worker.WithName("w1"))
 	e.job(job("t-full", "echo", `{"text":"kept"}`))
-	// Past five tries, the worker used to hand the job back.
-	natstest.WaitFor(t, "six tries to publish the result", func() bool { return tries.Load() >= 6 })
+	// More tries than a bounded retry would make before handing the job back.
+	testkit.WaitFor(t, "six tries to publish the result", func() bool { return tries.Load() >= 6 })
 	must(t, inbox.Purge(ctx, jetstream.WithPurgeSubject(bus.Stored(filler))))
 	if r := e.result("t-full"); r.Output != "kept" || r.Attempt != 1 {
 		t.Fatalf("result %+v", r)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/client"
-	"github.com/jetloop/jetloop/internal/sdktest"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 )
@@ -20,7 +20,7 @@ import (
 var natsURL string
 
 func TestMain(m *testing.M) {
-	stack, err := sdktest.Start(map[string]string{
+	stack, err := inproc.PublicKit(map[string]string{
 		"AGENTS.md": "---\nname: Billing\nmodel: script:billing.yaml\n---\nAnswers billing questions.\n",
 		"billing.yaml": `responses:
   - tool_calls: [{name: invoice_total, arguments: {customer: C-42}}]

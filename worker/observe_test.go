@@ -11,7 +11,7 @@ import (
 var _ worker.Metrics = (*metrics.Metrics)(nil)
 
 // TestOutcomesAreTheMetricsLabels: a worker's outcomes are the values of the
-// outcome label of jetloop_tool_calls_total that the contract names.
+// outcome label of jetloop_tool_calls_total (docs/operations.md, "Metrics").
 func TestOutcomesAreTheMetricsLabels(t *testing.T) {
 	for got, want := range map[string]string{
 		worker.OutcomeOK: metrics.OK, worker.OutcomeError: metrics.Error, worker.OutcomeTimeout: metrics.Timeout,

@@ -37,8 +37,8 @@ const (
 
 // Errors of the worker's configuration, for errors.Is.
 var (
-	// ErrInvalidName: a worker, tool or hook name the contract does not
-	// allow.
+	// ErrInvalidName: a worker, tool or hook name that does not match
+	// [A-Za-z0-9_-]{1,64}, the names that fit in a subject.
 	ErrInvalidName = errors.New("invalid name")
 	// ErrDuplicate: a tool or hook of this name is registered already.
 	ErrDuplicate = errors.New("registered twice")
@@ -50,8 +50,8 @@ var (
 )
 
 // MaxOutput bounds a result's output (256 KiB): a longer one is cut to fit,
-// with a note that says how much was dropped. A model cannot use more, and a result
-// must fit in one NATS message.
+// with a note that says how much was dropped. A model cannot use more, and a
+// result must fit in one NATS message.
 const MaxOutput = output.Max
 
 // options are a worker's settings; New fills in the defaults.
@@ -371,13 +371,13 @@ func HandleFunc[Args any](w *Worker, name, description string, fn func(ctx conte
 	}, opts...)
 }
 
-// Run serves the tools until ctx ends: it creates (or, confined, binds)
-// each tool's durable consumer, advertises the tools in the registry while
-// it runs, pulls a job whenever a slot is free, heartbeats running calls
-// and answers each with a result. When ctx ends it stops taking jobs, lets running calls
-// finish within the drain grace, withdraws its tools and returns nil. It
-// returns an error when it cannot start (no tools, the streams missing,
-// permissions). Run once.
+// Run serves the tools until ctx ends: it creates (or, confined, binds) each
+// tool's durable consumer, advertises the tools in the registry while it
+// runs, pulls a job whenever a slot is free, heartbeats running calls and
+// answers each with a result. When ctx ends it stops taking jobs, lets
+// running calls finish within the drain grace, withdraws its tools and
+// returns nil. It returns an error when it cannot start (no tools, the
+// streams missing, permissions). Run once.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.running {

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
@@ -61,7 +61,7 @@ func (answer) Call(_ context.Context, args json.RawMessage) (tools.Result, error
 
 type env struct {
 	t   *testing.T
-	srv *natstest.Server
+	srv *testkit.Server
 	js  jetstream.JetStream
 }
 
@@ -70,7 +70,7 @@ func newEnv(t *testing.T) *env { return newEnvTTL(t, bus.ToolsTTL) }
 // newEnvTTL creates the tools bucket with ttl before anything else does:
 // workers follow the TTL of the bucket they find.
 func newEnvTTL(t *testing.T, ttl time.Duration) *env {
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -93,7 +93,7 @@ func (e *env) worker(extra []tools.Tool, opts ...worker.Option) (stop, kill func
 // serves.
 func (e *env) serve(opts []worker.Option, register func(*worker.Worker) error) (stop, kill func()) {
 	e.t.Helper()
-	return turntest.Serve(e.t, e.srv, register, opts...)
+	return inproc.Serve(e.t, e.srv, register, opts...)
 }
 
 func must(t *testing.T, err error) {
@@ -105,14 +105,14 @@ func must(t *testing.T, err error) {
 
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	natstest.WaitFor(e.t, what, cond)
+	testkit.WaitFor(e.t, what, cond)
 }
 
-func (e *env) info(tool string) *events.ToolInfo { return turntest.ToolInfo(e.t, e.js, tool) }
+func (e *env) info(tool string) *events.ToolInfo { return testkit.ToolInfo(e.t, e.js, tool) }
 
 func (e *env) job(j events.ToolJob) {
 	e.t.Helper()
-	turntest.Job(e.t, e.js, j)
+	testkit.Job(e.t, e.js, j)
 }
 
 func (e *env) publish(subject string, data []byte) {
@@ -126,7 +126,7 @@ func (e *env) publish(subject string, data []byte) {
 // result waits for the result of a turn's call in the inbox.
 func (e *env) result(turn string) events.ToolResult {
 	e.t.Helper()
-	r, h := turntest.Result(e.t, e.js, turn)
+	r, h := testkit.Result(e.t, e.js, turn)
 	if id := h.Get(jetstream.MsgIDHeader); !strings.HasPrefix(id, "result:") {
 		e.t.Errorf("result published with id %q", id)
 	}
@@ -474,8 +474,8 @@ func TestJobOfACallRunOnceIsAnsweredAgain(t *testing.T) {
 
 // TestTwoTurnsReuseACallID: providers that number calls per turn give two
 // turns the same call id. Each turn's job runs and each gets its own
-// result, with a dedup id that names the turn (contract, Streams and
-// subjects); keyed by call id alone, the second would be answered with the
+// result, with a dedup id that names the turn (docs/protocol.md, "Dedup
+// ids"); keyed by call id alone, the second would be answered with the
 // first turn's result, on the first turn's subject, and deduplicated away.
 func TestTwoTurnsReuseACallID(t *testing.T) {
 	e := newEnv(t)

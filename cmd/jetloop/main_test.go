@@ -16,7 +16,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -38,7 +38,7 @@ func TestSignalledWatchExitsQuietly(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no SIGINT to send on Windows")
 	}
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -61,7 +61,7 @@ func TestSignalledWatchExitsQuietly(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A watch reads by get, and subscribes to the turn's log first.
-		natstest.WaitFor(t, "the watch to start", func() bool {
+		testkit.WaitFor(t, "the watch to start", func() bool {
 			subs, err := srv.Subsz(&server.SubszOptions{Subscriptions: true, Test: "jetloop.events.x." + tc.turn})
 			if err != nil {
 				return false

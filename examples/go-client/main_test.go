@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/client"
-	"github.com/jetloop/jetloop/internal/sdktest"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/nats-io/nats.go"
 )
 
@@ -34,7 +34,7 @@ func (b *syncBuffer) String() string {
 // The program runs a real turn: it prints the model's streamed text, asks
 // the agent's question and sends the answer it reads.
 func TestAskAndAnswer(t *testing.T) {
-	stack, err := sdktest.Start(map[string]string{
+	stack, err := inproc.PublicKit(map[string]string{
 		"AGENTS.md": "---\nname: Painter\nmodel: script:paint.yaml\ntools: [ask_user]\n---\nPaints.\n",
 		"paint.yaml": `responses:
   - text: "Happy to paint it."
@@ -96,7 +96,7 @@ func TestAskAndAnswer(t *testing.T) {
 // answers instead of the agent's model (which has no key here), and the
 // program's output is the script's, with the question answered.
 func TestScriptFlag(t *testing.T) {
-	stack, err := sdktest.Start(map[string]string{
+	stack, err := inproc.PublicKit(map[string]string{
 		"AGENTS.md": "---\nname: General\nmodel: openai/gpt-4.1-mini\ntools: [ask_user]\n---\nHelps.\n",
 	})
 	if err == nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/cli"
-	"github.com/jetloop/jetloop/internal/sdktest"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 )
@@ -22,7 +22,7 @@ import (
 // workflow.yaml` submits: audit stores every task's checkpoint, the last
 // included, and cost-guard stops the workflow at its second tool call.
 func Example() {
-	stack, err := sdktest.Start(map[string]string{"AGENTS.md": "---\nname: General\ntools: [echo]\n---\nDoes what it is asked.\n"})
+	stack, err := inproc.PublicKit(map[string]string{"AGENTS.md": "---\nname: General\ntools: [echo]\n---\nDoes what it is asked.\n"})
 	if err != nil {
 		log.Fatal(err)
 	}

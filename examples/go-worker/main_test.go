@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/client"
-	"github.com/jetloop/jetloop/internal/sdktest"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/nats-io/nats.go"
 )
 
@@ -18,7 +18,7 @@ func TestInvoiceTotalInATurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stack, err := sdktest.Start(map[string]string{
+	stack, err := inproc.PublicKit(map[string]string{
 		"AGENTS.md":    "---\nname: Billing\nmodel: script:billing.yaml\ntools: [invoice_total]\n---\nAnswers billing questions.\n",
 		"billing.yaml": string(script),
 	})

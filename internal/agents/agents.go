@@ -569,8 +569,8 @@ func (p *parser) agent(open int, m *yaml.Node) *Agent {
 		p.offered("final_tools", a.FinalTools, finalLines, offered)
 	}
 	if len(p.diags) == before {
-		// The checks above are the precise ones; the schema is the contract.
-		// Should they ever drift apart, say so rather than stay silent.
+		// The checks above are the precise ones, the schema the reference:
+		// should they drift apart, say so rather than stay silent.
 		if err := schemas.ValidateValue("agent", plain(m)); err != nil {
 			p.warnf(open, "front matter: %v", err)
 		}

@@ -17,9 +17,9 @@ import (
 	"github.com/jetloop/jetloop/schemas"
 )
 
-// contractExample is the AGENTS.md example of the wire contract, with its
+// docExample is the AGENTS.md example of docs/agents.md, with its
 // comments, as written there.
-const contractExample = `---
+const docExample = `---
 name: Refactorer
 description: Small, safe code changes
 model: openai/gpt-4.1-mini
@@ -59,8 +59,8 @@ func checkDiags(t *testing.T, got, want []string) {
 
 func intp(n int) *int { return &n }
 
-func TestParseContractExample(t *testing.T) {
-	agents, diags := parse(t, contractExample)
+func TestParseDocExample(t *testing.T) {
+	agents, diags := parse(t, docExample)
 	// submit_answer is not in tools, so the model could never call it.
 	checkDiags(t, diags, []string{`a.md:9: warning: final_tools: "submit_answer" is not in tools, so it is never offered`})
 	want := &Agent{
@@ -738,7 +738,7 @@ func TestSchema(t *testing.T) {
 		front string
 		valid bool
 	}{
-		{"contract example", strings.TrimSuffix(strings.Split(contractExample, "---\n")[1], "\n"), true},
+		{"doc example", strings.TrimSuffix(strings.Split(docExample, "---\n")[1], "\n"), true},
 		{"name only", "name: A", true},
 		{"unknown keys are allowed", "name: A\ncolour: blue", true},
 		{"steps takes anything", "name: A\nsteps: five", true},

@@ -2,9 +2,8 @@
 // YAML front-matter block followed by its system prompt.
 //
 // One file holds one or more agents; a directory holds *.md files read the
-// same way, in name order. The format is part of jetloop's contract
-// (docs/agents.md) and its front matter is described by
-// schemas/agent.schema.json:
+// same way, in name order. The format is documented in docs/agents.md and its
+// front matter described by schemas/agent.schema.json:
 //
 //	---
 //	name: Refactorer

@@ -63,8 +63,8 @@ type Throughput struct {
 	Unfinished       int     `json:"unfinished"`
 }
 
-// Result is every figure of a run. The keys of issue 6 come first; runs can
-// be compared across commits with them.
+// Result is every figure of a run. The headline figures come first: runs
+// are compared across commits with them.
 type Result struct {
 	StepOverheadP50Ms  float64 `json:"step_overhead_p50_ms"`
 	StepOverheadP99Ms  float64 `json:"step_overhead_p99_ms"`
@@ -311,7 +311,8 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
-// target is one of issue 6's targets, judged on the figures.
+// target is one of the in-process targets (BENCHMARKS.md, "Targets"),
+// judged on the figures.
 type target struct {
 	what   string
 	met    bool

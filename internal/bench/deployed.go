@@ -106,8 +106,8 @@ func (d *Deployed) at(c int) (DeployedThroughput, bool) {
 var jobsStorages = []string{"file", "memory"}
 
 // syncModes are the server's sync settings the deployed shape is measured
-// with: as shipped (fsync before every acknowledgement), and NATS's default
-// (contract, "Durability": benchmarks report both).
+// with: as shipped (fsync before every acknowledgement, docs/durability.md),
+// and NATS's default, so that the guarantee's price shows.
 var syncModes = []string{"always", "default"}
 
 // deployed measures the deployed shape with each sync mode and storage of
@@ -281,7 +281,7 @@ func (b *run) startShape(ctx context.Context, bins, repo, sync, storage string) 
 			return nil, err
 		}
 	}
-	// Every stream, bucket and consumer of the contract, as an operator
+	// Every stream, bucket and consumer of docs/protocol.md, as an operator
 	// provisions them.
 	apply := exec.CommandContext(ctx, filepath.Join(bins, "jetloop"), append([]string{"streams"},
 		append(sh.as("admin"), "--jobs-storage", storage, "apply")...)...)
@@ -834,9 +834,8 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// deployedTarget is a target for the deployed shape (issue 24's: under
-// sync always; issues 12 and 13's before it), judged on each variant's
-// figures.
+// deployedTarget is a target for the deployed shape (BENCHMARKS.md,
+// "Targets"), judged on each variant's figures.
 type deployedTarget struct {
 	what  string
 	judge func(d *Deployed) (met bool, got string, ok bool)
@@ -863,7 +862,7 @@ var deployedTargets = []deployedTarget{
 }
 
 // deployedTable prints the deployed shape's figures beside the in-process
-// ones, then issue 13's targets and whether each holds.
+// ones, then the deployed shape's targets and whether each holds.
 func (r *Result) deployedTable(w io.Writer) {
 	if !r.ran("deployed") || len(r.Deployed) == 0 {
 		fmt.Fprintf(w, "deployed shape: %s (jetloop bench --deployed)\n", notMeasured)

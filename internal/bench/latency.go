@@ -26,8 +26,8 @@ func (b *run) floor(ctx context.Context, sz sizes) error {
 		return err
 	}
 	defer s.stop()
-	// Streams like the contract's: file storage, a dedup window, work
-	// queues for jobs and inputs.
+	// Streams like jetloop's (docs/protocol.md): file storage, a dedup
+	// window, work queues for jobs and inputs.
 	for _, cfg := range []jetstream.StreamConfig{
 		{Name: "BENCH_LOG", Subjects: []string{"bench.log.>"}, Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute, AllowDirect: true},
 		{Name: "BENCH_JOBS", Subjects: []string{"bench.jobs.>"}, Storage: jetstream.FileStorage, Retention: jetstream.WorkQueuePolicy, Duplicates: 10 * time.Minute},
@@ -210,8 +210,8 @@ func (b *run) overhead(ctx context.Context, sz sizes) error {
 	return nil
 }
 
-// checkLog checks a turn's log against the contract's invariants and today's
-// machine, and that the turn completed.
+// checkLog checks a turn's log's invariants (events.CheckLog) and that the
+// machine would have written it, and that the turn completed.
 func checkLog(log []events.Envelope) error {
 	if err := events.CheckLog(log); err != nil {
 		return err

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/tenants"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // TestRoleLoadWorksAsTheUntrustedRoles runs the tenants phase's load of a's
@@ -20,8 +20,8 @@ import (
 func TestRoleLoadWorksAsTheUntrustedRoles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	path, config := natstest.CopyTenants(t, filepath.Join("..", "..", "deploy"))
-	srv := natstest.StartConfig(t, config)
+	path, config := testkit.CopyTenants(t, filepath.Join("..", "..", "deploy"))
+	srv := testkit.StartConfig(t, config)
 	seed := func(role string) string { return tenants.SeedPath(path, "a", role) }
 	nc, js, err := dial(srv.ClientURL(), "admin", bus.Auth{Creds: seed(tenants.Admin), Inbox: bus.InboxCLI}, discard())
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// WorkflowCost is what the outer loop adds to its tasks' turns (issue 12):
+// WorkflowCost is what the outer loop adds to its tasks' turns:
 // a workflow of one-step tasks (each turn one scripted answer, no tools),
 // measured from the orchestrator's timestamps in the logs.
 type WorkflowCost struct {

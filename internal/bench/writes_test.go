@@ -8,7 +8,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 )
@@ -56,7 +56,7 @@ func TestStoredMessagesPerStep(t *testing.T) {
 		// A turn leaves the index after its last event is stored, and the
 		// watch can see that event before then: once the index is empty,
 		// the turn's every message is in.
-		natstest.WaitFor(t, "the index to be empty", func() bool {
+		testkit.WaitFor(t, "the index to be empty", func() bool {
 			_, err := live.Keys(ctx)
 			return errors.Is(err, jetstream.ErrNoKeysFound)
 		})

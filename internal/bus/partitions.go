@@ -18,7 +18,7 @@ const Partitions = 16
 
 // inboxTransform makes the inbox stream store jetloop.inbox.<kind>.<id> as
 // jetloop.inbox.<kind>.<id>.<partition of id>: clients and workers publish
-// the contract's subjects, the partitions are the server's doing.
+// the subjects of docs/protocol.md, the partitions are the server's doing.
 var inboxTransform = &jetstream.SubjectTransformConfig{
 	Source:      "jetloop.inbox.*.*",
 	Destination: "jetloop.inbox.{{wildcard(1)}}.{{wildcard(2)}}.{{partition(" + strconv.Itoa(Partitions) + ",2)}}",

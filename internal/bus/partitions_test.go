@@ -10,7 +10,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -18,7 +18,7 @@ import (
 // the context ends with the test, within 30 s.
 func provisioned(t *testing.T) (context.Context, jetstream.JetStream) {
 	t.Helper()
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)

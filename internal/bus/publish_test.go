@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -17,7 +17,7 @@ import (
 // second is. PublishAgain returns the second's acknowledgement (a plain
 // publish fails at the caller's deadline), and sends the same id.
 func TestPublishAgainSendsAnUnansweredPublishAgain(t *testing.T) {
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	nc, js := srv.Connect(t)
 	var seen atomic.Int32
 	ids := make(chan string, 2)

@@ -87,9 +87,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 // ends.
 //
 // It is a timer that re-arms itself, not a goroutine: every job has two or
-// three of these, and almost every job ends long before the first beat. A
-// goroutine each was created, parked, and woken again only to exit, work
-// the profile of a tool worker found on every step.
+// three of these and almost every job ends before the first beat, so a
+// goroutine each would be made and parked only to exit.
 func Heartbeat(ctx context.Context, msg jetstream.Msg, every time.Duration) (stop func()) {
 	var stopped atomic.Bool
 	var t *time.Timer

@@ -79,17 +79,12 @@ func NewStore(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 
 // leaderReads binds a stream with a handle whose gets its leader answers.
 //
-// A direct get, which the events stream allows, is answered by any of its
-// replicas, and nats-server lets a follower answer once it is 90 % caught
-// up: on a cluster, a turn's log read that way can end before events whose
-// appends were acknowledged. A decision is fenced against that (its append
-// expects the turn's last sequence), but what a read alone concludes is not:
-// a model runner took a job its stale log did not ask for as a call nobody
-// waits for, and dropped it, and the turn waited for ever. The stream's
-// message get is answered by its leader, which acknowledges an append only
-// once it has stored it. nats.go chooses between the two by the handle's
-// cached config, so this handle's says no direct gets; it is used only for
-// gets, as an Info call would cache the server's config again.
+// A direct get may be answered by a follower only 90 % caught up, so a log
+// read that way can miss acknowledged appends; an append fences a decision,
+// but nothing fences what a read alone concludes (a job taken for one nobody
+// waits for). The leader stores an append before acknowledging it. nats.go
+// picks direct gets by the handle's cached config, so this handle's has
+// none; use it for gets only, as Info would cache the server's config again.
 func leaderReads(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
 	st, err := js.Stream(ctx, name)
 	if err != nil {
@@ -192,26 +187,19 @@ type logWithSeq struct {
 // last stream sequence (optimistic concurrency), and returns the stream
 // sequence of the last message written.
 //
-// The events of a decision are stored as one message when they fit in one
-// (contract, "Durability"): under sync_interval: always the server fsyncs
-// every message on its own, so this is one fsync per decision instead of
-// one per event, and the decision is stored all or nothing. The message's
-// Nats-Msg-Id is the first event's id, so a retried publish is dropped.
+// A decision that fits is one message (docs/protocol.md, "Reading a log"):
+// one fsync under sync_interval: always (docs/durability.md), stored all or
+// nothing, and dropped when retried (its Nats-Msg-Id is the first event's
+// id). A bigger one is one event per message, a partial append repaired by
+// the machine on the retry; atomic batches would cost more and be fsynced
+// message by message all the same.
 //
-// A decision too big for one message is stored one event per message, each
-// carrying its event id as Nats-Msg-Id; a partial append is repaired by the
-// machine on the retry. (Atomic batches cost more than the appends on these
-// servers, and are fsynced message by message all the same.)
-//
-// On a single-replica stream those events are sent together, without waiting
-// for each one's ack: every one after the first expects the stream's last
-// message to be the one before it (Nats-Expected-Last-Msg-Id). That holds
-// only if nothing came between the two, so nothing came between them on the
-// turn's subject either, which the first one's check fenced. When something
-// did (another decision's append), that event and the ones after it fail,
-// and are appended one by one instead. A clustered stream refuses an
-// expected-sequence publish on a subject with a message in flight, so there
-// they are appended one by one.
+// On a single-replica stream those messages go out without waiting for each
+// ack, each expecting the one before it as the stream's last
+// (Nats-Expected-Last-Msg-Id), which the first one's check fenced; if
+// another append came between, the rest are appended one by one. A
+// clustered stream refuses that with a message in flight, so there they
+// always go one by one.
 func (s *Store) Append(ctx context.Context, last uint64, evs []events.Envelope) (uint64, error) {
 	if s.Grouped && len(evs) > 1 {
 		if last, ok, err := s.appendGroup(ctx, last, evs); ok || err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -98,11 +98,11 @@ func TestAppendSendsADecisionTogether(t *testing.T) {
 }
 
 // TestClusterLogReadsAreTheLeaders reads turn logs (a store's read and a
-// reader's tail) on a single server and on a 3-node cluster, and counts the requests a client of either sees go
-// by: on a single server a log is read with direct gets; on a cluster
-// never, only with the stream's message get, which its leader answers. A
-// direct get on a cluster may be answered by a follower behind the appends
-// (see NewStore).
+// reader's tail) on a single server and on a 3-node cluster, and counts the
+// requests a client of either sees go by: on a single server a log is read
+// with direct gets; on a cluster never, only with the stream's message get,
+// which its leader answers. A direct get on a cluster may be answered by a
+// follower behind the appends (see NewStore).
 func TestClusterLogReadsAreTheLeaders(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 3-node cluster")
@@ -162,7 +162,7 @@ func TestClusterLogReadsAreTheLeaders(t *testing.T) {
 		}
 	})
 	t.Run("cluster", func(t *testing.T) {
-		c := natstest.StartCluster(t, 3)
+		c := testkit.StartCluster(t, 3)
 		nc, js := c.Connect(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -177,12 +177,12 @@ func TestClusterLogReadsAreTheLeaders(t *testing.T) {
 	})
 }
 
-// TestAppendStoresADecisionAsOneMessage: a decision's events are one
-// message (contract, "Durability": header Jetloop-Events, the first event's
-// id as Nats-Msg-Id, the last event's type as Jetloop-Type), fenced by the
-// turn's last sequence; a retried append is dropped as a duplicate; a
-// decision too big for one message is stored one event per message; and a
-// log of both layouts reads back whole and in order.
+// TestAppendStoresADecisionAsOneMessage: a decision's events are one message
+// (docs/protocol.md, "Reading a log": header Jetloop-Events, the first
+// event's id as Nats-Msg-Id, the last event's type as Jetloop-Type), fenced
+// by the turn's last sequence; a retried append is dropped as a duplicate; a
+// decision too big for one message is stored one event per message; and a log
+// of both layouts reads back whole and in order.
 func TestAppendStoresADecisionAsOneMessage(t *testing.T) {
 	ctx, js := provisioned(t)
 	store, err := bus.NewStore(ctx, js)

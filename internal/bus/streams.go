@@ -24,8 +24,8 @@ const (
 	deadDuplicates  = 2 * time.Minute
 )
 
-// Names of the buckets of the contract that the events package does not name
-// elsewhere.
+// Names of the buckets of docs/protocol.md that the events package does not
+// name elsewhere.
 const (
 	BucketWorkers = "JETLOOP_WORKERS"
 	// WorkerValueMax and WorkersMaxBytes bound the workers' bucket: a
@@ -42,8 +42,8 @@ const (
 // refresh: how long its partitions wait for another owner after it dies.
 const OrchestratorsTTL = 5 * time.Second
 
-// Durable consumers of the contract. The inbox consumer is shared by every
-// orchestrator; the model runners share theirs.
+// Durable consumers of docs/protocol.md. The inbox consumer is shared by
+// every orchestrator; the model runners share theirs.
 const (
 	InboxConsumer = "orchestrator"
 	ModelConsumer = "model_runner"
@@ -60,9 +60,9 @@ const JobsDuplicates = 10 * time.Minute
 // ToolsTTL is how long a tool's entry outlives its worker's last heartbeat.
 const ToolsTTL = 15 * time.Second
 
-// Provision is the contract's table of streams, consumers and buckets with
-// the settings `jetloop streams apply` takes as flags. The zero value of a
-// field means its default (DefaultProvision).
+// Provision is the table of streams, consumers and buckets (docs/protocol.md)
+// with the settings `jetloop streams apply` takes as flags. The zero value of
+// a field means its default (DefaultProvision).
 type Provision struct {
 	// Replicas of every stream and bucket: 1 on a single server, 3 on a
 	// cluster.
@@ -89,7 +89,7 @@ type Provision struct {
 	WorkersMaxBytes int64
 }
 
-// DefaultProvision is the contract's table as it stands without flags.
+// DefaultProvision is the table as it stands without flags.
 // maxPayload is the server's (nats.Conn.MaxPayload).
 func DefaultProvision(maxPayload int64) Provision {
 	return Provision{
@@ -106,7 +106,7 @@ func DefaultProvision(maxPayload int64) Provision {
 	}
 }
 
-// StreamConfigs are the streams of the contract as p sets them.
+// StreamConfigs are the streams of docs/protocol.md as p sets them.
 func (p Provision) StreamConfigs() []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		{
@@ -172,7 +172,7 @@ func (p Provision) StreamConfigs() []jetstream.StreamConfig {
 	}
 }
 
-// Buckets are the key-value buckets of the contract as p sets them.
+// Buckets are the key-value buckets of docs/protocol.md as p sets them.
 func (p Provision) Buckets() []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
 		{
@@ -236,7 +236,7 @@ type Consumer struct {
 	Config jetstream.ConsumerConfig
 }
 
-// Consumers are the durable consumers of the contract that no tool names:
+// Consumers are the durable consumers that no tool names:
 // the orchestrators' submissions, one per inbox partition, and the model
 // runners'. ackWait is the orchestrator's (--ack-wait); each orchestrator
 // sets it again on its own consumers. The submissions' consumer comes first:
@@ -288,8 +288,8 @@ func PartitionConsumerConfig(p int, ackWait time.Duration) jetstream.ConsumerCon
 	return c
 }
 
-// Defaults of a tool's or hook's consumer (contract: an ack wait of 30 s,
-// at most 5 deliveries), which an orchestrator gives the consumers it
+// Defaults of a tool's or hook's consumer (docs/protocol.md: an ack wait of
+// 30 s, at most 5 deliveries), which an orchestrator gives the consumers it
 // makes for confined worker deployments.
 const (
 	JobAckWait    = 30 * time.Second
@@ -604,12 +604,12 @@ func unlimited(n int64) int64 {
 // --ack-wait says otherwise.
 const DefaultAckWait = 30 * time.Second
 
-// EnsureStreams makes sure a process can run: every stream and bucket of the
-// contract exists, created with the table's defaults where missing and the
-// server allows it. A process whose user may not create them (production)
-// only checks that they exist and have the subjects and retention it relies
-// on; limits are the operator's (`jetloop streams apply|check`). What exists
-// is never changed here.
+// EnsureStreams makes sure a process can run: every stream and bucket of
+// docs/protocol.md exists, created with the table's defaults where missing
+// and the server allows it. A process whose user may not create them
+// (production) only checks that they exist and have the subjects and
+// retention it relies on; limits are the operator's (`jetloop streams
+// apply|check`). What exists is never changed here.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 	p := DefaultProvision(js.Conn().MaxPayload())
 	var missing, wrong []string

@@ -42,7 +42,7 @@ type TailMsg struct {
 // Reads are batched direct gets where the stream allows direct gets and
 // has one replica; on a replicated stream a follower may answer a direct
 // get before it has caught up, so reads go one message at a time to the
-// leader (the contract's leader-read rule), as do reads of a stream
+// leader (docs/protocol.md, "Reading a log"), as do reads of a stream
 // without direct gets (JETLOOP_DEAD).
 type Tail struct {
 	nc     *nats.Conn

@@ -14,12 +14,12 @@ import (
 	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/internal/stack"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/model"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -64,7 +64,7 @@ The agent of examples/workflow.
 // ends.
 type env struct {
 	t     *testing.T
-	srv   *natstest.Server
+	srv   *testkit.Server
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	store *logstore.Store
@@ -80,7 +80,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	return newEnvOn(t, srv, srv.Connect)
 }
 
@@ -88,18 +88,18 @@ func newEnv(t *testing.T) *env {
 // path, and the worker's tools reading root.
 func newEnvServing(t *testing.T, path, root string) *env {
 	t.Helper()
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	return newEnvWith(t, srv, srv.Connect, path, root)
 }
 
 // newEnvOn is newEnv on a server of the test's own, whose processes connect
 // with connect (a server with nats.conf's users needs credentials).
-func newEnvOn(t *testing.T, srv *natstest.Server, connect func(testing.TB) (*nats.Conn, jetstream.JetStream)) *env {
+func newEnvOn(t *testing.T, srv *testkit.Server, connect func(testing.TB) (*nats.Conn, jetstream.JetStream)) *env {
 	t.Helper()
 	return newEnvWith(t, srv, connect, "", "")
 }
 
-func newEnvWith(t *testing.T, srv *natstest.Server, connect func(testing.TB) (*nats.Conn, jetstream.JetStream), agentsPath, root string) *env {
+func newEnvWith(t *testing.T, srv *testkit.Server, connect func(testing.TB) (*nats.Conn, jetstream.JetStream), agentsPath, root string) *env {
 	t.Helper()
 	nc, js := connect(t)
 	e := &env{t: t, srv: srv, nc: nc, js: js, dir: t.TempDir(), calls: &modelJobs{jobs: map[string][]model.Request{}},
@@ -114,7 +114,7 @@ func newEnvWith(t *testing.T, srv *natstest.Server, connect func(testing.TB) (*n
 		t.Fatal(err)
 	}
 	e.store = store
-	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	t.Cleanup(func() { testkit.CheckLogs(t, js) })
 	e.worker()
 	e.stopO = e.orchestrator()
 	return e
@@ -136,7 +136,7 @@ func (e *env) orchestrator() (stop func()) {
 		e.t.Fatal(err)
 	}
 	nc, _ := e.connect(e.t)
-	_, stop, _ = turntest.Orchestrator(e.t, nc, turntest.Logger(e.t), set, orchestrator.WithAckWait(time.Second), orchestrator.WithAllowScripts(true),
+	_, stop, _ = inproc.Orchestrator(e.t, nc, testkit.Logger(e.t), set, orchestrator.WithAckWait(time.Second), orchestrator.WithAllowScripts(true),
 		orchestrator.WithProvider("script", recorder{e.calls}))
 	return stop
 }
@@ -154,7 +154,7 @@ func (e *env) worker() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	turntest.Worker(e.t, nc, turntest.Logger(e.t), stack.Tools(builtins...))
+	inproc.Worker(e.t, nc, testkit.Logger(e.t), stack.Tools(builtins...))
 }
 
 // jetloop runs the command against the test's server and returns its exit
@@ -192,7 +192,7 @@ func (e *env) script(name, yaml string) string {
 // log reads a turn's log as it is now.
 func (e *env) log(turn string) []events.Envelope {
 	e.t.Helper()
-	return turntest.Log(e.t, e.js, turn)
+	return testkit.Log(e.t, e.js, turn)
 }
 
 // tryLog reads a turn's log as it is now, nil when it cannot be read: a
@@ -211,19 +211,19 @@ func (e *env) tryLog(turn string) []events.Envelope {
 // last returns a turn's last event; ok is false while it has no log.
 func (e *env) last(turn string) (events.Envelope, bool) {
 	e.t.Helper()
-	return turntest.Last(e.t, e.js, turn)
+	return testkit.Last(e.t, e.js, turn)
 }
 
 // waitType waits until turn's last event is of type typ and returns it.
 func (e *env) waitType(turn string, typ events.Type) events.Envelope {
 	e.t.Helper()
-	return turntest.WaitLast(e.t, e.js, turn, typ)
+	return testkit.WaitLast(e.t, e.js, turn, typ)
 }
 
 // finished waits for a turn to finish and returns its turn.finished data.
 func (e *env) finished(turn string) events.TurnFinishedData {
 	e.t.Helper()
-	_, fin := turntest.Finished(e.t, e.js, turn)
+	_, fin := testkit.Finished(e.t, e.js, turn)
 	return fin
 }
 
@@ -262,5 +262,5 @@ func (r *modelJobs) of(turn string) map[int]model.Request {
 
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	natstest.WaitFor(e.t, what, cond)
+	testkit.WaitFor(e.t, what, cond)
 }

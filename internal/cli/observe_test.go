@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 )
 
@@ -76,7 +76,7 @@ func TestDevServesMetrics(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	natstest.WaitFor(t, "dev to be ready", func() bool {
+	testkit.WaitFor(t, "dev to be ready", func() bool {
 		select {
 		case code := <-exited:
 			t.Fatalf("dev exited %d: %s", code, errOut.String())
@@ -107,7 +107,7 @@ func TestDevServesMetrics(t *testing.T) {
 		`jetloop_turns_active 0`,
 	}
 	var body string
-	natstest.WaitFor(t, "the turn in /metrics", func() bool {
+	testkit.WaitFor(t, "the turn in /metrics", func() bool {
 		_, body = status("/metrics")
 		for _, w := range want {
 			if !strings.Contains(body, w+"\n") {
@@ -141,7 +141,7 @@ func TestDevUIAndInterrupt(t *testing.T) {
 		exited <- Main(ctx, []string{"dev", "--nats", natsURL, "--data", filepath.Join(dir, "data"), "--root", t.TempDir(),
 			"--ui", "--ui-addr", uiAddr}, &out, &errOut)
 	}()
-	natstest.WaitFor(t, "dev's web view", func() bool {
+	testkit.WaitFor(t, "dev's web view", func() bool {
 		select {
 		case code := <-exited:
 			t.Fatalf("dev exited %d: %s", code, errOut.String())

@@ -12,7 +12,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -22,7 +22,7 @@ import (
 // or abort the turn it leaves running. No orchestrator runs, so
 // the turn never finishes and only the stop ends the command.
 func TestInterruptedWatchIsQuiet(t *testing.T) {
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -51,7 +51,7 @@ func TestInterruptedWatchIsQuiet(t *testing.T) {
 		args := append([]string{tc.args[0], "--nats", srv.ClientURL()}, tc.args[1:]...)
 		go func() { done <- Main(ctx, args, &stdout, &stderr) }()
 		// Stop it once it follows the turn: it subscribed to its log.
-		natstest.WaitFor(t, "the watch to start", func() bool { return following(tc.turn) })
+		testkit.WaitFor(t, "the watch to start", func() bool { return following(tc.turn) })
 		cancel(tc.cause)
 		var code int
 		select {
@@ -78,7 +78,7 @@ func TestInterruptedWatchIsQuiet(t *testing.T) {
 }
 
 // followed reports whether a watch of turn has subscribed to its log.
-func followed(srv *natstest.Server, turn string) bool {
+func followed(srv *testkit.Server, turn string) bool {
 	// A follower reads by get, and subscribes to the turn's log first.
 	subs, err := srv.Subsz(&server.SubszOptions{Subscriptions: true, Test: "jetloop.events.x." + turn})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -17,7 +17,7 @@ import (
 // no difference with `streams check`, then sees check name one limit changed
 // by hand, and apply set it back.
 func TestStreamsApplyCheck(t *testing.T) {
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
 	url := srv.ClientURL()
 	jl := func(args ...string) (string, int) {
@@ -75,7 +75,7 @@ func TestStreamsApplyCheck(t *testing.T) {
 // TestStreamsCheckSeesForgingRoutes: a stream that republishes, or an
 // inbox without its bound, is a difference, not a detail.
 func TestStreamsCheckSeesForgingRoutes(t *testing.T) {
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
 	var out bytes.Buffer
 	if code := Main(context.Background(), []string{"streams", "--nats", srv.ClientURL(), "apply"}, &out, &out); code != 0 {
@@ -120,7 +120,7 @@ func TestParseBytes(t *testing.T) {
 // `streams check --replicas 3` finds no difference, while a check against
 // the single-server table names the replicas.
 func TestStreamsApplyReplicas3(t *testing.T) {
-	c := natstest.StartCluster(t, 3)
+	c := testkit.StartCluster(t, 3)
 	_, js := c.Connect(t)
 	jl := func(args ...string) (string, int) {
 		t.Helper()
@@ -152,7 +152,7 @@ func TestStreamsApplyReplicas3(t *testing.T) {
 	}
 	for _, name := range names {
 		var info *jetstream.StreamInfo
-		natstest.WaitFor(t, name+" to have three current replicas", func() bool {
+		testkit.WaitFor(t, name+" to have three current replicas", func() bool {
 			s, err := js.Stream(ctx, name)
 			if err != nil {
 				t.Fatalf("stream %s: %v", name, err)
@@ -173,7 +173,7 @@ func TestStreamsApplyReplicas3(t *testing.T) {
 		}
 		for info := range s.ListConsumers(ctx).Info() {
 			consumers++
-			natstest.WaitFor(t, "consumer "+info.Name+" to have three current replicas", func() bool {
+			testkit.WaitFor(t, "consumer "+info.Name+" to have three current replicas", func() bool {
 				cons, err := s.Consumer(ctx, info.Name)
 				if err != nil {
 					t.Fatalf("consumer %s of %s: %v", info.Name, stream, err)
@@ -216,7 +216,7 @@ func TestStreamsJobsStorage(t *testing.T) {
 		{"memory asked", []string{"--jobs-storage", "memory"}, jetstream.MemoryStorage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := natstest.Start(t)
+			srv := testkit.Start(t)
 			_, js := srv.Connect(t)
 			jl := func(args ...string) {
 				t.Helper()

@@ -15,19 +15,19 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/tenants"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // copyTenants lays the shipped multi-tenant deployment out in a temporary
-// directory (natstest.CopyTenants) and returns its tenants file, config and
+// directory (testkit.CopyTenants) and returns its tenants file, config and
 // the server's store.
 func copyTenants(t *testing.T) (path, config, store string) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	path, config = natstest.CopyTenants(t, filepath.Join(filepath.Dir(file), "..", "..", "deploy"))
+	path, config = testkit.CopyTenants(t, filepath.Join(filepath.Dir(file), "..", "..", "deploy"))
 	return path, config, filepath.Join(filepath.Dir(filepath.Dir(path)), "store")
 }
 
@@ -48,7 +48,7 @@ func connectSeed(url, seed string) (*nats.Conn, error) {
 // streams, its accounts and its seeds.
 func TestTenantsAddAndRemove(t *testing.T) {
 	path, config, store := copyTenants(t)
-	srv := natstest.StartConfigAsWritten(t, config)
+	srv := testkit.StartConfigAsWritten(t, config)
 	url := srv.ClientURL()
 	jl := func(args ...string) (string, int) {
 		t.Helper()
@@ -172,7 +172,7 @@ func TestTenantsAddAndRemove(t *testing.T) {
 	// Its streams are gone from the store, and its users from the server.
 	// The server renames a deleted stream's directory and removes it
 	// afterwards.
-	natstest.WaitFor(t, "c's streams to leave the store", func() bool {
+	testkit.WaitFor(t, "c's streams to leave the store", func() bool {
 		left, _ := os.ReadDir(filepath.Join(store, "jetstream", "JETLOOP_c", "streams"))
 		return len(left) == 0
 	})
@@ -269,7 +269,7 @@ func TestTenantsWaitForTheLock(t *testing.T) {
 	go func() {
 		done <- Main(context.Background(), []string{"tenants", "add", "late", "--offline", "--tenants", path}, &out, &out)
 	}()
-	natstest.WaitFor(t, "the command to say it waits", func() bool { return strings.Contains(out.String(), "waiting for another jetloop tenants command") })
+	testkit.WaitFor(t, "the command to say it waits", func() bool { return strings.Contains(out.String(), "waiting for another jetloop tenants command") })
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("the file was written while another held it: %v", err)
 	}
@@ -287,7 +287,7 @@ func TestTenantsWaitForTheLock(t *testing.T) {
 // tenants list exits non-zero when the server does not answer.
 func TestTenantsFileNamesTheServer(t *testing.T) {
 	path, config, _ := copyTenants(t)
-	natstest.StartConfigAsWritten(t, config)
+	testkit.StartConfigAsWritten(t, config)
 	t.Setenv("NATS_URL", "")
 	t.Setenv("NATS_CONTEXT", "")
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
@@ -307,5 +307,5 @@ func TestTenantsFileNamesTheServer(t *testing.T) {
 // deadURL is a server URL where nothing listens.
 func deadURL(t *testing.T) string {
 	t.Helper()
-	return fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t))
+	return fmt.Sprintf("nats://127.0.0.1:%d", testkit.FreePort(t))
 }

@@ -12,15 +12,15 @@ import (
 	"github.com/jetloop/jetloop/internal/logstore"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/jetloop/jetloop/internal/turnlog"
 )
 
 // seedTurns stores n copies of the recorded logs under new turn ids: most
 // finished, every tenth paused (the recorded paused turn).
-func seedTurns(tb testing.TB, n int) *natstest.Server {
+func seedTurns(tb testing.TB, n int) *testkit.Server {
 	tb.Helper()
-	srv := natstest.Start(tb)
+	srv := testkit.Start(tb)
 	_, js := srv.Connect(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

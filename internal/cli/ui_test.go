@@ -18,7 +18,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -435,9 +435,9 @@ func TestUIViewerIsReadOnly(t *testing.T) {
 
 // newRolesEnv is newEnv on a server with the repository's nats.conf, its
 // orchestrator and worker connected as admin.
-func newRolesEnv(t *testing.T) (*env, *natstest.Server) {
+func newRolesEnv(t *testing.T) (*env, *testkit.Server) {
 	t.Helper()
-	srv := natstest.StartConfig(t, filepath.Join("..", "..", "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join("..", "..", "nats.conf"))
 	admin := func(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 		nc, err := dialAs(srv.ClientURL(), "admin")(nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			t.Logf("admin: %v", err)

@@ -62,8 +62,7 @@ func ParseSync(spec string) (always bool, interval time.Duration, err error) {
 // Start starts a JetStream server in this process listening on the host
 // and port of rawURL (port 0 or -1 picks a free one), with file storage in
 // dir. It fsyncs every stored message before acknowledging it unless an
-// option says otherwise (the contract's "Durability"). Shutdown it when
-// done.
+// option says otherwise (docs/durability.md). Shutdown it when done.
 func Start(rawURL, dir string, opts ...Option) (*server.Server, error) {
 	host, port := "127.0.0.1", -1
 	if rawURL != "" {

@@ -26,9 +26,9 @@ var constructors = map[string]string{
 var ownProcess = []string{"cmd/orchestrator/", "cmd/toolworker/", "internal/bench/load.go", "examples/", "internal/stack/"}
 
 // TestStacksStartInOnePlace fails when code outside internal/stack (tests
-// aside) constructs an orchestrator or a tool worker to run in its
-// process, as jetloop demo and dev, the in-process benchmark and
-// jetlooptest each once did with code of their own.
+// aside) constructs an orchestrator or a tool worker to run in its process:
+// jetloop demo and dev, the in-process benchmark and jetlooptest all start
+// them through it.
 func TestStacksStartInOnePlace(t *testing.T) {
 	root := filepath.Join("..", "..")
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {

@@ -1,6 +1,6 @@
-// Package metrics holds the Prometheus metrics of the contract's
-// "Observability" section and serves them, with /healthz and /readyz, on a
-// process's --metrics-addr.
+// Package metrics holds the Prometheus metrics of docs/operations.md,
+// "Metrics", and serves them, with /healthz and /readyz, on a process's
+// --metrics-addr.
 //
 // The runtime and the tool worker call small methods (TurnStarted,
 // ToolCall, …) on a *Metrics; a nil *Metrics records nothing, so a process

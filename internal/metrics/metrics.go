@@ -36,7 +36,8 @@ var (
 	toolBuckets  = []float64{.0005, .001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
 )
 
-// workflowStopReasons are the contract's stop reasons of a workflow.
+// workflowStopReasons are a workflow's stop reasons (docs/protocol.md, "Stop
+// reasons").
 var workflowStopReasons = []string{"completed", "max_tasks", "timeout", "budget", "tokens", "task_failed", "denied", "aborted", "error", "rejected"}
 
 // Metrics holds one process's metrics in a registry of its own, so several
@@ -72,7 +73,7 @@ type Metrics struct {
 	tenants map[string]*Metrics // of a root made by NewTenants, by name
 }
 
-// New returns the metrics of one process, every one of the contract
+// New returns the metrics of one process, every one of docs/operations.md
 // registered, with the Go runtime's and the process's own.
 func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
@@ -117,7 +118,7 @@ func (m *Metrics) Tenant(name string) *Metrics {
 	return t
 }
 
-// register makes the contract's metrics in reg.
+// register makes the metrics of docs/operations.md in reg.
 func (m *Metrics) register(reg prometheus.Registerer) {
 	f := factory{reg}
 	m.turnsStarted = f.counterVec("jetloop_turns_started_total", "Turns this process started (appended their turn.started).", "agent")
@@ -143,7 +144,7 @@ func (m *Metrics) register(reg prometheus.Registerer) {
 	m.workflowsFinished = f.counterVec("jetloop_workflows_finished_total", "Workflows this process finished, by stop reason.", "stop_reason")
 	m.slotsBusy = f.gaugeVec("jetloop_worker_slots_busy", "Slots of this tool worker running a call, by tool.", "tool")
 	m.quotaRefusals = f.counterVec("jetloop_quota_refusals_total", "Submissions a tenant's quota refused, by quota (storage, in_flight, rate).", "quota")
-	// A workflow's stop reasons are a closed set (the contract's): showing
+	// A workflow's stop reasons are a closed set: showing
 	// each at zero lets a rate or an alert see its first one.
 	for _, r := range workflowStopReasons {
 		m.workflowsFinished.WithLabelValues(r)

@@ -1,8 +1,9 @@
 // Package model holds jetloop's model providers behind one interface: the
-// scripted model of the contract (deterministic, for tests, demos and
-// benchmarks), OpenAI-compatible chat completions (OpenAI, vLLM, Ollama,
-// llama.cpp, OpenRouter) and the Anthropic Messages API, both streaming
-// through their official SDKs. Providers builds them from the environment.
+// scripted model (docs/protocol.md, "Scripted model": deterministic, for
+// tests, demos and benchmarks), OpenAI-compatible chat completions (OpenAI,
+// vLLM, Ollama, llama.cpp, OpenRouter) and the Anthropic Messages API, both
+// streaming through their official SDKs. Providers builds them from the
+// environment.
 //
 // A provider makes one attempt of one model call. Retries are not its
 // business: the SDKs' own retries are off, and a retryable *Error goes back

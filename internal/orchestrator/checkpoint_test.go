@@ -8,7 +8,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/jetloop/jetloop/internal/workflow"
 )
 
@@ -16,7 +16,7 @@ import (
 // whoever else writes the key meanwhile; when the shard knows the revision
 // it wrote last, the write is one round trip, with no read before it.
 func TestPutCheckpoint(t *testing.T) {
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	nc, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

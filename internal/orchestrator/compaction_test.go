@@ -110,7 +110,7 @@ func TestCompactionBoundsWhatTheModelIsSent(t *testing.T) {
 	}
 
 	// With the first turn's transcript, Verify re-derives the counts of the
-	// second turn as well (natstest.CheckLogs, run when the test ends, takes
+	// second turn as well (testkit.CheckLogs, run when the test ends, takes
 	// them from the log).
 	st, err := fsm.Fold(log1)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/nats-io/nats.go"
@@ -399,7 +399,7 @@ func TestFullServerStore(t *testing.T) {
 	p := bus.DefaultProvision(1 << 20)
 	p.MaxBytes = bound        // the inbox, jobs and dead letters reserve this much each
 	p.WorkersMaxBytes = bound // and the workers' bucket
-	srv := natstest.StartWith(t, t.TempDir(), -1, 4*bound+(2<<20))
+	srv := testkit.StartWith(t, t.TempDir(), -1, 4*bound+(2<<20))
 	h := newHarnessOn(t, srv, &p)
 	h.worker()
 	stop := h.orchestrator()

@@ -16,11 +16,11 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/orchestrator"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
@@ -70,7 +70,7 @@ Echo and ask.
 // invariants when the test ends.
 type harness struct {
 	t     *testing.T
-	srv   *natstest.Server
+	srv   *testkit.Server
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	store *logstore.Store
@@ -147,26 +147,26 @@ func (m *meeting) Call(ctx context.Context, _ json.RawMessage) (tools.Result, er
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	return newHarnessOn(t, natstest.Start(t), nil)
+	return newHarnessOn(t, testkit.Start(t), nil)
 }
 
 // newHarnessOn is newHarness on srv, with the streams provisioned by p when
 // it is set.
-func newHarnessOn(t *testing.T, srv *natstest.Server, p *bus.Provision) *harness {
+func newHarnessOn(t *testing.T, srv *testkit.Server, p *bus.Provision) *harness {
 	t.Helper()
 	return newHarnessAs(t, srv, p)
 }
 
 // newHarnessAs is newHarnessOn whose connections, the test's and its
 // processes', are made with opts: a user of one account of srv.
-func newHarnessAs(t *testing.T, srv *natstest.Server, p *bus.Provision, opts ...nats.Option) *harness {
+func newHarnessAs(t *testing.T, srv *testkit.Server, p *bus.Provision, opts ...nats.Option) *harness {
 	t.Helper()
 	return newHarnessServing(t, srv, p, testAgents, nil, opts...)
 }
 
 // newHarnessServing is newHarnessAs whose orchestrators serve the agents md
 // defines, with files (their scripts) beside them.
-func newHarnessServing(t *testing.T, srv *natstest.Server, p *bus.Provision, md string, files map[string]string, opts ...nats.Option) *harness {
+func newHarnessServing(t *testing.T, srv *testkit.Server, p *bus.Provision, md string, files map[string]string, opts ...nats.Option) *harness {
 	t.Helper()
 	nc, js := srv.ConnectAs(t, opts...)
 	dir := t.TempDir()
@@ -198,7 +198,7 @@ func newHarnessServing(t *testing.T, srv *natstest.Server, p *bus.Provision, md 
 		t.Fatal(err)
 	}
 	h := &harness{t: t, srv: srv, nc: nc, js: js, store: store, set: set, connOpts: opts,
-		log:   turntest.Logger(t),
+		log:   testkit.Logger(t),
 		calls: &counter{runs: map[string]int{}}}
 	t.Cleanup(h.checkAllLogs)
 	return h
@@ -257,7 +257,7 @@ func (h *harness) running(opts ...orchestrator.Option) (o *orchestrator.Orchestr
 	name := h.claimName()
 	opts = append([]orchestrator.Option{orchestrator.WithAckWait(time.Second), orchestrator.WithAllowScripts(true),
 		orchestrator.WithName(name)}, opts...)
-	o, stopO, killO := turntest.Orchestrator(h.t, nc, h.log.With("process", "orchestrator"), h.set, opts...)
+	o, stopO, killO := inproc.Orchestrator(h.t, nc, h.log.With("process", "orchestrator"), h.set, opts...)
 	var once sync.Once
 	release := func() { once.Do(func() { h.releaseName(name) }) }
 	stop = func() { stopO(); release() }
@@ -287,7 +287,7 @@ func (h *harness) workerWith(root string, opts []worker.Option, setup ...func(*w
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	stop, _ = turntest.Worker(h.t, nc, h.log.With("process", "toolworker"), func(w *worker.Worker) error {
+	stop, _ = inproc.Worker(h.t, nc, h.log.With("process", "toolworker"), func(w *worker.Worker) error {
 		for _, f := range setup {
 			f(w)
 		}
@@ -306,7 +306,7 @@ func (h *harness) start() *harness {
 // waitFor polls cond until it holds, failing the test after a deadline.
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	natstest.WaitFor(h.t, what, cond)
+	testkit.WaitFor(h.t, what, cond)
 }
 
 func (h *harness) submit(sub events.Submit) {
@@ -346,7 +346,7 @@ func script(turn, agent string, sc string) events.Submit {
 // events reads a turn's log as it is now.
 func (h *harness) events(turn string) []events.Envelope {
 	h.t.Helper()
-	return turntest.Log(h.t, h.js, turn)
+	return testkit.Log(h.t, h.js, turn)
 }
 
 // last returns a turn's last event type, "" without a log.
@@ -363,18 +363,18 @@ func (h *harness) last(turn string) events.Type {
 // finished waits for a turn to finish and returns its log and result.
 func (h *harness) finished(turn string) ([]events.Envelope, events.TurnFinishedData) {
 	h.t.Helper()
-	return turntest.Finished(h.t, h.js, turn)
+	return testkit.Finished(h.t, h.js, turn)
 }
 
 // waitType waits until a turn's log has an event of type typ and returns the
 // first one.
 func (h *harness) waitType(turn string, typ events.Type) events.Envelope {
 	h.t.Helper()
-	return turntest.WaitType(h.t, h.js, turn, typ)
+	return testkit.WaitType(h.t, h.js, turn, typ)
 }
 
 // checkAllLogs checks every turn log the test produced.
-func (h *harness) checkAllLogs() { natstest.CheckLogs(h.t, h.js) }
+func (h *harness) checkAllLogs() { testkit.CheckLogs(h.t, h.js) }
 
 func mustJSON(v any) []byte {
 	data, err := json.Marshal(v)
@@ -384,12 +384,12 @@ func mustJSON(v any) []byte {
 	return data
 }
 
-func dump(log []events.Envelope) string { return turntest.Dump(log) }
+func dump(log []events.Envelope) string { return testkit.Dump(log) }
 
 // of decodes the data of the events of one type in a log.
 func of[T any](t *testing.T, log []events.Envelope, typ events.Type) []T {
 	t.Helper()
-	return turntest.Of[T](t, log, typ)
+	return testkit.Of[T](t, log, typ)
 }
 
 // claimName returns the lowest orchestrator name no running orchestrator of

@@ -15,7 +15,7 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/orchestrator"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 )
@@ -258,7 +258,7 @@ func TestHookKilledMidJobIsAskedAgain(t *testing.T) {
 	h := newHarness(t).start()
 	serve := func(fn worker.HookFunc) (stop, kill func()) {
 		nc, _ := h.srv.Connect(t)
-		return turntest.Worker(t, nc, h.log.With("process", "hook"), func(w *worker.Worker) error { return w.HandleHook("slowpoke", fn) },
+		return inproc.Worker(t, nc, h.log.With("process", "hook"), func(w *worker.Worker) error { return w.HandleHook("slowpoke", fn) },
 			worker.WithAckWait(500*time.Millisecond), worker.WithDrainGrace(100*time.Millisecond))
 	}
 	// The first process takes the job and dies with it.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -36,7 +36,7 @@ func twoTenants(t *testing.T, qa, qb orchestrator.Quota) (a, b *harness) {
 	if err := os.WriteFile(path, []byte(tenantsConf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := natstest.StartConfig(t, path)
+	srv := testkit.StartConfig(t, path)
 	// Within an account whose storage is bounded, a stream's own bound
 	// would be reserved from it: the tenant's streams are bounded by the
 	// account alone.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -56,14 +56,14 @@ func madeIt(h *harness, turn string) {
 func TestRearmTriesAgainWhatItCouldNot(t *testing.T) {
 	p := bus.DefaultProvision(1 << 20)
 	p.MaxBytes = 256 << 10
-	h := newHarnessOn(t, natstest.Start(t), &p)
+	h := newHarnessOn(t, testkit.Start(t), &p)
 	g := newGated(1)
 	_, kill := h.orchestratorKill(orchestrator.WithProvider("script", g))
 	inCall(h, g, "stranded")
 	kill()
 
 	filler := events.ToolSubject("filler") // a tool no worker serves
-	natstest.Fill(t, h.js, filler)
+	testkit.Fill(t, h.js, filler)
 	// A publish the stream refuses still reaches a subscriber of its
 	// subject: the successor's re-arm tried to publish the job.
 	tried := make(chan *nats.Msg, 16)

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/testkit"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/jetloop/jetloop/internal/tools"
-	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
 )
@@ -81,7 +81,7 @@ func TestAStalledTurnDoesNotHoldUpItsShard(t *testing.T) {
 	if err := os.WriteFile(conf, []byte(stallConf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarnessOn(t, natstest.StartConfig(t, conf), nil)
+	h := newHarnessOn(t, testkit.StartConfig(t, conf), nil)
 	g := &gate{called: make(chan struct{}, 1), open: make(chan struct{})}
 	h.worker(func(w *worker.Worker) {
 		if err := tools.Register(w, g); err != nil {
@@ -102,7 +102,7 @@ func TestAStalledTurnDoesNotHoldUpItsShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, kill := turntest.Orchestrator(t, nc, h.log, h.set, orchestrator.WithShards(1), orchestrator.WithAllowScripts(true))
+	_, _, kill := inproc.Orchestrator(t, nc, h.log, h.set, orchestrator.WithShards(1), orchestrator.WithAllowScripts(true))
 	// As a crash: the stalled append ends with the connection, not with
 	// its deadline.
 	t.Cleanup(kill)

@@ -13,8 +13,8 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/logstore"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -27,7 +27,7 @@ import (
 //	go test -run '^$' -bench StartupAfterHistory -benchtime 1x ./internal/orchestrator
 func BenchmarkStartupAfterHistory(b *testing.B) {
 	const turns = 100_000
-	srv := natstest.Start(b)
+	srv := testkit.Start(b)
 	nc, js := srv.Connect(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -77,7 +77,7 @@ func BenchmarkStartupAfterHistory(b *testing.B) {
 		octx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- o.Run(octx) }()
-		natstest.WaitFor(b, "the orchestrator to serve", func() bool {
+		testkit.WaitFor(b, "the orchestrator to serve", func() bool {
 			c := inbox()
 			if c == nil {
 				return false

@@ -12,8 +12,8 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/metrics"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // subagentAgents are the agents of the subagent tests. Children run their
@@ -103,7 +103,7 @@ var subagentScripts = map[string]string{
 // newSubagentHarness is newHarness with the subagent tests' agents.
 func newSubagentHarness(t *testing.T) *harness {
 	t.Helper()
-	return newHarnessServing(t, natstest.Start(t), nil, subagentAgents, subagentScripts)
+	return newHarnessServing(t, testkit.Start(t), nil, subagentAgents, subagentScripts)
 }
 
 // scriptCallID is the scripted model's id of a turn's call (model.callID).

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // treeAgents: Boss has a budget of 4 and delegates; Busy has a budget of
@@ -75,7 +75,7 @@ func treeCalls(h *harness, turn string) int {
 // them. Each parent's turn.finished says what its descendants used apart
 // from its own figures.
 func TestSubagentsShareTheRootsBudget(t *testing.T) {
-	h := newHarnessServing(t, natstest.Start(t), nil, treeAgents, map[string]string{"busy.yaml": busyScript(),
+	h := newHarnessServing(t, testkit.Start(t), nil, treeAgents, map[string]string{"busy.yaml": busyScript(),
 		"boss.yaml": "responses:\n  - tool_calls: [{name: Busy, arguments: {task: echo ten times}}]\n  - text: boss done\n"})
 	h.start()
 

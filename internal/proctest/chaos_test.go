@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // TestChaos is the chaos soak: a 3-node cluster from the shipped nats.conf
@@ -129,7 +128,7 @@ func (c *chaos) serve(p *process, again func() *process) *process {
 	c.t.Helper()
 	for {
 		gaveUp := false
-		natstest.WaitFor(c.t, p.cmd.Args[0]+" to serve", func() bool {
+		testkit.WaitFor(c.t, p.cmd.Args[0]+" to serve", func() bool {
 			out := p.out.String()
 			gaveUp = strings.Contains(out, `"level":"ERROR","msg":"`+filepath.Base(p.cmd.Path)+` stopped"`)
 			return gaveUp || strings.Contains(out, "serving")
@@ -157,7 +156,7 @@ func (c *chaos) run(d time.Duration) {
 		c.orchs[i] = c.serve(c.orchs[i], c.orchestrator)
 	}
 	for _, tool := range []string{"shell", "echo"} {
-		turntest.WaitTool(t, c.js, tool)
+		testkit.WaitTool(t, c.js, tool)
 	}
 	t.Logf("cluster and processes up in %s", time.Since(began).Round(time.Millisecond))
 	submitted := make(chan struct{})
@@ -169,7 +168,7 @@ func (c *chaos) run(d time.Duration) {
 	for time.Since(soak) < d {
 		// Progress since the last fault: the cluster is back.
 		done := c.reader.finishedCount()
-		natstest.WaitForOr(t, "turns to finish after a fault", func() bool { return c.reader.finishedCount() >= done+3 }, c.stuck)
+		testkit.WaitForOr(t, "turns to finish after a fault", func() bool { return c.reader.finishedCount() >= done+3 }, c.stuck)
 		c.fault(faultKinds[c.rng.IntN(len(faultKinds))])
 	}
 	c.mu.Lock()
@@ -177,7 +176,7 @@ func (c *chaos) run(d time.Duration) {
 	c.mu.Unlock()
 	<-submitted
 	turns := c.acked()
-	natstest.WaitForOr(t, fmt.Sprintf("%d turns to finish", turns), func() bool { return c.reader.finishedCount() >= turns }, c.stuck)
+	testkit.WaitForOr(t, fmt.Sprintf("%d turns to finish", turns), func() bool { return c.reader.finishedCount() >= turns }, c.stuck)
 	t.Logf("%d turns finished %s after the last fault", turns, time.Since(soak.Add(d)).Round(time.Millisecond))
 
 	lost, changed := c.compare()
@@ -195,7 +194,7 @@ func (c *chaos) run(d time.Duration) {
 		return ""
 	})
 	steps := c.checkLogs(turns)
-	natstest.CheckLogs(t, c.js)
+	testkit.CheckLogs(t, c.js)
 	c.unconfirmed()
 	rerun, excused := c.checkLedger(turns, c.excuse, errored)
 	c.report(turns, steps, lost+changed, rerun, excused, errored, time.Since(began))
@@ -205,7 +204,7 @@ func (c *chaos) run(d time.Duration) {
 func (c *chaos) stuck() {
 	for _, turn := range c.acceptedTurns() {
 		if !c.reader.isFinished(turn) {
-			c.t.Logf("unfinished: %s: %s", turn, turntest.Dump(turntest.Log(c.t, c.js, turn)))
+			c.t.Logf("unfinished: %s: %s", turn, testkit.Dump(testkit.Log(c.t, c.js, turn)))
 		}
 	}
 }
@@ -297,7 +296,7 @@ func (c *chaos) checkLogs(turns int) int {
 	steps := 0
 	for i := range turns {
 		turn := c.turn(i)
-		log := turntest.Log(t, c.js, turn)
+		log := testkit.Log(t, c.js, turn)
 		ids := map[string]bool{}
 		results := map[string]int{}
 		answers := map[int]int{}

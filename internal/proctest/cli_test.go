@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // deadURL is a server URL where nothing listens.
@@ -92,7 +92,7 @@ func TestDevAnywhere(t *testing.T) {
 	url := deadURL(t) // a free address for dev's server
 	dev := start(t, empty, "jetloop", "dev", "--nats", url, "--no-color")
 	var try string
-	natstest.WaitFor(t, "dev's try: line", func() bool {
+	testkit.WaitFor(t, "dev's try: line", func() bool {
 		for line := range strings.Lines(dev.out.String()) {
 			if rest, ok := strings.CutPrefix(line, "try: "); ok {
 				try = strings.TrimSpace(rest)

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // deployment is the processes of a test that runs jetloop as an operator
@@ -47,7 +46,7 @@ func (d *deployment) orchestrator() *process {
 	d.t.Helper()
 	p := start(d.t, d.dir, "orchestrator", "--nats", d.urls, "--agents", filepath.Join(d.dir, "AGENTS.md"),
 		"--ack-wait", "5s", "--allow-scripts")
-	natstest.WaitFor(d.t, "the orchestrator to serve", func() bool { return strings.Contains(p.out.String(), "serving") })
+	testkit.WaitFor(d.t, "the orchestrator to serve", func() bool { return strings.Contains(p.out.String(), "serving") })
 	return p
 }
 
@@ -58,7 +57,7 @@ func (d *deployment) worker(name string) *process {
 	p := start(d.t, d.dir, "toolworker", "--nats", d.urls, "--root", d.dir, "--name", name,
 		"--tools", strings.Join(workloadTools, ","), "--allow-shell", "--concurrency", "16", "--ack-wait", "5s",
 		"--metrics-addr", "127.0.0.1:0")
-	natstest.WaitFor(d.t, "the tool worker to serve", func() bool { return strings.Contains(p.out.String(), "serving") })
+	testkit.WaitFor(d.t, "the tool worker to serve", func() bool { return strings.Contains(p.out.String(), "serving") })
 	d.workers = append(d.workers, metricsURL(d.t, p))
 	return p
 }
@@ -95,18 +94,18 @@ func TestClusterSurvivesNodeAndOrchestratorLoss(t *testing.T) {
 	}
 	began := time.Now()
 	binaries(t)
-	c := natstest.StartCluster(t, 3)
+	c := testkit.StartCluster(t, 3)
 	d := newDeployment(t, c.URLs)
 	d.streams("--replicas", "3")
 	nc, js := c.Connect(t)
-	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	t.Cleanup(func() { testkit.CheckLogs(t, js) })
 
 	// One after another: each sees the others' pulls on the inbox.
 	orchs := []*process{d.orchestrator(), d.orchestrator(), d.orchestrator()}
 	d.worker("wa")
 	d.worker("wb")
 	for _, tool := range workloadTools {
-		turntest.WaitTool(t, js, tool)
+		testkit.WaitTool(t, js, tool)
 	}
 	t.Logf("cluster and processes up in %s", time.Since(began).Round(time.Millisecond))
 
@@ -158,10 +157,10 @@ func TestClusterSurvivesNodeAndOrchestratorLoss(t *testing.T) {
 
 // eventsLeader is the node that leads the events stream, the one every
 // step writes to.
-func eventsLeader(t *testing.T, c *natstest.Cluster) *natstest.Node {
+func eventsLeader(t *testing.T, c *testkit.Cluster) *testkit.Node {
 	t.Helper()
-	var leader *natstest.Node
-	natstest.WaitFor(t, "a leader of "+events.StreamEvents, func() bool {
+	var leader *testkit.Node
+	testkit.WaitFor(t, "a leader of "+events.StreamEvents, func() bool {
 		for _, node := range c.Nodes {
 			if s := node.Server(); s != nil && s.JetStreamIsStreamLeader("$G", events.StreamEvents) {
 				leader = node

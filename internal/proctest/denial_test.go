@@ -14,7 +14,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -61,7 +61,7 @@ func isWorker(role string) bool { return role == "toolworker" || role == "exampl
 // permissions violation; then checks that nothing changed.
 func TestRolesAreDenied(t *testing.T) {
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	admin := dialRole(t, root, srv.ClientURL(), "admin")
 	ajs, err := jetstream.New(admin.nc)
 	if err != nil {
@@ -463,7 +463,7 @@ func pushTargets() []string {
 // but the ones it made, and the inbox's consumers have no waiting pulls.
 func TestNoRoleAimsAConsumer(t *testing.T) {
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	admin := dialRole(t, root, srv.ClientURL(), "admin")
 	ajs, err := jetstream.New(admin.nc)
 	if err != nil {
@@ -581,7 +581,7 @@ func created(ctx context.Context, nc *nats.Conn, subject string, body []byte) bo
 // stored.
 func TestWorkerValuesAreBounded(t *testing.T) {
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	admin := dialRole(t, root, srv.ClientURL(), "admin")
 	ajs, err := jetstream.New(admin.nc)
 	if err != nil {
@@ -661,7 +661,7 @@ func TestUntrustedAccountsAreBounded(t *testing.T) {
 		}
 	}
 
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	v := dialRole(t, root, srv.ClientURL(), "viewer")
 	closed := make(chan struct{})
 	v.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/embedded"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 )
@@ -33,7 +33,7 @@ func jsSync(t *testing.T, s *server.Server) (always bool, interval time.Duration
 func TestShippedServersSyncAlways(t *testing.T) {
 	root := repoRoot(t)
 	t.Run("nats.conf", func(t *testing.T) {
-		srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+		srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 		if always, _ := jsSync(t, srv.Server); !always {
 			t.Fatal("nats.conf does not set sync_interval: always")
 		}
@@ -52,7 +52,7 @@ func TestShippedServersSyncAlways(t *testing.T) {
 		t.Setenv("JETLOOP_TLS_CERT", cert)
 		t.Setenv("JETLOOP_TLS_KEY", key)
 		t.Setenv("JETLOOP_STORE_DIR", filepath.Join(dir, "store"))
-		srv := natstest.StartConfig(t, filepath.Join(root, "deploy", "production", "nats.conf"))
+		srv := testkit.StartConfig(t, filepath.Join(root, "deploy", "production", "nats.conf"))
 		if always, _ := jsSync(t, srv.Server); !always {
 			t.Fatal("deploy/production/nats.conf does not set sync_interval: always")
 		}

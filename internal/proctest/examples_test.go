@@ -7,8 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,7 +21,7 @@ func TestGoExamplesAsTheirUsers(t *testing.T) {
 		t.Skip("builds and starts the binaries")
 	}
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	url := srv.ClientURL()
 	password := func(role string) string { return filepath.Join(root, "deploy", "dev", role+".password") }
 	secret := func(role string) string {
@@ -43,7 +42,7 @@ func TestGoExamplesAsTheirUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { natstest.CheckLogs(t, ajs) })
+	t.Cleanup(func() { testkit.CheckLogs(t, ajs) })
 	start(t, root, "toolworker", append(as("toolworker"), "--root", root)...)
 	orch := start(t, root, "orchestrator", append(as("orchestrator"), "--agents", "data/AGENTS.md", "--allow-scripts")...)
 
@@ -70,8 +69,8 @@ func TestGoExamplesAsTheirUsers(t *testing.T) {
 			t.Logf("go-worker output:\n%s", gwOut.String())
 		}
 	})
-	turntest.WaitTool(t, ajs, "invoice_total")
-	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	testkit.WaitTool(t, ajs, "invoice_total")
+	testkit.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 
 	out, code := run(t, root, append(append([]string{"submit"}, as("client")...), "--watch", "--agent", "General",
 		"--script", "examples/go-worker/script.yaml", "--turn", "examples-worker", "What does C-42 owe?")...)

@@ -11,10 +11,9 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -38,7 +37,7 @@ Only these.
 // a test starts on it.
 type stack struct {
 	t    *testing.T
-	srv  *natstest.Server
+	srv  *testkit.Server
 	url  string
 	nc   *nats.Conn
 	js   jetstream.JetStream
@@ -54,7 +53,7 @@ func newStack(t *testing.T, toolsTTL time.Duration) *stack {
 	if testing.Short() {
 		t.Skip("builds and starts the binaries")
 	}
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	nc, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -71,7 +70,7 @@ func newStack(t *testing.T, toolsTTL time.Duration) *stack {
 	if err := os.WriteFile(agents, []byte(failureAgents), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	t.Cleanup(func() { testkit.CheckLogs(t, js) })
 	s.orch = s.orchestrator()
 	return s
 }
@@ -94,7 +93,7 @@ func (s *stack) worker(name string, args ...string) *process {
 
 func (s *stack) waitServing(p *process) {
 	s.t.Helper()
-	natstest.WaitFor(s.t, filepath.Base(p.cmd.Path)+" to serve", func() bool { return strings.Contains(p.out.String(), "serving") })
+	testkit.WaitFor(s.t, filepath.Base(p.cmd.Path)+" to serve", func() bool { return strings.Contains(p.out.String(), "serving") })
 }
 
 // submit starts a turn of agent with an inline script.
@@ -121,13 +120,13 @@ func (s *stack) log(turn string) []events.Envelope {
 // finished waits for a turn to finish and returns its log and outcome.
 func (s *stack) finished(turn string) ([]events.Envelope, events.TurnFinishedData) {
 	s.t.Helper()
-	return turntest.Finished(s.t, s.js, turn)
+	return testkit.Finished(s.t, s.js, turn)
 }
 
 // of decodes the data of the events of one type in a log.
 func of[T any](t *testing.T, log []events.Envelope, typ events.Type) []T {
 	t.Helper()
-	return turntest.Of[T](t, log, typ)
+	return testkit.Of[T](t, log, typ)
 }
 
 // consumer reads the state of a tool's shared durable consumer.
@@ -149,7 +148,7 @@ func (s *stack) consumer(tool string) *jetstream.ConsumerInfo {
 // running waits until a worker holds a job of tool, unacknowledged.
 func (s *stack) running(tool string) {
 	s.t.Helper()
-	natstest.WaitFor(s.t, "a "+tool+" call to run", func() bool {
+	testkit.WaitFor(s.t, "a "+tool+" call to run", func() bool {
 		i := s.consumer(tool)
 		return i != nil && i.NumAckPending == 1
 	})
@@ -170,7 +169,7 @@ func (s *stack) jobs() uint64 {
 }
 
 // tool reads a tool's entry in the registry, nil without one.
-func (s *stack) tool(name string) *events.ToolInfo { return turntest.ToolInfo(s.t, s.js, name) }
+func (s *stack) tool(name string) *events.ToolInfo { return testkit.ToolInfo(s.t, s.js, name) }
 
 // kill9 kills a process the way an operator's kill -9 does.
 func (p *process) kill9(t *testing.T) {
@@ -204,7 +203,7 @@ func TestKilledWorkersCallIsCompletedByAnother(t *testing.T) {
 	if len(done) != 1 || done[0].IsError || done[0].Output != "slept" || done[0].Worker != "wb" || done[0].Attempts != 2 {
 		t.Fatalf("tool.completed %+v", done)
 	}
-	natstest.WaitFor(t, "the job acknowledged", func() bool { return s.jobs() == 0 })
+	testkit.WaitFor(t, "the job acknowledged", func() bool { return s.jobs() == 0 })
 }
 
 // TestWorkflowSurvivesKill9 kills the orchestrator and the tool worker with
@@ -225,7 +224,7 @@ func TestWorkflowSurvivesKill9(t *testing.T) {
 	if _, err := s.js.Publish(context.Background(), events.SubjectWorkflow, data, jetstream.WithMsgID("wfk")); err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, "task 2's call to run", func() bool {
+	testkit.WaitFor(t, "task 2's call to run", func() bool {
 		return slices.ContainsFunc(s.log("wfk-2"), func(e events.Envelope) bool { return e.Type == events.ToolRequested })
 	})
 	s.running("sleep")
@@ -234,7 +233,7 @@ func TestWorkflowSurvivesKill9(t *testing.T) {
 	s.worker("wb", flags...)
 	s.orch = s.orchestrator()
 	var wf []events.Envelope
-	natstest.WaitFor(t, "the workflow to finish", func() bool {
+	testkit.WaitFor(t, "the workflow to finish", func() bool {
 		wf = turnLog(t, s.js, "wfk")
 		return len(wf) > 0 && wf[len(wf)-1].Type == events.WorkflowFinished
 	})
@@ -282,7 +281,7 @@ func TestExhaustedJobBecomesAnErrorResult(t *testing.T) {
 	if n := len(of[events.ModelCompletedData](t, log, events.ModelCompleted)); n != 2 {
 		t.Fatalf("%d model calls", n)
 	}
-	natstest.WaitFor(t, "the exhausted job deleted", func() bool { return s.jobs() == 0 })
+	testkit.WaitFor(t, "the exhausted job deleted", func() bool { return s.jobs() == 0 })
 }
 
 // SIGTERM lets the running call finish and acknowledges it, starts no
@@ -293,7 +292,7 @@ func TestSIGTERMDrainsAndLosesNothing(t *testing.T) {
 	s.submit("drain", "Any", `{"responses": [{"tool_calls": [
 		{"name": "sleep", "arguments": {"ms": 1500}}, {"name": "sleep", "arguments": {"ms": 1501}}]}, {"text": "both slept"}]}`)
 	s.running("sleep")
-	natstest.WaitFor(t, "the second call to wait", func() bool { i := s.consumer("sleep"); return i.NumPending == 1 })
+	testkit.WaitFor(t, "the second call to wait", func() bool { i := s.consumer("sleep"); return i.NumPending == 1 })
 	if code := a.stop(t); code != 0 {
 		t.Fatalf("toolworker exited %d after SIGTERM", code)
 	}
@@ -306,7 +305,7 @@ func TestSIGTERMDrainsAndLosesNothing(t *testing.T) {
 	if info.NumAckPending != 0 || info.NumPending != 1 || info.Delivered.Consumer != 1 || info.NumRedelivered != 0 {
 		t.Fatalf("after the drain: %d unacknowledged, %d waiting, %d delivered", info.NumAckPending, info.NumPending, info.Delivered.Consumer)
 	}
-	natstest.WaitFor(t, "the first call completed", func() bool {
+	testkit.WaitFor(t, "the first call completed", func() bool {
 		return len(of[events.ToolCompletedData](t, s.log("drain"), events.ToolCompleted)) == 1
 	})
 	s.worker("wb", "--tools", "sleep", "--concurrency", "1", "--ack-wait", "10s")
@@ -348,7 +347,7 @@ func TestAbortCancelsTheRunningCall(t *testing.T) {
 	if _, err := s.js.Publish(ctx, events.ControlSubject("abort"), []byte(`{"action":"abort","reason":"stop now"}`)); err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, "the aborted call acknowledged", func() bool {
+	testkit.WaitFor(t, "the aborted call acknowledged", func() bool {
 		i := s.consumer("sleep")
 		return i.NumAckPending == 0 && s.jobs() == 0
 	})
@@ -404,7 +403,7 @@ func TestOfferedToolsAreAllowedAndServed(t *testing.T) {
 	a := s.worker("wa", "--tools", "read_file,grep")
 	b := s.worker("wb") // every built-in but shell
 	for _, name := range []string{"read_file", "grep", "write_file", "list_dir", "echo", "sleep"} {
-		natstest.WaitFor(t, name+" advertised", func() bool { return s.tool(name) != nil })
+		testkit.WaitFor(t, name+" advertised", func() bool { return s.tool(name) != nil })
 	}
 	if i := s.tool("read_file"); i.Workers != 2 {
 		t.Errorf("read_file counted with %d workers", i.Workers)
@@ -447,8 +446,8 @@ func TestOfferedToolsAreAllowedAndServed(t *testing.T) {
 	}
 
 	b.kill9(t)
-	natstest.WaitFor(t, "write_file to expire with its only worker", func() bool { return s.tool("write_file") == nil })
-	natstest.WaitFor(t, "read_file counted with one worker", func() bool { i := s.tool("read_file"); return i != nil && i.Workers == 1 })
+	testkit.WaitFor(t, "write_file to expire with its only worker", func() bool { return s.tool("write_file") == nil })
+	testkit.WaitFor(t, "read_file counted with one worker", func() bool { i := s.tool("read_file"); return i != nil && i.Workers == 1 })
 	s.submit("after-kill", "Picky", `{"responses": [{"text": "ok"}]}`)
 	log, _ = s.finished("after-kill")
 	if got := of[events.TurnStartedData](t, log, events.TurnStarted)[0].Tools; !sameSet(got, []string{"ask_user", "grep", "read_file"}) {

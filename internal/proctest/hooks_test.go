@@ -13,8 +13,7 @@ import (
 	"testing"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -68,7 +67,7 @@ func TestWorkflowHooksAsTheirDeployment(t *testing.T) {
 		t.Skip("builds and starts the binaries")
 	}
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	url := srv.ClientURL()
 	password := func(role string) string { return filepath.Join(root, "deploy", "dev", role+".password") }
 	as := func(role string) []string {
@@ -86,7 +85,7 @@ func TestWorkflowHooksAsTheirDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { natstest.CheckLogs(t, ajs) })
+	t.Cleanup(func() { testkit.CheckLogs(t, ajs) })
 
 	tools := start(t, root, "toolworker", append(as("toolworker"), "--root", root)...)
 	orch := start(t, root, "orchestrator", append(as("orchestrator"), "--agents", "data/AGENTS.md", "--allow-scripts")...)
@@ -114,9 +113,9 @@ func TestWorkflowHooksAsTheirDeployment(t *testing.T) {
 		}
 	})
 	for _, key := range []string{"echo", events.HookKey("audit"), events.HookKey("cost-guard")} {
-		turntest.WaitTool(t, ajs, key)
+		testkit.WaitTool(t, ajs, key)
 	}
-	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	testkit.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 
 	// Under the threshold: one tool call in three tasks.
 	under := filepath.Join(t.TempDir(), "under.yaml")
@@ -163,7 +162,7 @@ policy: {hooks: [audit, cost-guard]}
 	if out, code := cli("client", "workflow", "run", killed); code != 0 {
 		t.Fatalf("workflow run hooks-kill as the client exited %d:\n%s", code, out)
 	}
-	natstest.WaitFor(t, "audit's answer about hooks-kill's task 1", func() bool {
+	testkit.WaitFor(t, "audit's answer about hooks-kill's task 1", func() bool {
 		return slices.ContainsFunc(turnLog(t, ajs, "hooks-kill"), func(e events.Envelope) bool {
 			var g events.WorkflowGatedData
 			return e.Type == events.WorkflowGated && json.Unmarshal(e.Data, &g) == nil && g.By == "audit"

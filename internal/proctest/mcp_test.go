@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // mcpBin is an MCP server installed by make test from the lock file in
@@ -45,19 +44,19 @@ func TestMCPToolsInATurn(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("served over MCP\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	url := srv.ClientURL()
 	_, js := srv.Connect(t)
-	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	t.Cleanup(func() { testkit.CheckLogs(t, js) })
 	worker := start(t, root, "toolworker", "--nats", url, "--root", root,
 		"--mcp", "everything="+everything+" stdio",
 		"--mcp", fmt.Sprintf("fs=%s '%s'", filesystem, dir),
 		"--tools", "echo,everything__get-sum,fs__read_text_file")
 	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md", "--ack-wait", "5s", "--allow-scripts")
-	natstest.WaitFor(t, "the tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
-	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	testkit.WaitFor(t, "the tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
+	testkit.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	for _, tool := range []string{"echo", "everything__get-sum", "fs__read_text_file"} {
-		turntest.WaitTool(t, js, tool)
+		testkit.WaitTool(t, js, tool)
 	}
 	servers := children(worker.cmd.Process.Pid)
 
@@ -121,7 +120,7 @@ func TestMCPToolsInATurn(t *testing.T) {
 		return
 	}
 	for _, pid := range servers {
-		natstest.WaitFor(t, fmt.Sprintf("MCP server %d to stop", pid), func() bool { return gone(pid) })
+		testkit.WaitFor(t, fmt.Sprintf("MCP server %d to stop", pid), func() bool { return gone(pid) })
 	}
 }
 
@@ -131,7 +130,7 @@ func TestMCPFlagErrors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the binaries")
 	}
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	for _, tc := range []struct {
 		flag string
 		code int

@@ -16,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -34,7 +33,7 @@ func TestLeastPrivilegeUsers(t *testing.T) {
 		t.Skip("builds and starts the binaries")
 	}
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	url := srv.ClientURL()
 	// Passwords go by file, never on the command line.
 	as := func(role string) []string {
@@ -83,14 +82,14 @@ func (s *roleStack) run() {
 	}
 	worker := start(t, s.root, "toolworker", append(s.as("toolworker"), "--root", s.root)...)
 	orch := start(t, s.root, "orchestrator", orchArgs...)
-	natstest.WaitFor(t, "the tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
-	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	testkit.WaitFor(t, "the tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
+	testkit.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 
 	// The test reads the streams back as admin.
 	_, js := s.connect("admin")
-	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	t.Cleanup(func() { testkit.CheckLogs(t, js) })
 	for _, tool := range []string{"read_file", "list_dir", "grep", "echo"} {
-		turntest.WaitTool(t, js, tool)
+		testkit.WaitTool(t, js, tool)
 	}
 
 	out, code := s.cliAs("client", []string{"submit", "--watch", "--turn", "acl-turn", "--agent", "General",
@@ -216,7 +215,7 @@ func TestPasswordFromEnvironment(t *testing.T) {
 		t.Skip("builds and starts the binaries")
 	}
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	secret, err := os.ReadFile(filepath.Join(root, "deploy", "dev", "viewer.password"))
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +262,7 @@ func TestProductionConfig(t *testing.T) {
 	t.Setenv("JETLOOP_TLS_CERT", cert)
 	t.Setenv("JETLOOP_TLS_KEY", key)
 	t.Setenv("JETLOOP_STORE_DIR", filepath.Join(dir, "store"))
-	srv := natstest.StartConfig(t, filepath.Join(root, "deploy", "production", "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "deploy", "production", "nats.conf"))
 	url := srv.ClientURL()
 
 	// Neither an unverified server nor a connection without a key.

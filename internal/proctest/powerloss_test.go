@@ -21,8 +21,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/lazyfs"
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -110,7 +109,7 @@ func TestPowerLossDefaultSyncLoses(t *testing.T) {
 	pl := newPowerLoss(t, "", envSeed(t, "POWERLOSS_SEED"), 1)
 	pl.startAll()
 	go pl.submitter(40)
-	natstest.WaitFor(t, "events to be read", func() bool { return pl.reader.count() >= 150 })
+	testkit.WaitFor(t, "events to be read", func() bool { return pl.reader.count() >= 150 })
 	pl.crash(true)
 	pl.startServer(pl.machines[0])
 	lost, changed := pl.compare()
@@ -195,7 +194,7 @@ func newPowerLoss(t *testing.T, sync string, seed uint64, n int) *powerLoss {
 	}
 	ports := make([]int, 2*n)
 	for i := range ports {
-		ports[i] = natstest.FreePort(t)
+		ports[i] = testkit.FreePort(t)
 	}
 	var urls, routes []string
 	for i := range n {
@@ -270,7 +269,7 @@ func (pl *powerLoss) mount(m *machine) {
 		// A lazyfsd that could not unmount leaves a dead mount.
 		_ = syscall.Unmount(m.mnt, syscall.MNT_DETACH)
 	})
-	natstest.WaitFor(t, "the filesystem to be mounted", func() bool { return strings.Contains(p.out.String(), "mounted") })
+	testkit.WaitFor(t, "the filesystem to be mounted", func() bool { return strings.Contains(p.out.String(), "mounted") })
 	m.fsd = p
 }
 
@@ -283,7 +282,7 @@ func (pl *powerLoss) startServer(m *machine) {
 	t := pl.t
 	t.Helper()
 	p := startPath(t, pl.dir, filepath.Join(plainBinaries(t), "nats-server"), "-c", m.conf)
-	natstest.WaitFor(t, m.name+" to be ready", func() bool { return strings.Contains(p.out.String(), "Server is ready") })
+	testkit.WaitFor(t, m.name+" to be ready", func() bool { return strings.Contains(p.out.String(), "Server is ready") })
 	m.server = p
 }
 
@@ -295,7 +294,7 @@ func (pl *powerLoss) crashDisk(m *machine, also ...*process) {
 	t := pl.t
 	t.Helper()
 	_ = m.fsd.cmd.Process.Signal(syscall.SIGUSR1)
-	natstest.WaitFor(t, "the filesystem to crash", func() bool { return strings.Contains(m.fsd.out.String(), "crashed") })
+	testkit.WaitFor(t, "the filesystem to crash", func() bool { return strings.Contains(m.fsd.out.String(), "crashed") })
 	m.server.kill9(t)
 	for _, p := range also {
 		p.kill9(t)
@@ -317,7 +316,7 @@ func (pl *powerLoss) startProcesses() {
 	pl.orch = start(pl.t, pl.dir, "orchestrator", append(pl.as("orchestrator"),
 		"--agents", filepath.Join(pl.dir, "AGENTS.md"), "--ack-wait", "5s", "--allow-scripts")...)
 	for _, p := range []*process{pl.worker, pl.orch} {
-		natstest.WaitFor(pl.t, p.cmd.Args[0]+" to serve", func() bool { return strings.Contains(p.out.String(), "serving") })
+		testkit.WaitFor(pl.t, p.cmd.Args[0]+" to serve", func() bool { return strings.Contains(p.out.String(), "serving") })
 	}
 }
 
@@ -344,7 +343,7 @@ func (pl *powerLoss) startAll() {
 		t.Fatal(err)
 	}
 	// A cluster answers JetStream requests once it has elected a leader.
-	natstest.WaitFor(t, "JetStream to answer", func() bool {
+	testkit.WaitFor(t, "JetStream to answer", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := pl.js.AccountInfo(ctx)
@@ -359,7 +358,7 @@ func (pl *powerLoss) startAll() {
 	if len(pl.machines) == 1 {
 		pl.startProcesses()
 		for _, tool := range []string{"shell", "echo"} {
-			turntest.WaitTool(t, pl.js, tool)
+			testkit.WaitTool(t, pl.js, tool)
 		}
 	}
 }
@@ -455,7 +454,7 @@ func (pl *powerLoss) run(rounds, turns int) {
 		// in this round's share of the load.
 		per := 13 * turns / rounds
 		target := r*per + per/4 + pl.rng.IntN(per/2)
-		natstest.WaitFor(t, fmt.Sprintf("%d events read", target), func() bool { return pl.reader.count() >= target })
+		testkit.WaitFor(t, fmt.Sprintf("%d events read", target), func() bool { return pl.reader.count() >= target })
 		rd := &round{all: r%2 == 1}
 		for _, turn := range pl.acceptedTurns() {
 			if !pl.reader.isFinished(turn) {
@@ -472,10 +471,10 @@ func (pl *powerLoss) run(rounds, turns int) {
 		rs = append(rs, rd)
 		t.Logf("round %d: power lost after %d events read, %d turns open, every process killed: %v", r+1, read, len(rd.open), rd.all)
 	}
-	natstest.WaitForOr(t, fmt.Sprintf("%d turns to finish", turns), func() bool { return pl.reader.finishedCount() >= turns }, func() {
+	testkit.WaitForOr(t, fmt.Sprintf("%d turns to finish", turns), func() bool { return pl.reader.finishedCount() >= turns }, func() {
 		for i := range turns {
 			if turn := pl.turn(i); !pl.reader.isFinished(turn) {
-				t.Logf("unfinished: %s: %s", turn, turntest.Dump(turntest.Log(t, pl.js, turn)))
+				t.Logf("unfinished: %s: %s", turn, testkit.Dump(testkit.Log(t, pl.js, turn)))
 			}
 		}
 	})
@@ -484,7 +483,7 @@ func (pl *powerLoss) run(rounds, turns int) {
 		t.Errorf("%d events read before a crash are gone, %d changed", lost, changed)
 	}
 	pl.checkTurns(turns, nil)
-	natstest.CheckLogs(t, pl.js)
+	testkit.CheckLogs(t, pl.js)
 	pl.verify(rs)
 	excuse := map[string]string{}
 	for _, rd := range rs {
@@ -554,7 +553,7 @@ func storedEvents(t *testing.T, js jetstream.JetStream) map[string]map[int][]byt
 	out := map[string]map[int][]byte{}
 	var stream jetstream.Stream
 	var info *jetstream.StreamInfo
-	natstest.WaitFor(t, "the events stream's state", func() bool {
+	testkit.WaitFor(t, "the events stream's state", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var err error
@@ -621,7 +620,7 @@ func (pl *powerLoss) checkTurns(turns int, known func(turn, output string) strin
 	t.Helper()
 	for i := range turns {
 		turn := pl.turn(i)
-		log := turntest.Log(t, pl.js, turn)
+		log := testkit.Log(t, pl.js, turn)
 		if len(log) == 0 || log[len(log)-1].Type != events.TurnFinished {
 			t.Errorf("%s did not finish: %d events", turn, len(log))
 			continue

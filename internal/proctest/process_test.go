@@ -18,8 +18,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -161,19 +160,19 @@ func TestProcessesRunATurn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the binaries")
 	}
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	url := srv.ClientURL()
 	root := repoRoot(t)
 	_, js := srv.Connect(t)
-	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	t.Cleanup(func() { testkit.CheckLogs(t, js) })
 	worker := start(t, root, "toolworker", "--nats", url, "--root", root)
 	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md", "--ack-wait", "5s", "--allow-scripts")
 
 	// The turn is offered the tools the worker advertised: wait until it has.
-	natstest.WaitFor(t, "the tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
-	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	testkit.WaitFor(t, "the tool worker to serve", func() bool { return strings.Contains(worker.out.String(), "serving") })
+	testkit.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	for _, tool := range []string{"read_file", "list_dir", "grep", "write_file", "echo", "sleep"} {
-		turntest.WaitTool(t, js, tool)
+		testkit.WaitTool(t, js, tool)
 	}
 
 	out, code := run(t, root, "submit", "--nats", url, "--watch", "--turn", "proc-turn", "--agent", "General",
@@ -203,13 +202,13 @@ func TestOrchestratorRefusesScriptsByDefault(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the binaries")
 	}
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	url := srv.ClientURL()
 	root := repoRoot(t)
 	_, js := srv.Connect(t)
-	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	t.Cleanup(func() { testkit.CheckLogs(t, js) })
 	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md")
-	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	testkit.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 
 	for i, model := range []string{"script:scripts/demo.yaml", "script:/etc/passwd"} {
 		out, code := run(t, root, "submit", "--nats", url, "--watch", "--turn", fmt.Sprintf("refused-%d", i),
@@ -391,5 +390,5 @@ func checkReplay(t *testing.T, root, url string, js jetstream.JetStream, turn st
 // turnLog reads a turn's events as they are now.
 func turnLog(t *testing.T, js jetstream.JetStream, turn string) []events.Envelope {
 	t.Helper()
-	return turntest.Log(t, js, turn)
+	return testkit.Log(t, js, turn)
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -27,7 +27,7 @@ func newConfStack(t *testing.T) *stack {
 		t.Skip("builds and starts the binaries")
 	}
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	admin := dialRole(t, root, srv.ClientURL(), "admin")
 	js, err := jetstream.New(admin.nc)
 	if err != nil {
@@ -42,7 +42,7 @@ func newConfStack(t *testing.T) *stack {
 	if err := os.WriteFile(filepath.Join(s.dir, "AGENTS.md"), []byte(failureAgents), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	t.Cleanup(func() { testkit.CheckLogs(t, js) })
 	s.orch = start(t, s.dir, "orchestrator", append(roleFlags(root, s.url, "orchestrator"),
 		"--agents", filepath.Join(s.dir, "AGENTS.md"), "--ack-wait", "5s", "--allow-scripts")...)
 	s.waitServing(s.orch)
@@ -110,7 +110,7 @@ func TestPushConsumerCannotForgeCancels(t *testing.T) {
 	// Either the call runs out its sleep and the turn finishes, or the
 	// worker takes the delivery for a cancel and drops the call.
 	aborted := func() bool { return strings.Contains(w.out.String(), "call aborted with its turn") }
-	natstest.WaitFor(t, "the turn to finish or its call to be aborted", func() bool {
+	testkit.WaitFor(t, "the turn to finish or its call to be aborted", func() bool {
 		log := s.log(turn)
 		return aborted() || len(log) > 0 && log[len(log)-1].Type == events.TurnFinished
 	})
@@ -151,7 +151,7 @@ func TestLiteralWildcardInboxSubjectsAreDeadLettered(t *testing.T) {
 	if len(stored) == 0 {
 		t.Fatal("nothing was stored: the test proves nothing")
 	}
-	natstest.WaitForOr(t, "the inbox to be empty", func() bool {
+	testkit.WaitForOr(t, "the inbox to be empty", func() bool {
 		i, err := s.js.Stream(context.Background(), events.StreamInbox)
 		if err != nil {
 			return false
@@ -236,7 +236,7 @@ func TestForeignToolResultIsDeadLettered(t *testing.T) {
 		if json.Unmarshal(m.Data, &ack) != nil || ack.Stream != events.StreamInbox {
 			t.Fatalf("the result was not stored: %s", m.Data)
 		}
-		natstest.WaitFor(t, "the forged result to be a dead letter: "+tc.dead, func() bool {
+		testkit.WaitFor(t, "the forged result to be a dead letter: "+tc.dead, func() bool {
 			ds, err := s.js.Stream(context.Background(), events.StreamDead)
 			if err != nil {
 				return false

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -132,7 +132,7 @@ func (c *roleConn) pushTo(t *testing.T, prefix, stream, filter, target string) {
 // appended.
 func TestReflectedRepliesAreContained(t *testing.T) {
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	admin := dialRole(t, root, srv.ClientURL(), "admin")
 	ajs, err := jetstream.New(admin.nc)
 	if err != nil {
@@ -200,7 +200,7 @@ func TestReflectedRepliesAreContained(t *testing.T) {
 // prefix, and neither hears the other's replies; each sees its own.
 func TestWorkerDeploymentsApart(t *testing.T) {
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	admin := dialRole(t, root, srv.ClientURL(), "admin")
 	ajs, err := jetstream.New(admin.nc)
 	if err != nil {

@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -46,7 +45,7 @@ func serverRestart(t *testing.T, jobsStorage string) {
 	began := time.Now()
 	binaries(t)
 	dir := t.TempDir()
-	srv := natstest.StartIn(t, dir, -1)
+	srv := testkit.StartIn(t, dir, -1)
 	port := srv.Addr().(*net.TCPAddr).Port
 	url := srv.ClientURL()
 	d := newDeployment(t, url)
@@ -64,7 +63,7 @@ func serverRestart(t *testing.T, jobsStorage string) {
 	orch := d.orchestrator()
 	worker := d.worker("wa")
 	for _, tool := range workloadTools {
-		turntest.WaitTool(t, js, tool)
+		testkit.WaitTool(t, js, tool)
 	}
 	const n = 100
 	w := newWorkload(t, nc, js, "rs", d.dir, n)
@@ -74,9 +73,9 @@ func serverRestart(t *testing.T, jobsStorage string) {
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	t.Logf("server stopped at %s after %d turns finished", time.Now().Format("15:04:05.000"), w.done())
-	natstest.StartIn(t, dir, port)
+	testkit.StartIn(t, dir, port)
 	// Registered after the restart, so it runs before that server stops.
-	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	t.Cleanup(func() { testkit.CheckLogs(t, js) })
 	t.Logf("server restarted at %s after %d turns finished", time.Now().Format("15:04:05.000"), w.done())
 	w.waitDone(n)
 	t.Logf("%d turns in %s", n, time.Since(phase).Round(time.Millisecond))

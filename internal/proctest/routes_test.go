@@ -11,8 +11,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -25,8 +24,8 @@ func TestTenantsPoolRefusesShell(t *testing.T) {
 		t.Skip("builds and starts the binaries")
 	}
 	root := repoRoot(t)
-	path, config := natstest.CopyTenants(t, filepath.Join(root, "deploy"))
-	srv := natstest.StartConfigAsWritten(t, config)
+	path, config := testkit.CopyTenants(t, filepath.Join(root, "deploy"))
+	srv := testkit.StartConfigAsWritten(t, config)
 	t.Setenv("JETLOOP_TENANTS", path)
 	for _, args := range [][]string{
 		{"--tenants", path},
@@ -60,7 +59,7 @@ func TestWorkerDeadLettersCannotAct(t *testing.T) {
 		t.Skip("builds and starts the binaries")
 	}
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	url := srv.ClientURL()
 	as := func(role string) []string {
 		return []string{"--nats", url, "--user", role, "--password-file", filepath.Join(root, "deploy", "dev", role+".password")}
@@ -70,9 +69,9 @@ func TestWorkerDeadLettersCannotAct(t *testing.T) {
 		t.Fatalf("streams apply: %d\n%s", code, out)
 	}
 	orch := start(t, root, "orchestrator", append(as("orchestrator"), "--agents", "data/AGENTS.md", "--allow-scripts")...)
-	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	testkit.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	_, ajs := s.connect("admin")
-	t.Cleanup(func() { natstest.CheckLogs(t, ajs) })
+	t.Cleanup(func() { testkit.CheckLogs(t, ajs) })
 
 	script := filepath.Join(t.TempDir(), "ask.yaml")
 	if err := os.WriteFile(script, []byte(`responses:
@@ -85,11 +84,11 @@ func TestWorkerDeadLettersCannotAct(t *testing.T) {
 		t.Fatalf("submit: %d\n%s", code, out)
 	}
 	var log []events.Envelope
-	natstest.WaitFor(t, "the turn to pause", func() bool {
-		last, ok := turntest.Last(t, ajs, "held")
+	testkit.WaitFor(t, "the turn to pause", func() bool {
+		last, ok := testkit.Last(t, ajs, "held")
 		return ok && last.Type == events.TurnPaused
 	})
-	log = turntest.Log(t, ajs, "held")
+	log = testkit.Log(t, ajs, "held")
 	var paused events.TurnPausedData
 	if err := json.Unmarshal(log[len(log)-1].Data, &paused); err != nil {
 		t.Fatal(err)
@@ -125,7 +124,7 @@ func TestWorkerDeadLettersCannotAct(t *testing.T) {
 	if out, code := s.cliAs("client", []string{"reply", "held", paused.CallID, "blue"}); code != 0 {
 		t.Fatalf("reply: %d\n%s", code, out)
 	}
-	log, fin := turntest.Finished(t, ajs, "held")
+	log, fin := testkit.Finished(t, ajs, "held")
 	if fin.StopReason != events.StopCompleted || fin.Output != "blue it is" {
 		t.Fatalf("held finished %+v", fin)
 	}

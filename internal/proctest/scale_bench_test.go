@@ -16,7 +16,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -39,7 +39,7 @@ func BenchmarkToolScaling(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "github.com/jetloop/jetloop/cmd/toolworker").CombinedOutput(); err != nil {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
-	srv := natstest.Start(b)
+	srv := testkit.Start(b)
 	nc, js := srv.Connect(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -30,11 +29,11 @@ func TestOrchestratorOutlivesASilentServer(t *testing.T) {
 		t.Skip("a server process paused for half a minute")
 	}
 	dir := t.TempDir()
-	port := natstest.FreePort(t)
+	port := testkit.FreePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	srv := startPath(t, dir, filepath.Join(plainBinaries(t), "nats-server"),
 		"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "store"))
-	natstest.WaitFor(t, "the server to be ready", func() bool { return strings.Contains(srv.out.String(), "Server is ready") })
+	testkit.WaitFor(t, "the server to be ready", func() bool { return strings.Contains(srv.out.String(), "Server is ready") })
 	d := newDeployment(t, url)
 	d.streams()
 	orch := d.orchestrator()
@@ -44,7 +43,7 @@ func TestOrchestratorOutlivesASilentServer(t *testing.T) {
 	}
 	// The pulls notice the silence after two missed heartbeats, and stop
 	// serving or pull again.
-	natstest.WaitFor(t, "the orchestrator to notice the silence", func() bool {
+	testkit.WaitFor(t, "the orchestrator to notice the silence", func() bool {
 		out := orch.out.String()
 		return strings.Contains(out, "heartbeats stopped") || strings.Contains(out, "orchestrator stopped")
 	})
@@ -74,7 +73,7 @@ func TestOrchestratorOutlivesASilentServer(t *testing.T) {
 	if _, err := js.Publish(ctx, events.SubjectSubmit, data, jetstream.WithMsgID("after-silence")); err != nil {
 		t.Fatal(err)
 	}
-	if _, fin := turntest.Finished(t, js, "after-silence"); fin.StopReason != events.StopCompleted || fin.Output != "still here" {
+	if _, fin := testkit.Finished(t, js, "after-silence"); fin.StopReason != events.StopCompleted || fin.Output != "still here" {
 		t.Fatalf("the turn after the silence finished %s with %q", fin.StopReason, fin.Output)
 	}
 	if code := orch.stop(t); code != 0 {

@@ -11,9 +11,8 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/tenants"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // TestSubagentsAsTheirUsers runs examples/subagents (a Lead that hands
@@ -29,7 +28,7 @@ func TestSubagentsAsTheirUsers(t *testing.T) {
 	}
 	root := repoRoot(t)
 	t.Run("nats.conf", func(t *testing.T) {
-		srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+		srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 		url := srv.ClientURL()
 		password := func(role string) string { return filepath.Join(root, "deploy", "dev", role+".password") }
 		as := func(role string) []string {
@@ -49,7 +48,7 @@ func TestSubagentsAsTheirUsers(t *testing.T) {
 	})
 	t.Run("tenants", func(t *testing.T) {
 		path := filepath.Join(root, "deploy", "tenants", "tenants.yaml")
-		srv := natstest.StartConfig(t, filepath.Join(filepath.Dir(path), "nats.conf"))
+		srv := testkit.StartConfig(t, filepath.Join(filepath.Dir(path), "nats.conf"))
 		url := srv.ClientURL()
 		as := func(role string) []string {
 			return []string{"--nats", url, "--creds", tenants.SeedPath(path, "a", role)}
@@ -73,7 +72,7 @@ func runSubagents(t *testing.T, root string, as func(role string) []string, hook
 	}
 	stack := &roleStack{t: t, root: root, as: as}
 	_, ajs := stack.connect("admin")
-	t.Cleanup(func() { natstest.CheckLogs(t, ajs) })
+	t.Cleanup(func() { testkit.CheckLogs(t, ajs) })
 	worker := start(t, root, "toolworker", append(as("toolworker"), "--root", root)...)
 	orch := start(t, root, "orchestrator", append(as("orchestrator"), "--agents", "examples/subagents/AGENTS.md", "--allow-scripts")...)
 	procs := []*process{worker, orch}
@@ -90,13 +89,13 @@ func runSubagents(t *testing.T, root string, as func(role string) []string, hook
 			_ = cmd.Wait()
 		})
 		procs = append(procs, &process{cmd: cmd, out: out})
-		turntest.WaitTool(t, ajs, events.HookKey("audit"))
+		testkit.WaitTool(t, ajs, events.HookKey("audit"))
 		policy = "policy: {hooks: [audit]}\n"
 	}
 	for _, tool := range []string{"grep", "read_file", "echo"} {
-		turntest.WaitTool(t, ajs, tool)
+		testkit.WaitTool(t, ajs, tool)
 	}
-	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	testkit.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, p := range procs {
@@ -124,7 +123,7 @@ func runSubagents(t *testing.T, root string, as func(role string) []string, hook
 	if err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, "the index of unfinished turns to empty", func() bool {
+	testkit.WaitFor(t, "the index of unfinished turns to empty", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		keys, err := live.ListKeys(ctx)

@@ -15,8 +15,8 @@ import (
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/tenants"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -49,16 +49,16 @@ func newTenantStackWith(t *testing.T, shared string) *tenantStack {
 	for name := range admins {
 		if shared == "" {
 			w := start(t, root, "toolworker", "--nats", s.url, "--creds", tenants.SeedPath(path, name, tenants.Toolworker), "--root", t.TempDir())
-			natstest.WaitFor(t, "tenant "+name+"'s tool worker to serve", func() bool { return strings.Contains(w.out.String(), "serving") })
+			testkit.WaitFor(t, "tenant "+name+"'s tool worker to serve", func() bool { return strings.Contains(w.out.String(), "serving") })
 		}
 	}
 	if shared != "" {
 		w := start(t, root, "toolworker", "--nats", s.url, "--tenants", path, "--root", shared)
-		natstest.WaitFor(t, "the shared tool worker to serve every tenant", func() bool { return strings.Count(w.out.String(), `"msg":"serving"`) == len(admins) })
+		testkit.WaitFor(t, "the shared tool worker to serve every tenant", func() bool { return strings.Count(w.out.String(), `"msg":"serving"`) == len(admins) })
 	}
 	s.orch = start(t, root, "orchestrator", "--nats", s.url, "--tenants", path, "--agents", "data/AGENTS.md", "--allow-scripts")
 	for name := range admins {
-		natstest.WaitFor(t, "the orchestrator to serve tenant "+name, func() bool {
+		testkit.WaitFor(t, "the orchestrator to serve tenant "+name, func() bool {
 			for line := range strings.Lines(s.orch.out.String()) {
 				if strings.Contains(line, `"msg":"serving"`) && strings.Contains(line, `"tenant":"`+name+`"`) {
 					return true
@@ -285,8 +285,8 @@ func TestTenantAddedIsServed(t *testing.T) {
 		t.Skip("builds and starts the binaries")
 	}
 	root := repoRoot(t)
-	path, config := natstest.CopyTenants(t, filepath.Join(root, "deploy"))
-	srv := natstest.StartConfigAsWritten(t, config)
+	path, config := testkit.CopyTenants(t, filepath.Join(root, "deploy"))
+	srv := testkit.StartConfigAsWritten(t, config)
 	url := srv.ClientURL()
 	shared := t.TempDir()
 	orch := start(t, root, "orchestrator", "--nats", url, "--tenants", path, "--agents", "data/AGENTS.md", "--allow-scripts")
@@ -310,7 +310,7 @@ func TestTenantAddedIsServed(t *testing.T) {
 		return out
 	}
 	jl("tenants", "add", "c")
-	natstest.WaitFor(t, "the pool to serve tenant c", logged(pool, "serving", "c"))
+	testkit.WaitFor(t, "the pool to serve tenant c", logged(pool, "serving", "c"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	nc := dialTenant(t, path, url, "c", tenants.Client).nc
@@ -329,6 +329,6 @@ func TestTenantAddedIsServed(t *testing.T) {
 		t.Errorf("c's file under the pool's root: %q %v", data, err)
 	}
 	jl("tenants", "remove", "c")
-	natstest.WaitFor(t, "the orchestrator to stop serving c", logged(orch, "no longer serving a tenant as it was", "c"))
-	natstest.WaitFor(t, "the pool to stop serving c", logged(pool, "no longer serving a tenant as it was", "c"))
+	testkit.WaitFor(t, "the orchestrator to stop serving c", logged(orch, "no longer serving a tenant as it was", "c"))
+	testkit.WaitFor(t, "the pool to stop serving c", logged(pool, "no longer serving a tenant as it was", "c"))
 }

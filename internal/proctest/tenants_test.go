@@ -13,8 +13,8 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/tenants"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -48,14 +48,14 @@ func dialTenant(t *testing.T, path, url, tenant, role string) *roleConn {
 
 // startTenants starts a server from the shipped multi-tenant config and
 // provisions every tenant's streams as its admin.
-func startTenants(t *testing.T) (path string, srv *natstest.Server, admins map[string]jetstream.JetStream) {
+func startTenants(t *testing.T) (path string, srv *testkit.Server, admins map[string]jetstream.JetStream) {
 	t.Helper()
 	path = filepath.Join(repoRoot(t), "deploy", "tenants", "tenants.yaml")
 	f, err := tenants.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv = natstest.StartConfig(t, filepath.Join(filepath.Dir(path), "nats.conf"))
+	srv = testkit.StartConfig(t, filepath.Join(filepath.Dir(path), "nats.conf"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	admins = map[string]jetstream.JetStream{}
@@ -342,7 +342,7 @@ func TestTenantRunsATurn(t *testing.T) {
 	}
 	root := repoRoot(t)
 	path := filepath.Join(root, "deploy", "tenants", "tenants.yaml")
-	srv := natstest.StartConfig(t, filepath.Join(filepath.Dir(path), "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(filepath.Dir(path), "nats.conf"))
 	url := srv.ClientURL()
 	as := func(role string) []string {
 		return []string{"--nats", url, "--creds", tenants.SeedPath(path, "a", role)}
@@ -377,12 +377,12 @@ func TestTenantsServedOnceProvisioned(t *testing.T) {
 	}
 	root := repoRoot(t)
 	path := filepath.Join(root, "deploy", "tenants", "tenants.yaml")
-	srv := natstest.StartConfig(t, filepath.Join(filepath.Dir(path), "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(filepath.Dir(path), "nats.conf"))
 	url := srv.ClientURL()
 	orch := start(t, root, "orchestrator", "--tenants", path, "--nats", url, "--agents", "data/AGENTS.md", "--allow-scripts")
 	worker := start(t, root, "toolworker", "--tenants", path, "--nats", url, "--root", filepath.Join(t.TempDir(), "work"))
 	for _, p := range []*process{orch, worker} {
-		natstest.WaitFor(t, "both tenants reported unprovisioned", func() bool {
+		testkit.WaitFor(t, "both tenants reported unprovisioned", func() bool {
 			out := p.out.String()
 			return strings.Contains(out, "tenant a is not provisioned yet: run `jetloop streams apply --tenant a") &&
 				strings.Contains(out, "tenant b is not provisioned yet")

@@ -17,8 +17,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -89,19 +88,19 @@ func startTS(t *testing.T, url, name string, args ...string) *process {
 // worker made its streams and buckets exactly as the Go processes do.
 func TestTSWorkerServesATurn(t *testing.T) {
 	tsWorkerDir(t)
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	url := srv.ClientURL()
 	root := repoRoot(t)
 	_, js := srv.Connect(t)
-	t.Cleanup(func() { natstest.CheckLogs(t, js) })
+	t.Cleanup(func() { testkit.CheckLogs(t, js) })
 
 	// The worker starts first, on an empty server: it creates what it uses.
 	worker := startTS(t, url, "ts-1")
-	turntest.WaitTool(t, js, tsTool)
+	testkit.WaitTool(t, js, tsTool)
 	sameStreams(t, js)
 
 	orch := start(t, root, "orchestrator", "--nats", url, "--agents", "data/AGENTS.md", "--allow-scripts")
-	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	testkit.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	script := filepath.Join(t.TempDir(), "script.yaml")
 	if err := os.WriteFile(script, []byte(`responses:
   - text: "Counting."
@@ -166,10 +165,10 @@ func TestTSWorkerServesATurn(t *testing.T) {
 // own: whichever process starts first, the configuration is the same.
 func sameStreams(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	ref := natstest.Start(t)
+	ref := testkit.Start(t)
 	_, refJS := ref.Connect(t)
 	goWorker := start(t, t.TempDir(), "toolworker", "--nats", ref.ClientURL(), "--root", ".", "--tools", "echo")
-	turntest.WaitTool(t, refJS, "echo")
+	testkit.WaitTool(t, refJS, "echo")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, name := range []string{events.StreamInbox, events.StreamJobs, events.StreamDead, "KV_" + events.BucketTools, "KV_JETLOOP_WORKERS"} {
@@ -219,7 +218,7 @@ func mustJSON(t *testing.T, v any) string {
 // acknowledgement, which a core subscription to the ack subjects sees.
 func TestTSWorkerJobs(t *testing.T) {
 	tsWorkerDir(t)
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	url := srv.ClientURL()
 	nc, js := srv.Connect(t)
 	wire := record(t, nc, events.ToolResultSubject("word_count", "*"), "$JS.ACK."+events.StreamJobs+".>", "jetloop.dead.>")
@@ -228,7 +227,7 @@ func TestTSWorkerJobs(t *testing.T) {
 	// come every third of the ack wait, which leaves a loaded machine 2 s
 	// of stall.)
 	worker := startTS(t, url, "ts-jobs", "--ack-wait", "3s", "--delay", "4s", "--concurrency", "4")
-	turntest.WaitTool(t, js, tsTool)
+	testkit.WaitTool(t, js, tsTool)
 
 	soon := time.Now().Add(time.Minute)
 	ok := publishJob(t, js, "t-ok", "c-ok", map[string]any{"text": "one two three"}, soon)
@@ -287,7 +286,7 @@ func TestTSWorkerJobs(t *testing.T) {
 
 	// A cancelled turn's call stops and is acknowledged without a result.
 	cancelled := publishJob(t, js, "t-cancel", "c-cancel", map[string]any{"text": "x"}, soon)
-	natstest.WaitFor(t, "c-cancel to start", func() bool { return strings.Contains(worker.out.String(), "call=c-cancel") })
+	testkit.WaitFor(t, "c-cancel to start", func() bool { return strings.Contains(worker.out.String(), "call=c-cancel") })
 	if err := nc.Publish(events.CancelSubject("t-cancel"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +298,7 @@ func TestTSWorkerJobs(t *testing.T) {
 	// SIGTERM while a call runs: the call finishes and is answered and
 	// acknowledged, then the worker withdraws and exits 0.
 	drained := publishJob(t, js, "t-drain", "c-drain", map[string]any{"text": "last words"}, soon)
-	natstest.WaitFor(t, "c-drain to start", func() bool { return strings.Contains(worker.out.String(), "call=c-drain") })
+	testkit.WaitFor(t, "c-drain to start", func() bool { return strings.Contains(worker.out.String(), "call=c-drain") })
 	if code := worker.stop(t); code != 0 {
 		t.Fatalf("worker-ts exited %d after SIGTERM", code)
 	}
@@ -317,7 +316,7 @@ func TestTSWorkerJobs(t *testing.T) {
 // error result from JetStream's max-deliveries advisory and deletes the job.
 func TestTSWorkerFailover(t *testing.T) {
 	tsWorkerDir(t)
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	url := srv.ClientURL()
 	nc, js := srv.Connect(t)
 	wire := record(t, nc, events.ToolResultSubject("word_count", "*"))
@@ -332,7 +331,7 @@ func TestTSWorkerFailover(t *testing.T) {
 	}
 	flags := []string{"--max-deliver", "1", "--ack-wait", "2s", "--delay", "10m", "--concurrency", "1"}
 	workers := map[string]*process{"ts-a": startTS(t, url, "ts-a", flags...), "ts-b": startTS(t, url, "ts-b", flags...)}
-	natstest.WaitFor(t, "both workers to be counted", func() bool {
+	testkit.WaitFor(t, "both workers to be counted", func() bool {
 		e, err := kvGet(t, js, events.BucketTools, tsTool)
 		var info events.ToolInfo
 		return err == nil && json.Unmarshal(e, &info) == nil && info.Workers == 2
@@ -340,7 +339,7 @@ func TestTSWorkerFailover(t *testing.T) {
 
 	publishJob(t, js, "t-lost", "c-lost", map[string]any{"text": "x"}, time.Now().Add(10*time.Minute))
 	var runner, survivor string
-	natstest.WaitFor(t, "a worker to start c-lost", func() bool {
+	testkit.WaitFor(t, "a worker to start c-lost", func() bool {
 		for name, p := range workers {
 			if strings.Contains(p.out.String(), "call=c-lost") {
 				runner = name
@@ -363,7 +362,7 @@ func TestTSWorkerFailover(t *testing.T) {
 		!strings.Contains(r.res.Output, "no worker finished the call in 1 attempts") {
 		t.Errorf("result of the lost call: %+v", r.res)
 	}
-	natstest.WaitFor(t, "the exhausted job to leave the queue", func() bool {
+	testkit.WaitFor(t, "the exhausted job to leave the queue", func() bool {
 		s, err := js.Stream(context.Background(), events.StreamJobs)
 		if err != nil {
 			return false
@@ -495,7 +494,7 @@ func (w *wire) count(match func(observed) bool) int {
 // wait returns the first message that matches, waiting for it.
 func (w *wire) wait(t *testing.T, what string, match func(observed) bool) observed {
 	t.Helper()
-	natstest.WaitFor(t, what, func() bool { return w.first(match) >= 0 })
+	testkit.WaitFor(t, what, func() bool { return w.first(match) >= 0 })
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.msgs[slices.IndexFunc(w.msgs, match)]
@@ -574,7 +573,7 @@ func TestTSWorkerAsItsDeployment(t *testing.T) {
 	}
 	tsWorkerDir(t)
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	url := srv.ClientURL()
 	as := func(role string) []string {
 		return []string{"--nats", url, "--user", role, "--password-file", filepath.Join(root, "deploy", "dev", role+".password")}
@@ -592,9 +591,9 @@ func TestTSWorkerAsItsDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	turntest.WaitTool(t, ajs, tsTool)
+	testkit.WaitTool(t, ajs, tsTool)
 	orch := start(t, root, "orchestrator", append(as("orchestrator"), "--agents", "data/AGENTS.md", "--allow-scripts")...)
-	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	testkit.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	script := filepath.Join(t.TempDir(), "script.yaml")
 	if err := os.WriteFile(script, []byte(`responses:
   - tool_calls:
@@ -632,7 +631,7 @@ func TestTSWorkerAsItsDeployment(t *testing.T) {
 func TestTSWorkerServesAHook(t *testing.T) {
 	tsWorkerDir(t)
 	root := repoRoot(t)
-	srv := natstest.StartConfig(t, filepath.Join(root, "nats.conf"))
+	srv := testkit.StartConfig(t, filepath.Join(root, "nats.conf"))
 	url := srv.ClientURL()
 	as := func(role string) []string {
 		return []string{"--nats", url, "--user", role, "--password-file", filepath.Join(root, "deploy", "dev", role+".password")}
@@ -651,9 +650,9 @@ func TestTSWorkerServesAHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { natstest.CheckLogs(t, ajs) })
+	t.Cleanup(func() { testkit.CheckLogs(t, ajs) })
 	key := events.HookKey("audit")
-	turntest.WaitTool(t, ajs, key)
+	testkit.WaitTool(t, ajs, key)
 	v, err := kvGet(t, ajs, events.BucketTools, key)
 	if err != nil {
 		t.Fatal(err)
@@ -663,7 +662,7 @@ func TestTSWorkerServesAHook(t *testing.T) {
 		t.Fatalf("%s advertised as %s (%v), want the hook audit with 1 worker", key, v, err)
 	}
 	orch := start(t, root, "orchestrator", append(as("orchestrator"), "--agents", "data/AGENTS.md", "--allow-scripts")...)
-	natstest.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
+	testkit.WaitFor(t, "the orchestrator to serve", func() bool { return strings.Contains(orch.out.String(), "serving") })
 	wf := filepath.Join(t.TempDir(), "wf.yaml")
 	if err := os.WriteFile(wf, []byte(`workflow_id: ts-hooks
 agent: General
@@ -732,7 +731,7 @@ policy: {hooks: [audit]}
 	// A hook that fails (its file is a directory) ends the workflow error
 	// with its message, not denied.
 	bad := startTS(t, url, "ts-hook-bad", "--user", "exampleworker", "--password", strings.TrimSpace(string(secret)), "--audit", t.TempDir())
-	turntest.WaitTool(t, ajs, key)
+	testkit.WaitTool(t, ajs, key)
 	if err := os.WriteFile(wf, []byte(`workflow_id: ts-hooks-bad
 agent: General
 tasks:

@@ -18,7 +18,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -209,7 +209,7 @@ func (w *workload) submit(from, to int) {
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		natstest.WaitFor(w.t, "turn "+turn+" submitted", func() bool {
+		testkit.WaitFor(w.t, "turn "+turn+" submitted", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			_, err := w.js.Publish(ctx, events.SubjectSubmit, data, jetstream.WithMsgID(turn))
@@ -234,7 +234,7 @@ func (w *workload) done() int {
 // a failure of a run this long needs to be understood.
 func (w *workload) waitDone(k int) {
 	w.t.Helper()
-	natstest.WaitForOr(w.t, fmt.Sprintf("%d turns to finish", k), func() bool { return w.done() >= k }, w.unfinished)
+	testkit.WaitForOr(w.t, fmt.Sprintf("%d turns to finish", k), func() bool { return w.done() >= k }, w.unfinished)
 }
 
 // unfinished logs each submitted turn that has not finished, with its
@@ -416,7 +416,7 @@ var metricsLine = regexp.MustCompile(`http://[0-9.]+:[0-9]+/metrics`)
 func metricsURL(t *testing.T, p *process) string {
 	t.Helper()
 	var url string
-	natstest.WaitFor(t, "the metrics endpoint", func() bool {
+	testkit.WaitFor(t, "the metrics endpoint", func() bool {
 		url = metricsLine.FindString(p.out.String())
 		return url != ""
 	})

@@ -1,10 +1,10 @@
 // Package stack runs jetloop's two processes inside one: an orchestrator and
 // a tool worker, each on a NATS connection it is given. It is the one place
 // that starts them in-process — jetloop demo and dev, the in-process
-// benchmark, the public test kit jetlooptest and the test harnesses (through
-// internal/turntest) build on it and add only what is theirs: a server, test
-// tools, names, crashes. Servers are started elsewhere: internal/embedded at
-// run time, internal/natstest in tests.
+// benchmark, the public test kit jetlooptest and the tests (through
+// internal/testkit/inproc) build on it and add only what is theirs: a
+// server, test tools, names, crashes. Servers are started elsewhere:
+// internal/embedded at run time, internal/testkit in tests.
 package stack
 
 import (

@@ -4,19 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/agents"
-	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/internal/stack"
+	"github.com/jetloop/jetloop/internal/testkit"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/jetloop/jetloop/internal/tools"
-	"github.com/jetloop/jetloop/internal/turntest"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -28,23 +25,12 @@ model: script
 You can use every tool.
 `
 
-func setup(t *testing.T) (*natstest.Server, *agents.Set, []tools.Tool) {
+func setup(t *testing.T) (*testkit.Server, *agents.Set, []tools.Tool) {
 	t.Helper()
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := bus.EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "AGENTS.md")
-	if err := os.WriteFile(path, []byte(agentsMD), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	set, _, err := agents.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.EnsureStreams(t, js)
+	set := testkit.Agents(t, agentsMD, nil)
 	ts, err := tools.Builtins(t.TempDir(), false)
 	if err != nil {
 		t.Fatal(err)
@@ -59,12 +45,12 @@ func TestStartRunsATurn(t *testing.T) {
 	nc, js := srv.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s, err := stack.Start(ctx, nc, turntest.Logger(t), set, ts, stack.Observers{}, orchestrator.WithAllowScripts(true))
+	s, err := stack.Start(ctx, nc, testkit.Logger(t), set, ts, stack.Observers{}, orchestrator.WithAllowScripts(true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Start returned: the worker serves, so the turn is offered echo.
-	if info := turntest.ToolInfo(t, js, "echo"); info == nil || info.Workers != 1 {
+	if info := testkit.ToolInfo(t, js, "echo"); info == nil || info.Workers != 1 {
 		t.Fatalf("echo in the registry once Start returned: %+v", info)
 	}
 	sub := events.Submit{TurnID: "t1", Agent: "General", Model: "script",
@@ -77,9 +63,9 @@ func TestStartRunsATurn(t *testing.T) {
 	if _, err := js.Publish(ctx, events.SubjectSubmit, data, jetstream.WithMsgID(sub.TurnID)); err != nil {
 		t.Fatal(err)
 	}
-	log, fin := turntest.Finished(t, js, "t1")
-	if results := turntest.Of[events.ToolCompletedData](t, log, events.ToolCompleted); len(results) != 1 || results[0].IsError || results[0].Output != "hi" {
-		t.Fatalf("echo's results: %+v\n%s", results, turntest.Dump(log))
+	log, fin := testkit.Finished(t, js, "t1")
+	if results := testkit.Of[events.ToolCompletedData](t, log, events.ToolCompleted); len(results) != 1 || results[0].IsError || results[0].Output != "hi" {
+		t.Fatalf("echo's results: %+v\n%s", results, testkit.Dump(log))
 	}
 	if fin.Output != "done" {
 		t.Errorf("turn finished with %+v", fin)
@@ -95,13 +81,13 @@ func TestWorkerThatCannotServe(t *testing.T) {
 	srv, _, _ := setup(t)
 	nc, _ := srv.Connect(t)
 	refused := errors.New("refused")
-	_, _, err := stack.Worker(context.Background(), nc, turntest.Logger(t), stack.Observers{}, func(*worker.Worker) error { return refused })
+	_, _, err := stack.Worker(context.Background(), nc, testkit.Logger(t), stack.Observers{}, func(*worker.Worker) error { return refused })
 	if !errors.Is(err, refused) {
 		t.Errorf("a register that fails: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, _, err = stack.Worker(ctx, nc, turntest.Logger(t), stack.Observers{}, stack.Tools())
+	_, _, err = stack.Worker(ctx, nc, testkit.Logger(t), stack.Observers{}, stack.Tools())
 	if err == nil {
 		t.Error("a worker whose context ended before it served started")
 	}
@@ -111,7 +97,7 @@ func TestWorkerThatCannotServe(t *testing.T) {
 func TestStartFailsWithTheOrchestrator(t *testing.T) {
 	srv, set, ts := setup(t)
 	nc, _ := srv.Connect(t)
-	if _, err := stack.Start(context.Background(), nc, turntest.Logger(t), set, ts, stack.Observers{}, orchestrator.WithAckWait(time.Millisecond)); err == nil {
+	if _, err := stack.Start(context.Background(), nc, testkit.Logger(t), set, ts, stack.Observers{}, orchestrator.WithAckWait(time.Millisecond)); err == nil {
 		t.Error("an orchestrator with a bad option started")
 	}
 }
@@ -125,7 +111,7 @@ func TestWaitTool(t *testing.T) {
 	if err := stack.WaitTool(ctx, js, "echo"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("no worker: %v", err)
 	}
-	turntest.Worker(t, nc, turntest.Logger(t), stack.Tools(ts...))
+	inproc.Worker(t, nc, testkit.Logger(t), stack.Tools(ts...))
 	if err := stack.WaitTool(context.Background(), js, "echo"); err != nil {
 		t.Fatal(err)
 	}

@@ -16,14 +16,14 @@ func (t *Tenant) Provision(p bus.Provision) bus.Provision {
 	return Fit(p, int64(t.Storage), int64(t.Memory))
 }
 
-// Fit is p sized to fit an account whose file storage is limited to
-// maxStore bytes (its max_file; 0 or less: unlimited). The server reserves
-// each stream's max_bytes against that limit when the stream is made, so
-// the inbox, the jobs and the dead letters are given an eighth of it each
-// at most, the workers' bucket a sixteenth; the logs, the other buckets and
-// the blobs share the rest, up to the account's limit. With the jobs in memory storage, whose max_bytes the
-// server reserves against the account's max_mem (maxMem), the bounded
-// streams get at most half of that.
+// Fit is p sized to fit an account whose file storage is limited to maxStore
+// bytes (its max_file; 0 or less: unlimited). The server reserves each
+// stream's max_bytes against that limit when the stream is made, so the
+// inbox, the jobs and the dead letters are given an eighth of it each at
+// most, the workers' bucket a sixteenth; the logs, the other buckets and the
+// blobs share the rest, up to the account's limit. With the jobs in memory
+// storage, whose max_bytes the server reserves against the account's max_mem
+// (maxMem), the bounded streams get at most half of that.
 func Fit(p bus.Provision, maxStore, maxMem int64) bus.Provision {
 	if maxStore > 0 {
 		if share := maxStore / 8; p.MaxBytes <= 0 || p.MaxBytes > share {

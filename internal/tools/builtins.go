@@ -35,13 +35,13 @@ const (
 	binarySniff      = 8000    // bytes looked at for a NUL, as git does
 )
 
-// Builtins returns the contract's built-in tools, with every file tool
-// confined to root: an os.Root refuses "..", absolute paths and symlinks
-// that lead outside it. The file tools also refuse the protected
-// directories (DefaultProtect unless WithProtect says otherwise) and files
-// with more than one hard link. shell is included only when allowShell is
-// set; then the process is also made non-dumpable (see hideEnviron), for
-// good; a shell command is not bound by the protection.
+// Builtins returns the built-in tools (docs/operations.md, "The tool
+// worker"), with every file tool confined to root: an os.Root refuses "..",
+// absolute paths and symlinks that lead outside it. The file tools also
+// refuse the protected directories (DefaultProtect unless WithProtect says
+// otherwise) and files with more than one hard link. shell is included only
+// when allowShell is set; then the process is also made non-dumpable (see
+// hideEnviron), for good; a shell command is not bound by the protection.
 func Builtins(root string, allowShell bool, opts ...BuiltinOption) ([]Tool, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {

@@ -51,7 +51,7 @@ func call(t *testing.T, tool tools.Tool, args string) (tools.Result, error) {
 	return tool.Call(context.Background(), json.RawMessage(args))
 }
 
-func TestBuiltinsServeTheContractsTools(t *testing.T) {
+func TestBuiltinsServeTheDocumentedTools(t *testing.T) {
 	ts, _ := builtins(t, false)
 	for _, name := range []string{"read_file", "list_dir", "grep", "write_file", "echo", "sleep"} {
 		tool, ok := ts[name]

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -250,7 +250,7 @@ func TestMCPServerIsRestartedAfterItDies(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	natstest.WaitFor(t, "the server to be restarted", func() bool {
+	testkit.WaitFor(t, "the server to be restarted", func() bool {
 		next := tools.MCPPid(m, "everything")
 		return next != 0 && next != pid
 	})
@@ -359,7 +359,7 @@ func TestMCPToolRemovedByTheServer(t *testing.T) {
 	if r := callMCP(t, byName, "h__drop", `{}`); r.Output != "dropped" {
 		t.Fatalf("drop: %+v", r)
 	}
-	natstest.WaitFor(t, "echo to be gone", func() bool {
+	testkit.WaitFor(t, "echo to be gone", func() bool {
 		r := callMCP(t, byName, "h__echo", `{"text":"x"}`)
 		return r.IsError && strings.Contains(r.Output, `no longer has the tool "echo"`)
 	})

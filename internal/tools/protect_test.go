@@ -1,7 +1,6 @@
 package tools_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,13 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/embedded"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/jetloop/jetloop/internal/tools"
 )
 
@@ -232,19 +229,17 @@ func TestAFailedWriteLeavesNoTemporaryFile(t *testing.T) {
 // create jetloop's streams there.
 func storeIn(t *testing.T, dir string) {
 	t.Helper()
-	srv := natstest.StartIn(t, dir, -1)
+	srv := testkit.StartIn(t, dir, -1)
 	_, js := srv.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	must(t, bus.EnsureStreams(ctx, js))
+	testkit.EnsureStreams(t, js)
 	if _, err := os.Stat(filepath.Join(dir, "jetstream", "$G", "streams", events.StreamEvents)); err != nil {
 		t.Fatalf("the server's store is not laid out as CheckRoot expects: %v", err)
 	}
 }
 
-// The layout of docs/operations.md, an orchestrator's embedded server under ./.jetloop
-// and a worker on ., passes because .jetloop is protected; protect nothing
-// and the worker refuses it, naming the store and the fix.
+// The layout of docs/operations.md, an orchestrator's embedded server under
+// ./.jetloop and a worker on ., passes because .jetloop is protected; protect
+// nothing and the worker refuses it, naming the store and the fix.
 func TestCheckRootFindsTheServersStore(t *testing.T) {
 	root := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module x\n"), 0o644))

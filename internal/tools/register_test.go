@@ -1,16 +1,14 @@
 package tools_test
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
-	"github.com/jetloop/jetloop/internal/turntest"
+	"github.com/jetloop/jetloop/internal/testkit"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,16 +23,14 @@ func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return le
 
 type env struct {
 	t   *testing.T
-	srv *natstest.Server
+	srv *testkit.Server
 	js  jetstream.JetStream
 }
 
 func newEnv(t *testing.T) *env {
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	must(t, bus.EnsureStreams(ctx, js))
+	testkit.EnsureStreams(t, js)
 	return &env{t: t, srv: srv, js: js}
 }
 
@@ -43,21 +39,21 @@ func newEnv(t *testing.T) *env {
 func (e *env) worker(ts []tools.Tool, opts ...worker.Option) {
 	e.t.Helper()
 	// Appended: these tests' workers always log to the test and drain in 50 ms.
-	opts = append(opts, worker.WithLogger(turntest.Logger(e.t)), worker.WithDrainGrace(50*time.Millisecond))
-	turntest.Serve(e.t, e.srv, func(w *worker.Worker) error { return tools.Register(w, ts...) }, opts...)
+	opts = append(opts, worker.WithLogger(testkit.Logger(e.t)), worker.WithDrainGrace(50*time.Millisecond))
+	inproc.Serve(e.t, e.srv, func(w *worker.Worker) error { return tools.Register(w, ts...) }, opts...)
 }
 
-func (e *env) info(tool string) *events.ToolInfo { return turntest.ToolInfo(e.t, e.js, tool) }
+func (e *env) info(tool string) *events.ToolInfo { return testkit.ToolInfo(e.t, e.js, tool) }
 
 func (e *env) job(j events.ToolJob) {
 	e.t.Helper()
-	turntest.Job(e.t, e.js, j)
+	testkit.Job(e.t, e.js, j)
 }
 
 // result waits for the result of a turn's call in the inbox.
 func (e *env) result(turn string) events.ToolResult {
 	e.t.Helper()
-	r, _ := turntest.Result(e.t, e.js, turn)
+	r, _ := testkit.Result(e.t, e.js, turn)
 	return r
 }
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/jetloop/jetloop/internal/tools"
 )
 
@@ -33,7 +33,7 @@ func alive(pid int) bool {
 func pids(t *testing.T, root string, names ...string) []int {
 	t.Helper()
 	var out []int
-	natstest.WaitFor(t, "the command's children to start", func() bool {
+	testkit.WaitFor(t, "the command's children to start", func() bool {
 		out = out[:0]
 		for _, name := range names {
 			data, err := os.ReadFile(filepath.Join(root, name))
@@ -57,7 +57,7 @@ func waitGone(t *testing.T, list []int) {
 		if pid <= 1 {
 			t.Fatalf("bad pid %d", pid)
 		}
-		natstest.WaitFor(t, "process "+strconv.Itoa(pid)+" to be killed", func() bool { return !alive(pid) })
+		testkit.WaitFor(t, "process "+strconv.Itoa(pid)+" to be killed", func() bool { return !alive(pid) })
 	}
 }
 

@@ -54,8 +54,8 @@ func Follow(ctx context.Context, js jetstream.JetStream, turn string, from From)
 				fail(err)
 				return
 			}
-			// A message stores one event or a decision's events (contract,
-			// "Durability").
+			// A message stores one event or a decision's events
+			// (docs/protocol.md, "Reading a log").
 			parts, err := events.Split(m.Data)
 			if err != nil {
 				yield(events.Envelope{}, fmt.Errorf("watch %s: message on %s: %w", turn, m.Subject, err))

@@ -11,7 +11,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
-	"github.com/jetloop/jetloop/internal/natstest"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -27,7 +27,7 @@ type logs struct {
 }
 
 func newLogs(t *testing.T) *logs {
-	srv := natstest.Start(t)
+	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
 	ctx := t.Context()
 	if err := bus.EnsureStreams(ctx, js); err != nil {

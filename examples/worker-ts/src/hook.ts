@@ -51,7 +51,7 @@ export interface Hook {
   check(job: HookJob, signal: AbortSignal): Promise<Decision>;
 }
 
-/** hook subjects, consumer, registry key and message ids of the contract. */
+/** hook subjects, consumer, registry key and message ids (docs/protocol.md). */
 export const hookNames = {
   job: (hook: string) => `jetloop.jobs.hook.${hook}`,
   /** A hook's answers, bound to the hook as a tool's results are. */

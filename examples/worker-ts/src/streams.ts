@@ -51,7 +51,7 @@ export function streamConfigs(): StreamConfig[] {
       },
       retention: RetentionPolicy.Workqueue,
       duplicate_window: nanos(10 * 60_000),
-      // The contract's table (jetloop streams apply): bounded, discard new;
+      // jetloop's table (jetloop streams apply): bounded, discard new;
       // the inbox's largest message is the server's default max payload.
       max_bytes: 1 << 30,
       discard: DiscardPolicy.New,
@@ -119,8 +119,8 @@ const STREAM_NAME_IN_USE = 10058;
 
 /**
  * ensureStreams creates each stream and bucket the worker uses, or leaves
- * it as it is when it exists, whatever its configuration: the contract asks
- * every process to create what it uses, and no process to change it.
+ * it as it is when it exists, whatever its configuration (docs/protocol.md,
+ * "Streams and buckets": create only what is missing, change nothing).
  */
 export async function ensureStreams(jsm: JetStreamManager): Promise<void> {
   for (const cfg of [...streamConfigs(), ...bucketConfigs()]) {

@@ -43,7 +43,7 @@ export type ToolInfo = {
   workers: number;
 };
 
-/** Stream, bucket and header names of the contract. */
+/** Stream, bucket and header names (docs/protocol.md). */
 export const names = {
   inbox: "JETLOOP_INBOX",
   jobs: "JETLOOP_JOBS",
@@ -55,7 +55,7 @@ export const names = {
   headerSubject: "Jetloop-Subject",
 } as const;
 
-/** Subjects of the contract. */
+/** Subjects (docs/protocol.md, "Subjects"). */
 export const subjects = {
   job: (tool: string) => `jetloop.jobs.tool.${tool}`,
   /** A tool's answers: the tool is in the subject, so a deployment's account is granted its own tools' only. */

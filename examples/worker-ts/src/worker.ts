@@ -1,5 +1,5 @@
-// The worker runtime: everything the jetloop contract asks of a tool worker,
-// for any set of tools. See README.md for the checklist this follows.
+// The worker runtime: everything docs/protocol.md asks of a tool worker, for
+// any set of tools. See README.md for the checklist this follows.
 
 import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -54,7 +54,7 @@ export type Options = {
   apiPrefix?: string;
 };
 
-/** defaults are the contract's values. */
+/** defaults are docs/protocol.md's values. */
 export const defaults: Options = {
   name: defaultName(),
   concurrency: 4,

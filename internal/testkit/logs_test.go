@@ -1,4 +1,4 @@
-package natstest
+package testkit
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func (r *recorder) Errorf(format string, args ...any) {
 	r.errs = append(r.errs, fmt.Sprintf(format, args...))
 }
 
-// TestCheckLogsReadsEveryEvent stores events that break the contract, more
+// TestCheckLogsReadsEveryEvent stores events that fail their schemas, more
 // than one read of the stream returns, and checks that CheckLogs reports
 // each one.
 func TestCheckLogsReadsEveryEvent(t *testing.T) {

@@ -1,31 +1,26 @@
-package turntest
+// Package inproc runs jetloop's processes inside a test: an orchestrator
+// and a tool worker (started by internal/stack, with the test's stop, kill
+// and failure added), and the public test kit jetlooptest started with an
+// agents file and its scripts. It is apart from internal/testkit because it
+// links the orchestrator, whose own tests use testkit.
+package inproc
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/agents"
-	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/internal/stack"
+	"github.com/jetloop/jetloop/internal/testkit"
+	"github.com/jetloop/jetloop/jetlooptest"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
-
-// Logger logs warnings and errors to the test's log.
-func Logger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
 // Orchestrator runs an orchestrator of set with opts (internal/stack) on nc,
 // a connection of its own, until the test ends. stop stops it gracefully
@@ -81,49 +76,28 @@ func ends(t testing.TB, what string, nc *nats.Conn, p *stack.Proc) (stop, kill f
 // calls still running when it stops are cut short after 50 ms, unless opts
 // say otherwise. stop stops it gracefully; kill closes its connection under
 // it, like a crash. It stops when the test ends.
-func Serve(t testing.TB, srv *natstest.Server, register func(*worker.Worker) error, opts ...worker.Option) (stop, kill func()) {
+func Serve(t testing.TB, srv *testkit.Server, register func(*worker.Worker) error, opts ...worker.Option) (stop, kill func()) {
 	t.Helper()
 	nc, _ := srv.Connect(t)
-	return Worker(t, nc, Logger(t), register, append([]worker.Option{worker.WithDrainGrace(50 * time.Millisecond)}, opts...)...)
+	return Worker(t, nc, testkit.Logger(t), register, append([]worker.Option{worker.WithDrainGrace(50 * time.Millisecond)}, opts...)...)
 }
 
-// WaitTool waits until a worker advertises tool (or a hook, as
-// events.HookKey), so a turn started next is offered it.
-func WaitTool(t testing.TB, js jetstream.JetStream, tool string) {
-	t.Helper()
-	if err := stack.WaitTool(context.Background(), js, tool); err != nil {
-		t.Fatal(err)
+// PublicKit starts the public test kit's server with files (name →
+// content): the agents file AGENTS.md and the scripts it names, for
+// Orchestrate. The orchestrator logs to standard error when SDKTEST_LOG is
+// set. It needs no *testing.T, so a TestMain can start one for runnable
+// examples.
+func PublicKit(files map[string]string) (*jetlooptest.Server, error) {
+	var opts []jetlooptest.Option
+	for name, content := range files {
+		if name == "AGENTS.md" {
+			opts = append(opts, jetlooptest.WithAgents(content))
+		} else {
+			opts = append(opts, jetlooptest.WithFile(name, content))
+		}
 	}
-}
-
-// ToolInfo is what the registry says of a tool, nil while it has no entry.
-func ToolInfo(t testing.TB, js jetstream.JetStream, tool string) *events.ToolInfo {
-	t.Helper()
-	kv, err := js.KeyValue(context.Background(), events.BucketTools)
-	if err != nil {
-		return nil
+	if os.Getenv("SDKTEST_LOG") != "" {
+		opts = append(opts, jetlooptest.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	}
-	entry, err := kv.Get(context.Background(), tool)
-	if err != nil {
-		return nil
-	}
-	var info events.ToolInfo
-	if err := json.Unmarshal(entry.Value(), &info); err != nil {
-		t.Fatal(err)
-	}
-	return &info
-}
-
-// Job publishes a tool job, as an orchestrator does.
-func Job(t testing.TB, js jetstream.JetStream, j events.ToolJob) {
-	t.Helper()
-	data, err := json.Marshal(j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := js.Publish(ctx, events.ToolSubject(j.Tool), data); err != nil {
-		t.Fatal(err)
-	}
+	return jetlooptest.New(opts...)
 }

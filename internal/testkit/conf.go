@@ -1,10 +1,9 @@
-package natstest
+package testkit
 
 import (
 	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/jetloop/jetloop/internal/tenants"
 
@@ -40,22 +39,14 @@ func startConfig(t testing.TB, path string, edit func(*server.Options)) *Server 
 	t.Helper()
 	opts, err := server.ProcessConfigFile(path)
 	if err != nil {
-		t.Fatalf("natstest: %s: %v", path, err)
+		t.Fatalf("testkit: %s: %v", path, err)
 	}
 	edit(opts)
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
+	s, err := serve(opts)
 	if err != nil {
-		t.Fatalf("natstest: new server from %s: %v", path, err)
+		t.Fatalf("testkit: server from %s: %v", path, err)
 	}
-	s.Start()
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatalf("natstest: server from %s not ready", path)
-	}
+	t.Cleanup(func() { stop(s) })
 	return &Server{Server: s, Dir: opts.StoreDir}
 }
 

@@ -1,12 +1,4 @@
-// Package turntest is what tests that run turns ask of the logs and the
-// inbox, written once: read a turn's log, wait for an event or the turn's
-// end, decode the events of a type, wait for a tool result or a tool's
-// advertisement; and the test's side of running an orchestrator or a tool
-// worker in-process (internal/stack starts them; Orchestrator, Worker and
-// Serve add the test's stop, kill and failure). Every test harness
-// (orchestrator, cli, worker, tools, proctest) uses these instead of copies
-// of its own; internal/natstest starts the servers.
-package turntest
+package testkit
 
 import (
 	"context"
@@ -16,8 +8,6 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/natstest"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -55,8 +45,8 @@ func Last(t testing.TB, js jetstream.JetStream, turn string) (e events.Envelope,
 	return e, ok
 }
 
-// Finished waits for a turn to finish, checks its log against the
-// contract's invariants, and returns it with its turn.finished data.
+// Finished waits for a turn to finish, checks its log's invariants
+// (events.CheckLog), and returns it with its turn.finished data.
 func Finished(t testing.TB, js jetstream.JetStream, turn string) ([]events.Envelope, events.TurnFinishedData) {
 	t.Helper()
 	WaitLast(t, js, turn, events.TurnFinished)
@@ -75,7 +65,7 @@ func Finished(t testing.TB, js jetstream.JetStream, turn string) ([]events.Envel
 func WaitLast(t testing.TB, js jetstream.JetStream, turn string, typ events.Type) events.Envelope {
 	t.Helper()
 	var e events.Envelope
-	natstest.WaitFor(t, "turn "+turn+" at "+string(typ), func() bool {
+	WaitFor(t, "turn "+turn+" at "+string(typ), func() bool {
 		var ok bool
 		e, ok = Last(t, js, turn)
 		return ok && e.Type == typ
@@ -88,7 +78,7 @@ func WaitLast(t testing.TB, js jetstream.JetStream, turn string, typ events.Type
 func WaitType(t testing.TB, js jetstream.JetStream, turn string, typ events.Type) events.Envelope {
 	t.Helper()
 	var found events.Envelope
-	natstest.WaitFor(t, "a "+string(typ)+" in turn "+turn, func() bool {
+	WaitFor(t, "a "+string(typ)+" in turn "+turn, func() bool {
 		for _, e := range Log(t, js, turn) {
 			if e.Type == typ {
 				found = e
@@ -128,25 +118,4 @@ func Dump(log []events.Envelope) string {
 		out = append(append(out, b...), '\n')
 	}
 	return string(out)
-}
-
-// Result waits for the result of a turn's tool call in the inbox and
-// returns it with the headers it was published with.
-func Result(t testing.TB, js jetstream.JetStream, turn string) (events.ToolResult, nats.Header) {
-	t.Helper()
-	var msg *jetstream.RawStreamMsg
-	natstest.WaitFor(t, "a result of "+turn, func() bool {
-		s, err := js.Stream(context.Background(), events.StreamInbox)
-		if err != nil {
-			return false
-		}
-		// Whichever tool's subject it came on (events.ToolResultSubject).
-		msg, err = s.GetLastMsgForSubject(context.Background(), bus.Stored("jetloop.inbox.*."+turn))
-		return err == nil
-	})
-	var r events.ToolResult
-	if err := json.Unmarshal(msg.Data, &r); err != nil {
-		t.Fatal(err)
-	}
-	return r, msg.Header
 }

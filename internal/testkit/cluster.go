@@ -1,4 +1,4 @@
-package natstest
+package testkit
 
 import (
 	"fmt"
@@ -48,7 +48,7 @@ type Node struct {
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	if n < 1 {
-		t.Fatalf("natstest: a cluster of %d nodes", n)
+		t.Fatalf("testkit: a cluster of %d nodes", n)
 	}
 	ports := freePorts(t, 2*n)
 	c := &Cluster{t: t, name: "jetloop-test"}
@@ -93,7 +93,7 @@ func freePorts(t testing.TB, n int) []int {
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatalf("natstest: pick a port: %v", err)
+			t.Fatalf("testkit: pick a port: %v", err)
 		}
 		defer l.Close()
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
@@ -117,7 +117,7 @@ func (n *Node) start() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.s != nil {
-		return fmt.Errorf("natstest: node %s is running", n.Name)
+		return fmt.Errorf("testkit: node %s is running", n.Name)
 	}
 	var routes []string
 	for _, other := range n.c.Nodes {
@@ -125,7 +125,7 @@ func (n *Node) start() error {
 			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", other.ClusterPort))
 		}
 	}
-	s, err := server.NewServer(&server.Options{
+	s, err := serve(&server.Options{
 		ServerName: n.Name,
 		Host:       "127.0.0.1",
 		Port:       n.Port,
@@ -141,16 +141,9 @@ func (n *Node) start() error {
 			Port: n.ClusterPort,
 		},
 		Routes: server.RoutesFromStr(strings.Join(routes, ",")),
-		NoLog:  true,
-		NoSigs: true,
 	})
 	if err != nil {
-		return fmt.Errorf("natstest: node %s: %w", n.Name, err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		return fmt.Errorf("natstest: node %s not ready", n.Name)
+		return err
 	}
 	n.s = s
 	return nil
@@ -166,8 +159,7 @@ func (n *Node) Kill() {
 	n.s = nil
 	n.mu.Unlock()
 	if s != nil {
-		s.Shutdown()
-		s.WaitForShutdown()
+		stop(s)
 	}
 }
 
@@ -222,17 +214,5 @@ func (c *Cluster) Leader() *Node {
 // when that one goes), closed when the test ends.
 func (c *Cluster) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(c.URLs, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			t.Logf("natstest: async error on %v: %v", subject(sub), err)
-		}))
-	if err != nil {
-		t.Fatalf("natstest: connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("natstest: jetstream: %v", err)
-	}
-	return nc, js
+	return connect(t, c.URLs, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 }

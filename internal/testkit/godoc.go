@@ -1,4 +1,4 @@
-package sdktest
+package testkit
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package natstest
+package testkit
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 )
 
 // CheckLogs reads every turn log on the server and fails the test for each
-// that breaks the contract's invariants (events.CheckLog), whose events fail
-// their schemas, or that today's machine would not have written (fsm.Verify). It is the one check every test that runs turns ends
-// with, whichever processes wrote the logs.
+// that breaks the log's invariants (events.CheckLog), whose events fail
+// their schemas, or that today's machine would not have written
+// (fsm.Verify, workflow.Verify). Every test that runs turns ends with it.
 func CheckLogs(t testing.TB, js jetstream.JetStream) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -120,8 +120,8 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 	}
 }
 
-// checkEvent checks one stored message — one event, or a decision's
-// events (contract, "Durability") — and adds its events to their log.
+// checkEvent checks one stored message — one event, or a decision's events
+// (docs/protocol.md, "Reading a log") — and adds its events to their log.
 func checkEvent(t testing.TB, seq uint64, subject string, hdr nats.Header, data []byte, logs map[string][]events.Envelope) {
 	t.Helper()
 	parts, err := events.Split(data)
@@ -144,7 +144,7 @@ func checkEvent(t testing.TB, seq uint64, subject string, hdr nats.Header, data 
 		if got := events.EventsSubject(e.SessionID, e.TurnID); got != subject {
 			t.Errorf("event of %s/%s stored on %s", e.SessionID, e.TurnID, subject)
 		}
-		// A group's headers speak for it (contract, "Durability").
+		// A group's headers speak for it (docs/protocol.md, "Reading a log").
 		if len(parts) > 1 && i == 0 && hdr.Get(jetstream.MsgIDHeader) != e.ID {
 			t.Errorf("message at stream seq %d has Nats-Msg-Id %q, its first event's id is %q", seq, hdr.Get(jetstream.MsgIDHeader), e.ID)
 		}

@@ -1,4 +1,4 @@
-package natstest
+package testkit
 
 import (
 	"context"
