@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/turnlog"
@@ -136,14 +135,4 @@ func readFinished(ctx context.Context, js jetstream.JetStream, turn string) ([]e
 		}
 	}
 	return log, nil
-}
-
-// Submit publishes a turn request and returns once the inbox has it.
-func Submit(ctx context.Context, nc *nats.Conn, sub events.Submit) error {
-	c, err := client.New(nc)
-	if err != nil {
-		return err
-	}
-	_, err = c.Submit(ctx, sub)
-	return err
 }
