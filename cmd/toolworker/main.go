@@ -187,7 +187,7 @@ func run() int {
 		defer nc.Close()
 		if *tenantsPath != "" {
 			// A tenant not provisioned yet is waited for quietly
-			// (serveTenant says once what to run), not served with errors.
+			// (its supervisor says once what to run), not served with errors.
 			js, err := bus.JetStreamFor(ctx, nc, auth.APIPrefix)
 			if err == nil {
 				err = tenants.CheckProvisioned(ctx, js)
