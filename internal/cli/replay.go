@@ -7,25 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/timeline"
 	"github.com/jetloop/jetloop/internal/workflow"
 )
-
-// Row is one event of a replayed turn as replay --json prints it.
-type Row struct {
-	Seq     int         `json:"seq"`
-	Step    int         `json:"step"`
-	Before  fsm.Phase   `json:"before"`
-	After   fsm.Phase   `json:"after"`
-	Type    events.Type `json:"type"`
-	Time    time.Time   `json:"time"`
-	SinceMs int64       `json:"since_ms"`
-	Detail  string      `json:"detail"`
-}
 
 // readLog reads a turn's log from the server, or from a JSON-lines file
 // (as export writes it) when file is set; every event is checked against its
@@ -217,7 +205,7 @@ func replay(ctx context.Context, c *command, args []string) int {
 	if *asJSON {
 		err2 = printRows(c.stdout, log)
 	} else {
-		t := NewTrace(c.stdout, c.color())
+		t := timeline.NewTrace(c.stdout, c.color())
 		for _, e := range log {
 			if err2 = t.Event(e); err2 != nil {
 				err2 = fmt.Errorf("seq %d (%s): %w", e.Seq, e.Type, err2)
@@ -236,7 +224,7 @@ func replay(ctx context.Context, c *command, args []string) int {
 }
 
 func printRows(w io.Writer, log []events.Envelope) error {
-	rows, err := foldRows(log)
+	rows, err := timeline.FoldRows(log)
 	if err != nil {
 		return err
 	}
@@ -331,10 +319,10 @@ func (c *command) replayWorkflow(ctx context.Context, log []events.Envelope, tas
 		}
 		if asJSON {
 			_ = enc.Encode(map[string]any{"seq": e.Seq, "task": e.Step, "from": from, "to": st.Phase, "type": e.Type,
-				"time": e.Time, "detail": workflowDetail(e)})
+				"time": e.Time, "detail": timeline.WorkflowDetail(e)})
 			continue
 		}
-		fmt.Fprintf(c.stdout, "%4d task %-3d %-12s → %-12s %-22s %s\n", e.Seq, e.Step, from, st.Phase, e.Type, workflowDetail(e))
+		fmt.Fprintf(c.stdout, "%4d task %-3d %-12s → %-12s %-22s %s\n", e.Seq, e.Step, from, st.Phase, e.Type, timeline.WorkflowDetail(e))
 	}
 	if err := events.CheckLog(log); err != nil {
 		fmt.Fprintf(c.stderr, "jetloop replay: the log does not replay: %v\n", err)

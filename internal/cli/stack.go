@@ -17,6 +17,7 @@ import (
 	"github.com/jetloop/jetloop/internal/proc"
 	"github.com/jetloop/jetloop/internal/providers"
 	"github.com/jetloop/jetloop/internal/stack"
+	"github.com/jetloop/jetloop/internal/timeline"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
@@ -173,7 +174,7 @@ func demo(ctx context.Context, c *command, args []string) int {
 		_ = s.stop()
 		return c.fail("%v", err)
 	}
-	fin, werr := watchFrom(ctx, feed, s.js, sub.TurnID, NewTrace(c.stdout, c.color()))
+	fin, werr := watchFrom(ctx, feed, s.js, sub.TurnID, timeline.NewTrace(c.stdout, c.color()))
 	stop()
 	if err := s.stop(); err != nil && werr == nil {
 		werr = err
@@ -181,7 +182,7 @@ func demo(ctx context.Context, c *command, args []string) int {
 	if werr != nil {
 		return c.fail("%v", werr)
 	}
-	if !Success(fin.StopReason) {
+	if !timeline.Success(fin.StopReason) {
 		return ExitStopped
 	}
 	return ExitOK

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/timeline"
 	"github.com/jetloop/jetloop/internal/turnlog"
 
 	"github.com/jetloop/jetloop/internal/events"
@@ -377,14 +378,14 @@ func watch(ctx context.Context, c *command, args []string) int {
 // a signal before that, it exits quietly (see interrupted): the turn goes on
 // without its viewer.
 func (c *command) follow(ctx context.Context, feed *deltaFeed, js jetstream.JetStream, turn string) int {
-	fin, err := watchFrom(ctx, feed, js, turn, NewTrace(c.stdout, c.color()))
+	fin, err := watchFrom(ctx, feed, js, turn, timeline.NewTrace(c.stdout, c.color()))
 	if err != nil && ctx.Err() != nil {
 		return interrupted(ctx)
 	}
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	if !Success(fin.StopReason) {
+	if !timeline.Success(fin.StopReason) {
 		return ExitStopped
 	}
 	return ExitOK

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/jetloop/jetloop/client/workflowfile"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/timeline"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/nats-io/nats.go"
@@ -118,12 +118,12 @@ func (c *command) followWorkflow(ctx context.Context, nc *nats.Conn, js jetstrea
 		if !e.Type.Workflow() {
 			return c.fail("%s is a turn, not a workflow: use jetloop watch", id)
 		}
-		fmt.Fprintf(c.stdout, "%s  %s\n", e.Type, workflowDetail(e))
+		fmt.Fprintf(c.stdout, "%s  %s\n", e.Type, timeline.WorkflowDetail(e))
 		switch e.Type {
 		case events.TaskStarted:
 			var d events.TaskStartedData
 			_ = json.Unmarshal(e.Data, &d)
-			if _, err := Watch(ctx, nc, js, d.TurnID, NewTrace(&nested{w: c.stdout}, c.color())); err != nil {
+			if _, err := Watch(ctx, nc, js, d.TurnID, timeline.NewTrace(timeline.Indented(c.stdout), c.color())); err != nil {
 				if ctx.Err() != nil {
 					return interrupted(ctx)
 				}
@@ -139,63 +139,6 @@ func (c *command) followWorkflow(ctx context.Context, nc *nats.Conn, js jetstrea
 		}
 	}
 	return interrupted(ctx)
-}
-
-// workflowDetail is one event's line of the workflow trace.
-func workflowDetail(e events.Envelope) string {
-	data, _ := events.NewData(e.Type)
-	_ = json.Unmarshal(e.Data, data)
-	switch d := data.(type) {
-	case *events.WorkflowStartedData:
-		return fmt.Sprintf("%d tasks, max_tasks %d", d.Tasks, d.Limits.MaxTasks)
-	case *events.TaskStartedData:
-		return fmt.Sprintf("task %d: turn %s (%s)", d.Task, d.TurnID, orDash(d.Agent))
-	case *events.TaskFinishedData:
-		return fmt.Sprintf("task %d: %s, %d steps, %d tool calls", d.Task, d.StopReason, d.Metrics.Steps, d.Metrics.ToolCalls)
-	case *events.WorkflowCheckpointedData:
-		m := d.Metrics
-		return fmt.Sprintf("after task %d: %d tasks, %d steps, %d tool calls, %d+%d tokens", d.Task, m.Tasks, m.Steps, m.ToolCalls, m.InputTokens, m.OutputTokens)
-	case *events.WorkflowGatedData:
-		// by says which decided: the rules, a person's approval, or a hook.
-		if d.Decision == events.GateStop {
-			// No task d.Task will run: the gate closed the last one.
-			return fmt.Sprintf("after task %d: %s by %s (%s)", d.Task-1, d.Decision, orDash(d.By), d.Reason)
-		}
-		return fmt.Sprintf("before task %d: %s by %s (%s)", d.Task, d.Decision, orDash(d.By), d.Reason)
-	case *events.WorkflowResumedData:
-		return fmt.Sprintf("approved %t %s", d.Approved, d.Note)
-	case *events.WorkflowFinishedData:
-		s := fmt.Sprintf("%s after %d tasks: %s", d.StopReason, len(d.Tasks), clip(d.Output, 60))
-		if d.Error != "" {
-			s += " — " + d.Error
-		}
-		return s
-	}
-	return ""
-}
-
-// nested writes a task's turn trace under its task.
-type nested struct {
-	w    io.Writer
-	midl bool
-}
-
-func (in *nested) Write(p []byte) (int, error) {
-	var b strings.Builder
-	for _, r := range string(p) {
-		if !in.midl {
-			b.WriteString("    │ ")
-			in.midl = true
-		}
-		b.WriteRune(r)
-		if r == '\n' {
-			in.midl = false
-		}
-	}
-	if _, err := io.WriteString(in.w, b.String()); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }
 
 func (c *command) showWorkflow(ctx context.Context, js jetstream.JetStream, id string) int {

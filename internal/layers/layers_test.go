@@ -33,8 +33,8 @@ func deps(t *testing.T) map[string][]string {
 // tool worker and the public packages never the embedded server or a model
 // SDK (a user's worker would carry both), the tool worker never the
 // machines, the orchestrator binary never the CLI, the I/O-free core never
-// the transport, tenant supervision never what it supervises, and no lower
-// layer an upper one.
+// the transport, the timelines and tenant supervision never what they lay
+// out or supervise, and no lower layer an upper one.
 func TestLayering(t *testing.T) {
 	all := deps(t)
 	rules := []struct {
@@ -77,6 +77,11 @@ func TestLayering(t *testing.T) {
 			pkgs:      []string{"internal/orchestrator", "internal/bus", "internal/turnlog", "internal/tenants", "client", "client/workflowfile", "worker"},
 			forbidden: []string{module + "internal/cli", module + "cmd/"},
 			why:       "nothing below the CLI imports it",
+		},
+		{
+			pkgs:      []string{"internal/timeline"},
+			forbidden: []string{"github.com/nats-io/", module + "internal/bus", module + "internal/turnlog", module + "internal/logstore", module + "internal/orchestrator", module + "internal/cli", module + "client"},
+			why:       "the timelines lay out the logs they are given: they read no stream and run no turn",
 		},
 		{
 			pkgs:      []string{"internal/tenants"},
