@@ -1,7 +1,7 @@
-// Command toolworker serves tools to jetloop turns: the built-in tools of the
-// contract, with file tools confined to --root, and the tools of the MCP
-// servers named by --mcp. Run as many as you like; all workers of a tool
-// share its durable consumer.
+// Command toolworker serves tools to jetloop turns: the built-in tools of
+// docs/protocol.md, with file tools confined to --root, and the tools of
+// the MCP servers named by --mcp. Run as many as you like; all workers of a
+// tool share its durable consumer.
 package main
 
 import (

@@ -127,7 +127,8 @@ func readLogFile(path string) ([]events.Envelope, error) {
 
 // replay prints a recorded turn through today's machine: a trace like watch
 // prints, one JSON row per event, or the machine's state at a step. A log the
-// machine cannot fold, or that breaks the contract's invariants, exits 1.
+// machine cannot fold, or that breaks the log's invariants
+// (docs/protocol.md), exits 1.
 // turnOrFile takes the one argument of a command that reads a turn's log
 // from the server, or none when the log comes from file.
 func (c *command) turnOrFile(file string) (turn string, ok bool) {

@@ -4,7 +4,7 @@
 // the tool worker read (--tenants) to serve every tenant through a
 // connection to its own account.
 //
-// A tenant is an account set of its own (contract, "Isolation"): its
+// A tenant is an account set of its own (docs/protocol.md, "Tenants"): its
 // streams live in the account JETLOOP_<name>, and its clients, viewers and
 // tool workers in CLIENT_<name>, VIEWER_<name> and WORKER_<name>, which
 // import from it exactly as the single-tenant layout's accounts import from
