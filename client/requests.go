@@ -75,7 +75,9 @@ type Task struct {
 	Limits *Limits `json:"limits,omitempty"`
 }
 
-// WorkflowLimits bound a workflow; zero is the orchestrator's default.
+// WorkflowLimits bound a workflow. Zero is no bound, but for MaxTasks and
+// TimeoutMs, which then take the orchestrator's defaults (7 days for the
+// wall clock).
 type WorkflowLimits struct {
 	MaxTasks  int   `json:"max_tasks,omitempty"`  // tasks run at most
 	TimeoutMs int64 `json:"timeout_ms,omitempty"` // the wall clock of the whole workflow
