@@ -23,16 +23,19 @@ import (
 // Watch, Wait and StreamDeltas, which follow a turn for as long as it runs).
 const DefaultTimeout = 10 * time.Second
 
-// Errors a call returns when a turn cannot do what was asked; they are
-// wrapped with the turn and what it is doing instead, so test them with
-// errors.Is.
+// Errors a call returns when a turn or a workflow cannot do what was asked;
+// they are wrapped with its id and what it is doing instead, so test them
+// with errors.Is.
 var (
-	// ErrTurnNotFound: no turn has this id (it has no log yet).
+	// ErrTurnNotFound: no turn (or workflow) has this id (it has no log
+	// yet).
 	ErrTurnNotFound = errors.New("client: no such turn")
-	// ErrTurnFinished: the turn has finished, so nothing can steer it.
+	// ErrTurnFinished: the turn (or workflow) has finished, so nothing can
+	// steer it.
 	ErrTurnFinished = errors.New("client: the turn has finished")
 	// ErrNotWaiting: the turn is not paused on this call, or not on this kind
-	// of answer (a reply to an approval, say).
+	// of answer (a reply to an approval, say); or the workflow waits for no
+	// approval.
 	ErrNotWaiting = errors.New("client: the turn does not wait for this")
 )
 
@@ -145,15 +148,6 @@ func (c *Client) events(ctx context.Context) (*logstore.Store, error) {
 	return s, nil
 }
 
-// TurnRequest is what Submit sends: TurnID, SessionID (earlier finished turns of
-// the session are the new turn's history), Agent, Input, Model (an
-// override), Script (an inline scripted model), Limits (which only
-// tighten the agent's), Metadata (copied to turn.started) and ForkedFrom.
-// Only Input is needed when the orchestrator defines exactly one agent;
-// TurnID defaults to a new UUIDv7 and SessionID to the turn id. See
-// docs/protocol.md, "Submit".
-type TurnRequest = events.Submit
-
 // Text is the input of a turn that says one thing as the user.
 func Text(s string) []Message { return []Message{{Role: RoleUser, Content: s}} }
 
@@ -171,23 +165,41 @@ func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 // message's id, so another request under a turn id already used is dropped
 // as a duplicate within that window too, and Wait follows the first turn:
 // choose fresh ids (NewID).
-func (c *Client) Submit(ctx context.Context, s TurnRequest) (string, error) {
+func (c *Client) Submit(ctx context.Context, r TurnRequest) (string, error) {
+	rec, err := c.Send(ctx, r)
+	return rec.ID, err
+}
+
+// Receipt is what the inbox said of a submission: the ID it was published
+// under, and whether it was a Duplicate of an earlier message with that id
+// (within the inbox's duplicate window), which the inbox dropped.
+type Receipt struct {
+	ID        string
+	Duplicate bool
+}
+
+// Send is Submit, saying also whether the inbox dropped the request as a
+// duplicate: a program that chose the turn id tells a re-send from a new
+// turn by it.
+func (c *Client) Send(ctx context.Context, r TurnRequest) (Receipt, error) {
+	s := r.submit()
 	if s.TurnID == "" {
 		s.TurnID = NewID()
 	}
 	data, err := json.Marshal(s)
 	if err != nil {
-		return "", fmt.Errorf("client: submit: %w", err)
+		return Receipt{}, fmt.Errorf("client: submit: %w", err)
 	}
 	if err := schemas.Validate("submit", data); err != nil {
-		return "", fmt.Errorf("client: submit: %w", err)
+		return Receipt{}, fmt.Errorf("client: submit: %w", err)
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	if _, err := c.js.Publish(ctx, events.SubjectSubmit, data, jetstream.WithMsgID(s.TurnID)); err != nil {
-		return "", fmt.Errorf("client: submit %s: %w", s.TurnID, err)
+	ack, err := c.js.Publish(ctx, events.SubjectSubmit, data, jetstream.WithMsgID(s.TurnID))
+	if err != nil {
+		return Receipt{}, fmt.Errorf("client: submit %s: %w", s.TurnID, err)
 	}
-	return s.TurnID, nil
+	return Receipt{ID: s.TurnID, Duplicate: ack.Duplicate}, nil
 }
 
 // Abort stops a turn that has not finished; its running tool calls are
@@ -234,7 +246,7 @@ func (c *Client) control(ctx context.Context, turnID string, ctl events.Control)
 	if err := c.applies(ctx, turnID, ctl); err != nil {
 		return err
 	}
-	if _, err := c.js.Publish(ctx, events.ControlSubject(turnID), data, jetstream.WithMsgID("control:"+turnID+":"+NewID())); err != nil {
+	if _, err := c.js.Publish(ctx, events.ControlSubject(turnID), data, jetstream.WithMsgID(events.ControlID(turnID, NewID()))); err != nil {
 		return fmt.Errorf("client: %s %s: %w", ctl.Action, turnID, err)
 	}
 	return nil

@@ -55,7 +55,7 @@ func paused(t *testing.T, c *client.Client, ctx context.Context, agent string) (
 	return id, *turn.Waiting
 }
 
-// Every event type of the contract has its Go type, and a log decodes into
+// Every event type of docs/protocol.md has its Go type, and a log decodes into
 // them in order with the envelope's fields.
 func TestEventsAreTyped(t *testing.T) {
 	c, ctx := newClient(t)
@@ -116,7 +116,7 @@ func TestEventsAreTyped(t *testing.T) {
 	}
 }
 
-// The client's set of event types is the contract's: a type the log may
+// The client's set of event types is docs/protocol.md's: a type the log may
 // hold that the client cannot type would break every Watch.
 func TestEveryEventTypeDecodes(t *testing.T) {
 	for _, typ := range slices.Concat(events.Types, events.WorkflowTypes) {

@@ -51,7 +51,8 @@ const (
 // TurnStartedData is turn.started's: Agent, Model, Input (this turn's new
 // messages), History (messages carried from the session's earlier turns),
 // Tools (the names offered), Limits (the effective ones), Metadata (the
-// submission's), ForkedFrom when forked, and the contract's extensions.
+// submission's), ForkedFrom when forked, and the extensions of
+// docs/protocol.md.
 type TurnStartedData = events.TurnStartedData
 
 // ModelCompletedData is model.completed's: Text, ToolCalls, FinishReason,

@@ -3,24 +3,17 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/turnlog"
+	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// Workflow is a workflow request: tasks run one after another, each as a
-// turn <WorkflowID>-<i> in one session (docs/protocol.md, "Workflows"). Its
-// fields are WorkflowID, SessionID, Agent, Tasks, Limits, Policy and
-// Metadata.
-type Workflow = events.WorkflowSubmit
-
-// Task is one task of a Workflow: Input (a JSON text or list of messages),
-// Agent, Model, Script and Limits.
-type Task = events.Task
 
 // WorkflowResult is how a workflow ended, as OpenBotStack's WorkflowResult
 // has it: workflow.finished's StopReason with its detail in Error (the
@@ -150,7 +143,7 @@ func (c *Client) RunWorkflow(ctx context.Context, w Workflow) (string, error) {
 	if w.WorkflowID == "" {
 		w.WorkflowID = NewID()
 	}
-	data, err := json.Marshal(w)
+	data, err := json.Marshal(w.submit())
 	if err != nil {
 		return "", fmt.Errorf("client: run workflow: %w", err)
 	}
@@ -232,28 +225,63 @@ func (c *Client) WaitWorkflow(ctx context.Context, workflowID string) (WorkflowR
 
 // ApproveWorkflow answers a workflow that waits between tasks (policy
 // approve_between): approved runs the next task, otherwise the workflow
-// stops with stop reason denied.
+// stops with stop reason denied. A workflow that waits for no approval is
+// ErrNotWaiting; one that has finished, ErrTurnFinished.
 func (c *Client) ApproveWorkflow(ctx context.Context, workflowID string, approved bool, note string) error {
 	return c.workflowControl(ctx, workflowID, events.Control{Action: events.ActionApprove, Approved: &approved, Note: note})
 }
 
-// AbortWorkflow stops a workflow and the turn of its running task.
+// AbortWorkflow stops a workflow and the turn of its running task; a
+// workflow that has finished is ErrTurnFinished.
 func (c *Client) AbortWorkflow(ctx context.Context, workflowID, reason string) error {
 	return c.workflowControl(ctx, workflowID, events.Control{Action: events.ActionAbort, Reason: reason})
 }
 
+// workflowControl checks that a control message can move the workflow as
+// it is now, then publishes it; the orchestrator judges it again when it
+// arrives.
 func (c *Client) workflowControl(ctx context.Context, id string, ctl events.Control) error {
 	if !events.ValidID(id) {
 		return fmt.Errorf("client: invalid workflow id %q", id)
 	}
 	data, err := json.Marshal(ctl)
 	if err != nil {
-		return err
+		return fmt.Errorf("client: %s workflow: %w", ctl.Action, err)
+	}
+	if err := schemas.Validate("control", data); err != nil {
+		return fmt.Errorf("client: %s workflow: %w", ctl.Action, err)
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	if _, err := c.js.Publish(ctx, events.ControlSubject(id), data, jetstream.WithMsgID("control:"+id+":"+NewID())); err != nil {
+	if err := c.workflowApplies(ctx, id, ctl); err != nil {
+		return err
+	}
+	if _, err := c.js.Publish(ctx, events.ControlSubject(id), data, jetstream.WithMsgID(events.ControlID(id, NewID()))); err != nil {
 		return fmt.Errorf("client: %s workflow %s: %w", ctl.Action, id, err)
+	}
+	return nil
+}
+
+// workflowApplies says at once when a control message cannot move the
+// workflow (no such workflow, finished, no approval awaited), rather than
+// let the orchestrator ignore it.
+func (c *Client) workflowApplies(ctx context.Context, id string, ctl events.Control) error {
+	store, err := c.events(ctx)
+	if err != nil {
+		return err
+	}
+	st, _, err := store.LoadWorkflow(ctx, id)
+	switch {
+	case errors.Is(err, logstore.ErrIsTurn):
+		return fmt.Errorf("client: %s is a turn, not a workflow", id)
+	case err != nil:
+		return fmt.Errorf("client: %w", err)
+	case !st.Exists():
+		return &turnError{fmt.Sprintf("no workflow %q", id), ErrTurnNotFound}
+	case st.Done():
+		return &turnError{fmt.Sprintf("workflow %s has finished (%s): nothing to %s", id, st.Finished.StopReason, ctl.Action), ErrTurnFinished}
+	case ctl.Action == events.ActionApprove && st.Phase != workflow.PhasePaused:
+		return &turnError{fmt.Sprintf("workflow %s waits for no approval (it is at %s)", id, st.Phase), ErrNotWaiting}
 	}
 	return nil
 }

@@ -1,7 +1,7 @@
-// Command toolworker serves tools to jetloop turns: the built-in tools of the
-// contract, with file tools confined to --root, and the tools of the MCP
-// servers named by --mcp. Run as many as you like; all workers of a tool
-// share its durable consumer.
+// Command toolworker serves tools to jetloop turns: the built-in tools of
+// docs/protocol.md, with file tools confined to --root, and the tools of
+// the MCP servers named by --mcp. Run as many as you like; all workers of a
+// tool share its durable consumer.
 package main
 
 import (
@@ -187,7 +187,7 @@ func run() int {
 		defer nc.Close()
 		if *tenantsPath != "" {
 			// A tenant not provisioned yet is waited for quietly
-			// (serveTenant says once what to run), not served with errors.
+			// (its supervisor says once what to run), not served with errors.
 			js, err := bus.JetStreamFor(ctx, nc, auth.APIPrefix)
 			if err == nil {
 				err = tenants.CheckProvisioned(ctx, js)

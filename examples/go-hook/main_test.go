@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/client"
-	"github.com/jetloop/jetloop/internal/cli"
+	"github.com/jetloop/jetloop/client/workflowfile"
 	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/jetloop/jetloop/worker"
 	"github.com/nats-io/nats.go"
@@ -65,7 +65,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	sub, _, err := cli.ReadWorkflow("workflow.yaml")
+	sub, err := workflowfile.Read("workflow.yaml")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -227,6 +227,12 @@ func agentsCmd(_ context.Context, c *command, args []string) int {
 	return ExitOK
 }
 
+// sdk is the client of the command's connection, with the API prefix the
+// command's credentials call for.
+func (c *command) sdk(nc *nats.Conn) (*client.Client, error) {
+	return client.New(nc, client.WithAPIPrefix(c.auth.APIPrefix))
+}
+
 func control(ctx context.Context, c *command, turn string, ctl events.Control) int {
 	if !events.ValidID(turn) {
 		return c.usageErr("invalid turn id %q", turn)
@@ -243,7 +249,7 @@ func control(ctx context.Context, c *command, turn string, ctl events.Control) i
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
-	cl, err := client.New(nc)
+	cl, err := c.sdk(nc)
 	if err != nil {
 		return c.fail("%v", err)
 	}

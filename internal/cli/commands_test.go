@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/timeline"
 	"github.com/jetloop/jetloop/internal/turnlog"
 )
 
@@ -232,7 +233,7 @@ func TestColorOnlyOnATerminal(t *testing.T) {
 		t.Fatal("colour despite NO_COLOR")
 	}
 	var out bytes.Buffer
-	tr := NewTrace(&out, true)
+	tr := timeline.NewTrace(&out, true)
 	log, err := readLogFile("testdata/completed.jsonl")
 	if err != nil {
 		t.Fatal(err)

@@ -268,7 +268,7 @@ func resendLetter(ctx context.Context, js jetstream.JetStream, stream jetstream.
 		}
 		msg.Header[k] = vs
 	}
-	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID("retry:"+events.StreamDead+":"+strconv.FormatUint(seq, 10)))
+	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(events.RetryID(seq)))
 	if err != nil {
 		return Resent{}, fmt.Errorf("re-send dead letter %d to %s: %w", seq, subject, err)
 	}

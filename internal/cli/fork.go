@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/logstore"
@@ -31,7 +32,7 @@ func fork(ctx context.Context, c *command, args []string) int {
 	if !events.ValidID(orig) {
 		return c.usageErr("invalid turn id %q", orig)
 	}
-	sub := events.Submit{ForkedFrom: &events.ForkedFrom{TurnID: orig, Step: *from}}
+	sub := client.TurnRequest{ForkedFrom: &client.ForkedFrom{TurnID: orig, Step: *from}}
 	if err := tf.fill(&sub); err != nil {
 		return c.fail("%v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/orchestrator"
@@ -263,4 +264,15 @@ func (r *modelJobs) of(turn string) map[int]model.Request {
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
 	testkit.WaitFor(e.t, what, cond)
+}
+
+// Submit publishes a turn request and returns once the inbox has it.
+func Submit(ctx context.Context, nc *nats.Conn, sub events.Submit) error {
+	c, err := client.New(nc)
+	if err != nil {
+		return err
+	}
+	_, err = c.Submit(ctx, client.TurnRequest{TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: sub.Agent, Input: sub.Input,
+		Model: sub.Model, Script: sub.Script, Limits: sub.Limits, Metadata: sub.Metadata, ForkedFrom: sub.ForkedFrom})
+	return err
 }

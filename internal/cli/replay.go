@@ -7,25 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/timeline"
 	"github.com/jetloop/jetloop/internal/workflow"
 )
-
-// Row is one event of a replayed turn as replay --json prints it.
-type Row struct {
-	Seq     int         `json:"seq"`
-	Step    int         `json:"step"`
-	Before  fsm.Phase   `json:"before"`
-	After   fsm.Phase   `json:"after"`
-	Type    events.Type `json:"type"`
-	Time    time.Time   `json:"time"`
-	SinceMs int64       `json:"since_ms"`
-	Detail  string      `json:"detail"`
-}
 
 // readLog reads a turn's log from the server, or from a JSON-lines file
 // (as export writes it) when file is set; every event is checked against its
@@ -139,7 +127,8 @@ func readLogFile(path string) ([]events.Envelope, error) {
 
 // replay prints a recorded turn through today's machine: a trace like watch
 // prints, one JSON row per event, or the machine's state at a step. A log the
-// machine cannot fold, or that breaks the contract's invariants, exits 1.
+// machine cannot fold, or that breaks the log's invariants
+// (docs/protocol.md), exits 1.
 // turnOrFile takes the one argument of a command that reads a turn's log
 // from the server, or none when the log comes from file.
 func (c *command) turnOrFile(file string) (turn string, ok bool) {
@@ -217,7 +206,7 @@ func replay(ctx context.Context, c *command, args []string) int {
 	if *asJSON {
 		err2 = printRows(c.stdout, log)
 	} else {
-		t := NewTrace(c.stdout, c.color())
+		t := timeline.NewTrace(c.stdout, c.color())
 		for _, e := range log {
 			if err2 = t.Event(e); err2 != nil {
 				err2 = fmt.Errorf("seq %d (%s): %w", e.Seq, e.Type, err2)
@@ -236,7 +225,7 @@ func replay(ctx context.Context, c *command, args []string) int {
 }
 
 func printRows(w io.Writer, log []events.Envelope) error {
-	rows, err := foldRows(log)
+	rows, err := timeline.FoldRows(log)
 	if err != nil {
 		return err
 	}
@@ -331,10 +320,10 @@ func (c *command) replayWorkflow(ctx context.Context, log []events.Envelope, tas
 		}
 		if asJSON {
 			_ = enc.Encode(map[string]any{"seq": e.Seq, "task": e.Step, "from": from, "to": st.Phase, "type": e.Type,
-				"time": e.Time, "detail": workflowDetail(e)})
+				"time": e.Time, "detail": timeline.WorkflowDetail(e)})
 			continue
 		}
-		fmt.Fprintf(c.stdout, "%4d task %-3d %-12s → %-12s %-22s %s\n", e.Seq, e.Step, from, st.Phase, e.Type, workflowDetail(e))
+		fmt.Fprintf(c.stdout, "%4d task %-3d %-12s → %-12s %-22s %s\n", e.Seq, e.Step, from, st.Phase, e.Type, timeline.WorkflowDetail(e))
 	}
 	if err := events.CheckLog(log); err != nil {
 		fmt.Fprintf(c.stderr, "jetloop replay: the log does not replay: %v\n", err)

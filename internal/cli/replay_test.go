@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/timeline"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files: the traces in testdata, docs/cli.md")
@@ -37,7 +38,7 @@ func TestGoldenReplays(t *testing.T) {
 				t.Fatalf("the recorded log no longer verifies: %v", err)
 			}
 			var out bytes.Buffer
-			tr := NewTrace(&out, false)
+			tr := timeline.NewTrace(&out, false)
 			for _, e := range log {
 				if err := tr.Event(e); err != nil {
 					t.Fatal(err)

@@ -9,12 +9,15 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jetloop/jetloop/client"
+	"github.com/jetloop/jetloop/client/workflowfile"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/embedded"
 	"github.com/jetloop/jetloop/internal/orchestrator"
 	"github.com/jetloop/jetloop/internal/proc"
 	"github.com/jetloop/jetloop/internal/providers"
 	"github.com/jetloop/jetloop/internal/stack"
+	"github.com/jetloop/jetloop/internal/timeline"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
@@ -96,9 +99,9 @@ func (s *devStack) stop() error {
 // demoTurn is the sample turn: the General agent looks around with the demo
 // script beside its agents file (data/scripts/demo.yaml reads this
 // repository; the built-in one works in any directory).
-func demoTurn() events.Submit {
+func demoTurn() client.TurnRequest {
 	id := NewID()
-	return events.Submit{TurnID: id, Agent: "General", Model: "script:scripts/demo.yaml",
+	return client.TurnRequest{TurnID: id, Agent: "General", Model: "script:scripts/demo.yaml",
 		Input:    []events.Message{{Role: events.RoleUser, Content: "What is this project, and what can I run?"}},
 		Metadata: map[string]string{"source": "jetloop demo"}}
 }
@@ -161,14 +164,17 @@ func demo(ctx context.Context, c *command, args []string) int {
 	feed, err := openDeltas(ctx, s.nc, s.js, sub.TurnID)
 	if err == nil {
 		defer feed.close()
-		err = Submit(ctx, s.nc, sub)
+		var cl *client.Client
+		if cl, err = client.New(s.nc); err == nil {
+			_, err = cl.Submit(ctx, sub)
+		}
 	}
 	if err != nil {
 		stop()
 		_ = s.stop()
 		return c.fail("%v", err)
 	}
-	fin, werr := watchFrom(ctx, feed, s.js, sub.TurnID, NewTrace(c.stdout, c.color()))
+	fin, werr := watchFrom(ctx, feed, s.js, sub.TurnID, timeline.NewTrace(c.stdout, c.color()))
 	stop()
 	if err := s.stop(); err != nil && werr == nil {
 		werr = err
@@ -176,7 +182,7 @@ func demo(ctx context.Context, c *command, args []string) int {
 	if werr != nil {
 		return c.fail("%v", werr)
 	}
-	if !Success(fin.StopReason) {
+	if !timeline.Success(fin.StopReason) {
 		return ExitStopped
 	}
 	return ExitOK
@@ -252,14 +258,18 @@ func dev(ctx context.Context, c *command, args []string) int {
 
 // demoWorkflow runs a workflow file on the demo's stack and prints its trace.
 func (c *command) demoWorkflow(ctx context.Context, s *devStack, path string) int {
-	sub, data, err := ReadWorkflow(path)
+	w, err := workflowfile.Read(path)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	cl, err := client.New(s.nc)
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := s.js.Publish(pctx, events.SubjectWorkflow, data, jetstream.WithMsgID(sub.WorkflowID)); err != nil {
-		return c.fail("submit workflow: %v", err)
+	if _, err := cl.RunWorkflow(pctx, w); err != nil {
+		return c.fail("%v", err)
 	}
-	return c.followWorkflow(ctx, s.nc, s.js, sub.WorkflowID)
+	return c.followWorkflow(ctx, s.nc, s.js, w.WorkflowID)
 }

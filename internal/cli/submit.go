@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/timeline"
 	"github.com/jetloop/jetloop/internal/turnlog"
 
 	"github.com/jetloop/jetloop/internal/events"
@@ -83,9 +86,9 @@ func defineTurnFlags(f *flag.FlagSet, sessionHelp, agentHelp, modelHelp string) 
 	return tf
 }
 
-// fill sets the submission's turn, session, agent, model, script and limits
+// fill sets the request's turn, session, agent, model, script and limits
 // from the flags.
-func (tf *turnFlags) fill(sub *events.Submit) error {
+func (tf *turnFlags) fill(sub *client.TurnRequest) error {
 	sub.TurnID, sub.SessionID, sub.Agent, sub.Model = *tf.turn, *tf.session, *tf.agent, *tf.model
 	if sub.TurnID == "" {
 		sub.TurnID = NewID()
@@ -121,7 +124,7 @@ func submit(ctx context.Context, c *command, args []string) int {
 	if !c.parse(args) {
 		return c.exit
 	}
-	var sub events.Submit
+	var sub client.TurnRequest
 	if *file != "" {
 		data, err := os.ReadFile(*file)
 		if err != nil {
@@ -130,7 +133,11 @@ func submit(ctx context.Context, c *command, args []string) int {
 		if err := schemas.Validate("submit", data); err != nil {
 			return c.fail("%s: %v", *file, err)
 		}
-		if err := json.Unmarshal(data, &sub); err != nil {
+		// What the schema allows beyond a request (a task's workflow, a
+		// subagent's parent) only the orchestrator submits.
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&sub); err != nil {
 			return c.fail("%s: %v", *file, err)
 		}
 	} else {
@@ -160,7 +167,11 @@ func submit(ctx context.Context, c *command, args []string) int {
 // start publishes a submission and prints its turn id; unless --no-wait it
 // waits for the turn to start or be rejected, and with --watch follows it
 // until it finishes.
-func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, sub events.Submit, tf *turnFlags) int {
+func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, sub client.TurnRequest, tf *turnFlags) int {
+	cl, err := c.sdk(nc)
+	if err != nil {
+		return c.fail("%v", err)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var before prior
@@ -185,10 +196,11 @@ func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 		}
 		defer feed.close()
 	}
-	dup, err := publishSubmit(pctx, js, sub)
+	rec, err := cl.Send(pctx, sub)
 	if err != nil {
 		return c.fail("%v", err)
 	}
+	dup := rec.Duplicate
 	fmt.Fprintln(c.stdout, sub.TurnID)
 	code := ExitOK
 	if dup && !before.started && !*tf.noWait {
@@ -213,24 +225,6 @@ func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 	return code
 }
 
-// publishSubmit publishes a submission as client.Submit does, and says
-// whether the inbox dropped it as a duplicate of an earlier message with
-// its id.
-func publishSubmit(ctx context.Context, js jetstream.JetStream, sub events.Submit) (dup bool, err error) {
-	data, err := json.Marshal(sub)
-	if err != nil {
-		return false, err
-	}
-	if err := schemas.Validate("submit", data); err != nil {
-		return false, fmt.Errorf("submit: %w", err)
-	}
-	ack, err := js.Publish(ctx, events.SubjectSubmit, data, jetstream.WithMsgID(sub.TurnID))
-	if err != nil {
-		return false, fmt.Errorf("submit %s: %w", sub.TurnID, err)
-	}
-	return ack.Duplicate, nil
-}
-
 // prior is what a turn's log held before a submission: what to wait for
 // depends on it.
 type prior struct {
@@ -246,7 +240,7 @@ type prior struct {
 // submission started is refused here: the inbox would drop this one as a
 // duplicate of its id, or the orchestrator make it a dead letter, and the
 // turn's log would never say.
-func priorOf(ctx context.Context, js jetstream.JetStream, sub events.Submit) (prior, error) {
+func priorOf(ctx context.Context, js jetstream.JetStream, sub client.TurnRequest) (prior, error) {
 	store, err := logstore.New(ctx, js)
 	if err != nil {
 		return prior{}, err
@@ -263,6 +257,8 @@ func priorOf(ctx context.Context, js jetstream.JetStream, sub events.Submit) (pr
 		return prior{}, fmt.Errorf("read turn %s: %v", sub.TurnID, err)
 	}
 	var d events.TurnStartedData
+	// A request marshals as the submission the client publishes for it
+	// (client's TestRequestIsItsSubmission), so the digests compare.
 	data, err := json.Marshal(sub)
 	if err != nil {
 		return prior{}, err
@@ -382,14 +378,14 @@ func watch(ctx context.Context, c *command, args []string) int {
 // a signal before that, it exits quietly (see interrupted): the turn goes on
 // without its viewer.
 func (c *command) follow(ctx context.Context, feed *deltaFeed, js jetstream.JetStream, turn string) int {
-	fin, err := watchFrom(ctx, feed, js, turn, NewTrace(c.stdout, c.color()))
+	fin, err := watchFrom(ctx, feed, js, turn, timeline.NewTrace(c.stdout, c.color()))
 	if err != nil && ctx.Err() != nil {
 		return interrupted(ctx)
 	}
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	if !Success(fin.StopReason) {
+	if !timeline.Success(fin.StopReason) {
 		return ExitStopped
 	}
 	return ExitOK

@@ -63,12 +63,13 @@ func (c *command) authFor() (bus.Auth, error) {
 	if err != nil {
 		return a, fmt.Errorf("--tenant %s: %w", c.tenant, err)
 	}
-	if f.Get(c.tenant) == nil {
+	t := f.Get(c.tenant)
+	if t == nil {
 		return a, fmt.Errorf("--tenant %s: no such tenant in %s (jetloop tenants list)", c.tenant, path)
 	}
 	// The tenant's seed is the user: a NATS_USER from the environment
 	// (or a password) must not be sent beside it.
-	a.Creds, a.User, a.Password, a.PasswordFile = tenants.SeedPath(path, c.tenant, tenantRole(c.name)), "", "", ""
+	a.Creds, a.User, a.Password, a.PasswordFile = t.SeedPath(path, tenantRole(c.name)), "", "", ""
 	return a, nil
 }
 
@@ -83,6 +84,7 @@ func tenantsCmd(ctx context.Context, c *command, args []string) int {
 	keep := c.flags.Bool("keep-streams", false, "remove: leave the tenant's streams on the server (they stay on disk, unreachable, until an account of that name is made again)")
 	offline := c.flags.Bool("offline", false, "write the files only: ask no server (reload and provision yourself)")
 	asJSON := c.flags.Bool("json", false, "list: one JSON object per tenant")
+	out := c.flags.String("out", "", "add: the directory of the new tenant's seeds, DIR/NAME/ROLE.nk (default: beside a tenants file that --tenants or $JETLOOP_TENANTS names, else $XDG_CONFIG_HOME/jetloop/tenants, ~/.config/jetloop/tenants without it)")
 	if !c.parse(args) {
 		return c.exit
 	}
@@ -123,6 +125,9 @@ func tenantsCmd(ctx context.Context, c *command, args []string) int {
 		if *soft == tenants.DefaultSoftStorage {
 			t.SoftStorage = 0 // the default, not written
 		}
+		if t.Keys, err = c.keysDir(*out, t.Name); err != nil {
+			return c.fail("%v", err)
+		}
 		return c.tenantAdd(ctx, path, t, *offline)
 	case verb == "remove" && len(rest) == 2:
 		return c.tenantRemove(ctx, path, rest[1], *keep, *offline)
@@ -146,6 +151,36 @@ func tenantsCmd(ctx context.Context, c *command, args []string) int {
 		return ExitOK
 	}
 	return c.usageErr("add NAME, remove NAME, list or render")
+}
+
+// keysDir is where tenants add writes the seeds of tenant name, as the
+// tenant's keys ("" beside the tenants file). The default tenants file is
+// the repository's deploy/tenants: seeds made for it go to the user's
+// configuration, never into a tree that may be committed.
+func (c *command) keysDir(out, name string) (string, error) {
+	if out == "" && (c.tenantsFile != "" || os.Getenv("JETLOOP_TENANTS") != "") {
+		return "", nil
+	}
+	if out == "" {
+		base := os.Getenv("XDG_CONFIG_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("where to write the seeds: %v (give --out DIR)", err)
+			}
+			base = filepath.Join(home, ".config")
+		}
+		out = filepath.Join(base, "jetloop", "tenants")
+	}
+	dir, err := filepath.Abs(filepath.Join(out, name))
+	if err != nil {
+		return "", err
+	}
+	// Another deployment's tenant of that name may keep its seeds there.
+	if _, err := os.Stat(dir); err == nil {
+		return "", fmt.Errorf("%s exists already (another deployment's tenant %s?): remove it, or give --out DIR", dir, name)
+	}
+	return dir, nil
 }
 
 // loadTenants reads the tenants file, or an empty one where there is none
@@ -179,7 +214,7 @@ func (c *command) tenantAdd(ctx context.Context, path string, t tenants.Tenant, 
 			return c.fail("system user: %v", err)
 		}
 	}
-	if t.Users, err = tenants.NewUsers(path, t.Name); err != nil {
+	if t.Users, err = tenants.NewUsers(path, &t); err != nil {
 		return c.fail("%v", err)
 	}
 	f.Tenants = append(f.Tenants, t)
@@ -213,7 +248,7 @@ func (c *command) reloadAndProvision(ctx context.Context, path string, t *tenant
 	if err := c.reload(ctx, path); err != nil {
 		return c.fail("%v; the files are written: reload the server, then jetloop streams apply --tenant %s", err, t.Name)
 	}
-	nc, js, err := c.connectAs(ctx, path, t.Name, tenants.Admin, 30*time.Second)
+	nc, js, err := c.connectAs(ctx, path, t, tenants.Admin, 30*time.Second)
 	if err != nil {
 		return c.fail("the reloaded server does not let %s's admin in: %v", t.Name, err)
 	}
@@ -241,9 +276,9 @@ func (c *command) reloadAndProvision(ctx context.Context, path string, t *tenant
 
 // connectAs connects as a tenant's user, trying again for up to wait: a
 // cluster's servers take a reload one after the other.
-func (c *command) connectAs(ctx context.Context, path, tenant, role string, wait time.Duration) (*nats.Conn, jetstream.JetStream, error) {
+func (c *command) connectAs(ctx context.Context, path string, t *tenants.Tenant, role string, wait time.Duration) (*nats.Conn, jetstream.JetStream, error) {
 	a := c.auth
-	a.Creds, a.User, a.Password, a.PasswordFile, a.Inbox = tenants.SeedPath(path, tenant, role), "", "", "", bus.InboxCLI
+	a.Creds, a.User, a.Password, a.PasswordFile, a.Inbox = t.SeedPath(path, role), "", "", "", bus.InboxCLI
 	opts, err := a.Options()
 	if err != nil {
 		return nil, nil, err
@@ -416,7 +451,7 @@ func (c *command) printCredentials(path string, t *tenants.Tenant) {
 	fmt.Fprintf(c.stdout, "credentials (nkey seeds: --creds FILE, or jetloop --tenant %s):\n", t.Name)
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	for _, r := range tenants.Roles {
-		fmt.Fprintf(w, "  %s\t%s\t%s\n", r, tenants.SeedPath(path, t.Name, r), roleUse[r])
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", r, t.SeedPath(path, r), roleUse[r])
 	}
 	_ = w.Flush()
 }
@@ -442,11 +477,13 @@ func (c *command) tenantRemove(ctx context.Context, path, name string, keep, off
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	if f.Get(name) == nil {
+	t := f.Get(name)
+	if t == nil {
 		return c.fail("no tenant %s in %s", name, path)
 	}
+	seeds := filepath.Dir(t.SeedPath(path, tenants.Admin))
 	if !keep && !offline {
-		nc, js, err := c.connectAs(ctx, path, name, tenants.Admin, 0)
+		nc, js, err := c.connectAs(ctx, path, t, tenants.Admin, 0)
 		if err != nil {
 			return c.fail("connect as %s's admin to delete its streams: %v (--keep-streams leaves them)", name, err)
 		}
@@ -467,7 +504,7 @@ func (c *command) tenantRemove(ctx context.Context, path, name string, keep, off
 		}
 	}
 	// The seeds go last: until the reload the server still takes them.
-	if err := os.RemoveAll(filepath.Join(filepath.Dir(path), name)); err != nil {
+	if err := os.RemoveAll(seeds); err != nil {
 		return c.fail("%v", err)
 	}
 	return ExitOK
@@ -523,7 +560,7 @@ func (c *command) tenantList(ctx context.Context, path string, offline, asJSON b
 			InFlight: t.InFlight, SubmitRate: t.SubmitRate, Used: -1, Running: -1}
 		if reachable {
 			var err error
-			u.Used, u.Running, err = c.usage(ctx, path, t.Name)
+			u.Used, u.Running, err = c.usage(ctx, path, &t)
 			if err != nil && errors.Is(err, nats.ErrNoServers) {
 				reachable = false // no server: the others will not answer either
 			}
@@ -583,8 +620,8 @@ func unboundedF(r float64) string {
 
 // usage reads, as tenant's admin, its storage used and its unfinished
 // turns and workflows (the keys of KV JETLOOP_LIVE).
-func (c *command) usage(ctx context.Context, path, tenant string) (int64, int, error) {
-	nc, js, err := c.connectAs(ctx, path, tenant, tenants.Admin, 0)
+func (c *command) usage(ctx context.Context, path string, t *tenants.Tenant) (int64, int, error) {
+	nc, js, err := c.connectAs(ctx, path, t, tenants.Admin, 0)
 	if err != nil {
 		return -1, -1, err
 	}

@@ -9,7 +9,6 @@ import (
 	"image"
 	"image/color"
 	"image/png"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/timeline"
 )
 
 // The browser test drives headless Chromium, from Debian's chromium package
@@ -155,12 +155,12 @@ func TestTimelineInChromium(t *testing.T) {
 	for name, log := range logs {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			tl, err := BuildTimeline(log)
+			tl, err := timeline.Build(log)
 			if err != nil {
 				t.Fatal(err)
 			}
 			page := filepath.Join(dir, name+".html")
-			if err := writeTimelineFile(page, tl, log); err != nil {
+			if err := timeline.WriteFile(page, tl, log); err != nil {
 				t.Fatal(err)
 			}
 			_, els := dumpDOM(t, bin, page)
@@ -207,11 +207,11 @@ func TestTimelineInChromium(t *testing.T) {
 		// The paused turn shows the most: a long pause drawn compressed,
 		// parallel calls, errors.
 		page := filepath.Join(t.TempDir(), "paused.html")
-		tl, err := BuildTimeline(logs["paused"])
+		tl, err := timeline.Build(logs["paused"])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := writeTimelineFile(page, tl, logs["paused"]); err != nil {
+		if err := timeline.WriteFile(page, tl, logs["paused"]); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.MkdirAll(filepath.Dir(shot), 0o755); err != nil {
@@ -227,7 +227,7 @@ func TestTimelineInChromium(t *testing.T) {
 
 // checkZoom opens the page zoomed to its second step (page#step-2): the
 // step's model bar then spans most of the axis, and the way back is offered.
-func checkZoom(t *testing.T, bin, page string, tl *Timeline) {
+func checkZoom(t *testing.T, bin, page string, tl *timeline.Timeline) {
 	t.Helper()
 	dom, els := dumpDOM(t, bin, page+"#step-2")
 	if !strings.Contains(dom, `<span id="zoom-note">showing step 2:`) {
@@ -248,7 +248,7 @@ func checkZoom(t *testing.T, bin, page string, tl *Timeline) {
 	t.Error("no model bar of step 2")
 }
 
-func checkDOM(t *testing.T, els []element, log []events.Envelope, tl *Timeline) {
+func checkDOM(t *testing.T, els []element, log []events.Envelope, tl *timeline.Timeline) {
 	t.Helper()
 	var root *element
 	scripts := 0
@@ -402,14 +402,12 @@ func TestWorkflowTimelineInChromium(t *testing.T) {
 	bin := chromium(t)
 	e := newEnv(t)
 	_, log, turns := runGatedWorkflow(t, e)
-	wt, err := BuildWorkflowTimeline(log, turns)
+	wt, err := timeline.BuildWorkflow(log, turns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	page := filepath.Join(t.TempDir(), "workflow.html")
-	if err := writeTimelineFileWith(page, func(w io.Writer) error {
-		return writeWorkflowPage(w, wt, WorkflowLogs{Workflow: log, Turns: turns})
-	}); err != nil {
+	if err := timeline.WriteWorkflowFile(page, wt, timeline.WorkflowLogs{Workflow: log, Turns: turns}); err != nil {
 		t.Fatal(err)
 	}
 	_, els := dumpDOM(t, bin, page)

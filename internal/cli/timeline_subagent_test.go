@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/timeline"
 )
 
 // subagentsExample is the agents file of make demo-subagents: a Lead that
@@ -73,7 +74,7 @@ func TestReplayHTMLSubagents(t *testing.T) {
 
 // checkSubagentPage reads a page of the example's Lead and checks that each
 // subagent call holds its child's timeline.
-func checkSubagentPage(t *testing.T, path string, children map[string][]events.Envelope) *Timeline {
+func checkSubagentPage(t *testing.T, path string, children map[string][]events.Envelope) *timeline.Timeline {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -85,7 +86,7 @@ func checkSubagentPage(t *testing.T, path string, children map[string][]events.E
 	if m == nil {
 		t.Fatal("no timeline-data")
 	}
-	var tl Timeline
+	var tl timeline.Timeline
 	if err := json.Unmarshal([]byte(m[1]), &tl); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/timeline"
 )
 
 // goldenLogs reads every recorded log in testdata, by name.
@@ -35,7 +36,7 @@ func goldenLogs(t *testing.T) map[string][]events.Envelope {
 func renderPage(t *testing.T, log []events.Envelope) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := WriteTimeline(&b, log); err != nil {
+	if err := timeline.Write(&b, log); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
@@ -66,7 +67,7 @@ func TestTimelinePageOfGoldenLogs(t *testing.T) {
 			checkSelfContained(t, page)
 			blocks := pageData(t, page)
 
-			var tl Timeline
+			var tl timeline.Timeline
 			if err := json.Unmarshal([]byte(blocks["timeline-data"]), &tl); err != nil {
 				t.Fatalf("timeline-data: %v", err)
 			}
@@ -152,9 +153,9 @@ func checkSelfContained(t *testing.T, page string) {
 // TestTimelineLayout checks where things are drawn, turn by turn.
 func TestTimelineLayout(t *testing.T) {
 	logs := goldenLogs(t)
-	build := func(name string) *Timeline {
+	build := func(name string) *timeline.Timeline {
 		t.Helper()
-		tl, err := BuildTimeline(logs[name])
+		tl, err := timeline.Build(logs[name])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +240,7 @@ func TestTimelineLayout(t *testing.T) {
 	t.Run("running", func(t *testing.T) {
 		// The log of a turn still running: cut after step 2's tool.requested.
 		log := logs["completed"][:11]
-		tl, err := BuildTimeline(log)
+		tl, err := timeline.Build(log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +257,7 @@ func TestTimelineLayout(t *testing.T) {
 			t.Fatal("the page of a running turn does not say so")
 		}
 		// Mid model call: the model bar is open and ends at the last event.
-		tl, err = BuildTimeline(logs["completed"][:9])
+		tl, err = timeline.Build(logs["completed"][:9])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +271,7 @@ func TestTimelineLayout(t *testing.T) {
 		data, _ := json.Marshal(events.TurnFinishedData{StopReason: events.StopRejected, Error: "unknown agent \"Nobody\""})
 		log := []events.Envelope{{ID: "01a20577-5181-78d6-ad8c-7c32306c1099", Type: events.TurnFinished, TurnID: "rej",
 			SessionID: "rej", Seq: 1, Time: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), Data: data}}
-		tl, err := BuildTimeline(log)
+		tl, err := timeline.Build(log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +287,7 @@ func TestTimelineLayout(t *testing.T) {
 
 // within fails when anything is drawn outside the axis or ends before it
 // starts.
-func within(t *testing.T, tl *Timeline) {
+func within(t *testing.T, tl *timeline.Timeline) {
 	t.Helper()
 	span := func(what string, a, b float64) {
 		if a < 0 || b < a || b > tl.EndMs {
@@ -371,7 +372,7 @@ func TestTimelineEscapesEverything(t *testing.T) {
 	if out.Output != hostile {
 		t.Fatalf("the embedded output is %q, want %q", out.Output, hostile)
 	}
-	var tl Timeline
+	var tl timeline.Timeline
 	if err := json.Unmarshal([]byte(blocks["timeline-data"]), &tl); err != nil {
 		t.Fatal(err)
 	}

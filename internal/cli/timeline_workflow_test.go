@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/timeline"
 )
 
 // gatedWorkflow is the workflow the timeline tests run: three tasks with
@@ -159,7 +160,7 @@ func TestReplayHTMLWorkflow(t *testing.T) {
 // of log with the tasks' logs in turns: one band per task, each holding its
 // turn's steps and calls inside its span, every log embedded unchanged,
 // nothing loaded from elsewhere. It returns the page's timeline and text.
-func checkWorkflowPage(t *testing.T, path string, log []events.Envelope, turns map[string][]events.Envelope) (*WorkflowTimeline, string) {
+func checkWorkflowPage(t *testing.T, path string, log []events.Envelope, turns map[string][]events.Envelope) (*timeline.Workflow, string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -182,15 +183,15 @@ func checkWorkflowPage(t *testing.T, path string, log []events.Envelope, turns m
 	if len(blocks) != 2 || blocks["timeline-data"] == "" || blocks["workflow-events"] == "" {
 		t.Fatalf("the page embeds %d JSON blocks, want timeline-data and workflow-events", len(blocks))
 	}
-	var wt WorkflowTimeline
+	var wt timeline.Workflow
 	if err := json.Unmarshal([]byte(blocks["timeline-data"]), &wt); err != nil {
 		t.Fatalf("timeline-data: %v", err)
 	}
-	var logs WorkflowLogs
+	var logs timeline.WorkflowLogs
 	if err := json.Unmarshal([]byte(blocks["workflow-events"]), &logs); err != nil {
 		t.Fatalf("workflow-events: %v", err)
 	}
-	want, _ := json.Marshal(WorkflowLogs{Workflow: log, Turns: turns})
+	want, _ := json.Marshal(timeline.WorkflowLogs{Workflow: log, Turns: turns})
 	got, _ := json.Marshal(logs)
 	if !bytes.Equal(got, want) {
 		t.Error("the embedded logs differ from the logs")
@@ -264,7 +265,7 @@ func TestWorkflowTimelineEscapesEverything(t *testing.T) {
 		turn[i].TurnID, turn[i].SessionID, turn[i].Time = "wfh-1", "wfh", turn[i].Time.Add(shift)
 	}
 	var b bytes.Buffer
-	if err := WriteWorkflowTimeline(&b, wf, map[string][]events.Envelope{"wfh-1": turn}); err != nil {
+	if err := timeline.WriteWorkflow(&b, wf, map[string][]events.Envelope{"wfh-1": turn}); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
@@ -281,7 +282,7 @@ func TestWorkflowTimelineEscapesEverything(t *testing.T) {
 	if n := len(regexp.MustCompile(`&lt;/script&gt;&lt;script&gt;alert\(1\)&lt;/script&gt;`).FindAllString(page, -1)); n < 3 {
 		t.Fatalf("the hostile text is shown escaped %d times, want it in the prompt, the output and the turn's events", n)
 	}
-	var wt WorkflowTimeline
+	var wt timeline.Workflow
 	for _, m := range scriptBlock.FindAllStringSubmatch(page, -1) {
 		if m[1] == "timeline-data" {
 			if err := json.Unmarshal([]byte(m[2]), &wt); err != nil {
@@ -309,7 +310,7 @@ func TestWorkflowTimelineLayout(t *testing.T) {
 		for i := range turn {
 			turn[i].TurnID, turn[i].SessionID, turn[i].Time = "wfh-1", "wfh", turn[i].Time.Add(shift)
 		}
-		wt, err := BuildWorkflowTimeline(wf[:2], map[string][]events.Envelope{"wfh-1": turn})
+		wt, err := timeline.BuildWorkflow(wf[:2], map[string][]events.Envelope{"wfh-1": turn})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +325,7 @@ func TestWorkflowTimelineLayout(t *testing.T) {
 			t.Fatalf("the running task's steps: %+v", k.Turn.Steps)
 		}
 		var b bytes.Buffer
-		if err := writeWorkflowPage(&b, wt, WorkflowLogs{Workflow: wf[:2]}); err != nil {
+		if err := timeline.WriteWorkflowPage(&b, wt, timeline.WorkflowLogs{Workflow: wf[:2]}); err != nil {
 			t.Fatal(err)
 		}
 		if page := b.String(); !strings.Contains(page, `id="status">running<`) || !strings.Contains(page, "so far:") {
@@ -337,7 +338,7 @@ func TestWorkflowTimelineLayout(t *testing.T) {
 		log := []events.Envelope{{ID: "01a20577-5181-78d6-ad8c-7c32306c1099", Type: events.WorkflowFinished, TurnID: "rej",
 			SessionID: "rej", Seq: 1, Time: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), Data: data}}
 		var b bytes.Buffer
-		if err := WriteWorkflowTimeline(&b, log, nil); err != nil {
+		if err := timeline.WriteWorkflow(&b, log, nil); err != nil {
 			t.Fatal(err)
 		}
 		page := b.String()
@@ -347,7 +348,7 @@ func TestWorkflowTimelineLayout(t *testing.T) {
 	})
 	t.Run("does not fold", func(t *testing.T) {
 		swapped := []events.Envelope{wf[0], wf[2], wf[1]}
-		if _, err := BuildWorkflowTimeline(swapped, nil); err == nil {
+		if _, err := timeline.BuildWorkflow(swapped, nil); err == nil {
 			t.Fatal("a log out of order was drawn")
 		}
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/timeline"
 
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
@@ -159,8 +160,8 @@ func (u *uiServer) handler() http.Handler {
 	mux.HandleFunc("GET /workflow/{id}", page("workflow.html"))
 	mux.HandleFunc("GET /dead", page("dead.html"))
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-	mux.HandleFunc("GET /static/timeline.js", asset("text/javascript", timelineJS))
-	mux.HandleFunc("GET /static/timeline.css", asset("text/css", timelineCSS))
+	mux.HandleFunc("GET /static/timeline.js", asset("text/javascript", timeline.Script))
+	mux.HandleFunc("GET /static/timeline.css", asset("text/css", timeline.Style))
 
 	mux.HandleFunc("GET /api/info", u.info)
 	mux.HandleFunc("GET /api/turns/live", u.turnsLive)
@@ -514,10 +515,10 @@ type TurnView struct {
 	Turn string `json:"turn_id"`
 	// Timeline is nil when the log is not a turn's (a workflow's): Rows
 	// then lists its events as they are.
-	Timeline *Timeline `json:"timeline"`
-	Rows     []Row     `json:"rows,omitempty"`
-	Summary  *Summary  `json:"summary,omitempty"`
-	Error    string    `json:"error,omitempty"`
+	Timeline *timeline.Timeline `json:"timeline"`
+	Rows     []timeline.Row     `json:"rows,omitempty"`
+	Summary  *Summary           `json:"summary,omitempty"`
+	Error    string             `json:"error,omitempty"`
 }
 
 // viewOf is the view of a turn's log; children holds the logs of the
@@ -528,7 +529,7 @@ func viewOf(turn string, log []events.Envelope, children map[string][]events.Env
 		return v
 	}
 	if log[0].Type == events.TurnStarted || log[0].Type == events.TurnFinished {
-		tl, err := BuildTimelineWithChildren(log, children)
+		tl, err := timeline.BuildWithChildren(log, children)
 		if err == nil {
 			v.Timeline = tl
 			if st, err := fsm.Fold(log); err == nil {
@@ -539,7 +540,7 @@ func viewOf(turn string, log []events.Envelope, children map[string][]events.Env
 		v.Error = err.Error()
 	}
 	for _, e := range log {
-		v.Rows = append(v.Rows, Row{Seq: e.Seq, Step: e.Step, Type: e.Type, Time: e.Time,
+		v.Rows = append(v.Rows, timeline.Row{Seq: e.Seq, Step: e.Step, Type: e.Type, Time: e.Time,
 			SinceMs: e.Time.Sub(log[0].Time).Milliseconds(), Detail: clip(string(e.Data), 300)})
 	}
 	return v
@@ -647,9 +648,9 @@ type WorkflowView struct {
 	WorkflowID string `json:"workflow_id"`
 	// Timeline is nil until the workflow has a log, and when the id is a
 	// turn's (IsTurn: the page sends the reader to the turn's page).
-	Timeline *WorkflowTimeline `json:"timeline"`
-	IsTurn   bool              `json:"is_turn,omitempty"`
-	Error    string            `json:"error,omitempty"`
+	Timeline *timeline.Workflow `json:"timeline"`
+	IsTurn   bool               `json:"is_turn,omitempty"`
+	Error    string             `json:"error,omitempty"`
 }
 
 // workflowViewOf draws the workflow id from the logs of its session read so
@@ -662,7 +663,7 @@ func workflowViewOf(id string, logs map[string][]events.Envelope) WorkflowView {
 	case !log[0].Type.Workflow():
 		v.IsTurn = true
 	default:
-		wt, err := BuildWorkflowTimeline(log, logs)
+		wt, err := timeline.BuildWorkflow(log, logs)
 		if err != nil {
 			v.Error = err.Error()
 		}

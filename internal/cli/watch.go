@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/timeline"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,7 +17,7 @@ import (
 // Watch follows a turn's log from its first event, printing each event and
 // the streamed model text, until the turn finishes or ctx ends. It returns the
 // turn's turn.finished data.
-func Watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn string, t *Trace) (events.TurnFinishedData, error) {
+func Watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn string, t *timeline.Trace) (events.TurnFinishedData, error) {
 	feed, err := openDeltas(ctx, nc, js, turn)
 	if err != nil {
 		return events.TurnFinishedData{}, err
@@ -70,10 +70,10 @@ func openDeltas(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn
 func (f *deltaFeed) close() { _ = f.sub.Unsubscribe() }
 
 // watchFrom is Watch on a feed opened already.
-func watchFrom(ctx context.Context, feed *deltaFeed, js jetstream.JetStream, turn string, t *Trace) (events.TurnFinishedData, error) {
+func watchFrom(ctx context.Context, feed *deltaFeed, js jetstream.JetStream, turn string, t *timeline.Trace) (events.TurnFinishedData, error) {
 	var fin events.TurnFinishedData
 	deltas := feed.ch
-	t.liveAfter = feed.after
+	t.StreamAfter(feed.after)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -136,14 +136,4 @@ func readFinished(ctx context.Context, js jetstream.JetStream, turn string) ([]e
 		}
 	}
 	return log, nil
-}
-
-// Submit publishes a turn request and returns once the inbox has it.
-func Submit(ctx context.Context, nc *nats.Conn, sub events.Submit) error {
-	c, err := client.New(nc)
-	if err != nil {
-		return err
-	}
-	_, err = c.Submit(ctx, sub)
-	return err
 }

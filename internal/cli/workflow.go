@@ -1,27 +1,24 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/jetloop/jetloop/client/workflowfile"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/timeline"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/jetloop/jetloop/internal/workflow"
-	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"gopkg.in/yaml.v3"
 )
 
 const workflowUsage = `usage: jetloop workflow run [--watch] [--id ID] FILE.yaml
@@ -71,72 +68,39 @@ func workflowCmd(ctx context.Context, c *command, args []string) int {
 	return c.usageErr("unknown workflow command %q\n%s", sub, workflowUsage)
 }
 
-// ReadWorkflow reads a workflow file: the submission of docs/protocol.md in YAML
-// (or JSON). A missing workflow_id gets a new UUIDv7.
-func ReadWorkflow(path string) (events.WorkflowSubmit, []byte, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return events.WorkflowSubmit{}, nil, err
-	}
-	var doc any
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return events.WorkflowSubmit{}, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	m, ok := doc.(map[string]any)
-	if !ok {
-		return events.WorkflowSubmit{}, nil, fmt.Errorf("%s: not a mapping of workflow_id, tasks, …", path)
-	}
-	if _, ok := m["workflow_id"]; !ok {
-		m["workflow_id"] = NewID()
-	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		return events.WorkflowSubmit{}, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if err := schemas.Validate("workflow_submit", data); err != nil {
-		return events.WorkflowSubmit{}, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	var sub events.WorkflowSubmit
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&sub); err != nil {
-		return events.WorkflowSubmit{}, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return sub, data, nil
-}
-
 func workflowRun(ctx context.Context, c *command, path, id string, follow bool) int {
-	sub, data, err := ReadWorkflow(path)
+	w, err := workflowfile.Read(path)
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	if id != "" {
-		sub.WorkflowID = id
-		if data, err = json.Marshal(sub); err == nil {
-			err = schemas.Validate("workflow_submit", data)
+		if !events.ValidID(id) {
+			return c.fail("--id: invalid workflow id %q", id)
 		}
-		if err != nil {
-			return c.fail("--id: %v", err)
-		}
+		w.WorkflowID = id
 	}
 	nc, js, err := c.connect()
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
+	cl, err := c.sdk(nc)
+	if err != nil {
+		return c.fail("%v", err)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if sub.Policy != nil && len(sub.Policy.Hooks) > 0 {
-		c.warnUnservedHooks(pctx, js, sub.Policy.Hooks)
+	if w.Policy != nil && len(w.Policy.Hooks) > 0 {
+		c.warnUnservedHooks(pctx, js, w.Policy.Hooks)
 	}
-	if _, err := js.Publish(pctx, events.SubjectWorkflow, data, jetstream.WithMsgID(sub.WorkflowID)); err != nil {
-		return c.fail("submit workflow %s: %v", sub.WorkflowID, err)
+	if _, err := cl.RunWorkflow(pctx, w); err != nil {
+		return c.fail("%v", err)
 	}
-	fmt.Fprintln(c.stdout, sub.WorkflowID)
+	fmt.Fprintln(c.stdout, w.WorkflowID)
 	if !follow {
 		return ExitOK
 	}
-	return c.followWorkflow(ctx, nc, js, sub.WorkflowID)
+	return c.followWorkflow(ctx, nc, js, w.WorkflowID)
 }
 
 // followWorkflow prints a workflow's events as they come, each task's turn
@@ -154,12 +118,12 @@ func (c *command) followWorkflow(ctx context.Context, nc *nats.Conn, js jetstrea
 		if !e.Type.Workflow() {
 			return c.fail("%s is a turn, not a workflow: use jetloop watch", id)
 		}
-		fmt.Fprintf(c.stdout, "%s  %s\n", e.Type, workflowDetail(e))
+		fmt.Fprintf(c.stdout, "%s  %s\n", e.Type, timeline.WorkflowDetail(e))
 		switch e.Type {
 		case events.TaskStarted:
 			var d events.TaskStartedData
 			_ = json.Unmarshal(e.Data, &d)
-			if _, err := Watch(ctx, nc, js, d.TurnID, NewTrace(&nested{w: c.stdout}, c.color())); err != nil {
+			if _, err := Watch(ctx, nc, js, d.TurnID, timeline.NewTrace(timeline.Indented(c.stdout), c.color())); err != nil {
 				if ctx.Err() != nil {
 					return interrupted(ctx)
 				}
@@ -175,63 +139,6 @@ func (c *command) followWorkflow(ctx context.Context, nc *nats.Conn, js jetstrea
 		}
 	}
 	return interrupted(ctx)
-}
-
-// workflowDetail is one event's line of the workflow trace.
-func workflowDetail(e events.Envelope) string {
-	data, _ := events.NewData(e.Type)
-	_ = json.Unmarshal(e.Data, data)
-	switch d := data.(type) {
-	case *events.WorkflowStartedData:
-		return fmt.Sprintf("%d tasks, max_tasks %d", d.Tasks, d.Limits.MaxTasks)
-	case *events.TaskStartedData:
-		return fmt.Sprintf("task %d: turn %s (%s)", d.Task, d.TurnID, orDash(d.Agent))
-	case *events.TaskFinishedData:
-		return fmt.Sprintf("task %d: %s, %d steps, %d tool calls", d.Task, d.StopReason, d.Metrics.Steps, d.Metrics.ToolCalls)
-	case *events.WorkflowCheckpointedData:
-		m := d.Metrics
-		return fmt.Sprintf("after task %d: %d tasks, %d steps, %d tool calls, %d+%d tokens", d.Task, m.Tasks, m.Steps, m.ToolCalls, m.InputTokens, m.OutputTokens)
-	case *events.WorkflowGatedData:
-		// by says which decided: the rules, a person's approval, or a hook.
-		if d.Decision == events.GateStop {
-			// No task d.Task will run: the gate closed the last one.
-			return fmt.Sprintf("after task %d: %s by %s (%s)", d.Task-1, d.Decision, orDash(d.By), d.Reason)
-		}
-		return fmt.Sprintf("before task %d: %s by %s (%s)", d.Task, d.Decision, orDash(d.By), d.Reason)
-	case *events.WorkflowResumedData:
-		return fmt.Sprintf("approved %t %s", d.Approved, d.Note)
-	case *events.WorkflowFinishedData:
-		s := fmt.Sprintf("%s after %d tasks: %s", d.StopReason, len(d.Tasks), clip(d.Output, 60))
-		if d.Error != "" {
-			s += " — " + d.Error
-		}
-		return s
-	}
-	return ""
-}
-
-// nested writes a task's turn trace under its task.
-type nested struct {
-	w    io.Writer
-	midl bool
-}
-
-func (in *nested) Write(p []byte) (int, error) {
-	var b strings.Builder
-	for _, r := range string(p) {
-		if !in.midl {
-			b.WriteString("    │ ")
-			in.midl = true
-		}
-		b.WriteRune(r)
-		if r == '\n' {
-			in.midl = false
-		}
-	}
-	if _, err := io.WriteString(in.w, b.String()); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }
 
 func (c *command) showWorkflow(ctx context.Context, js jetstream.JetStream, id string) int {
@@ -281,34 +188,25 @@ func loadWorkflow(ctx context.Context, js jetstream.JetStream, id string) (*work
 	return st, nil
 }
 
-// workflowControl sends a control message to a workflow, after checking
-// that it can take it now.
+// workflowControl sends a control message to a workflow; the client
+// refuses what the workflow cannot take now.
 func (c *command) workflowControl(ctx context.Context, id string, ctl events.Control) int {
-	if !events.ValidID(id) {
-		return c.usageErr("invalid workflow id %q", id)
-	}
-	nc, js, err := c.connect()
+	nc, _, err := c.connect()
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
-	st, err := loadWorkflow(ctx, js, id)
-	switch {
-	case err != nil:
-		return c.fail("%v", err)
-	case st.Done():
-		return c.fail("workflow %s has finished (%s): nothing to %s", id, st.Finished.StopReason, ctl.Action)
-	case ctl.Action == events.ActionApprove && st.Phase != workflow.PhasePaused:
-		return c.fail("workflow %s waits for no approval (it is at %s)", id, st.Phase)
-	}
-	data, err := json.Marshal(ctl)
+	cl, err := c.sdk(nc)
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := js.Publish(pctx, events.ControlSubject(id), data, jetstream.WithMsgID("control:"+id+":"+NewID())); err != nil {
-		return c.fail("send to workflow %s: %v", id, err)
+	if ctl.Action == events.ActionAbort {
+		err = cl.AbortWorkflow(ctx, id, ctl.Reason)
+	} else {
+		err = cl.ApproveWorkflow(ctx, id, *ctl.Approved, ctl.Note)
+	}
+	if err != nil {
+		return c.fail("%v", err)
 	}
 	return ExitOK
 }

@@ -33,8 +33,9 @@ func deps(t *testing.T) map[string][]string {
 // tool worker and the public packages never the embedded server or a model
 // SDK (a user's worker would carry both), the tool worker never the
 // machines, the orchestrator binary never the CLI, the I/O-free core never
-// the transport, no lower layer an upper one, and no package but a test the
-// internal test kit.
+// the transport, the timelines and tenant supervision never what they lay
+// out or supervise, no lower layer an upper one, and no package but a test
+// the internal test kit.
 func TestLayering(t *testing.T) {
 	all := deps(t)
 	rules := []struct {
@@ -43,7 +44,7 @@ func TestLayering(t *testing.T) {
 		why       string
 	}{
 		{
-			pkgs:      []string{"cmd/toolworker", "client", "worker", "internal/bus", "internal/tools"},
+			pkgs:      []string{"cmd/toolworker", "client", "client/workflowfile", "worker", "internal/bus", "internal/tools", "internal/tenants"},
 			forbidden: []string{"github.com/nats-io/nats-server/", "github.com/openai/", "github.com/anthropics/", module + "internal/model", module + "internal/orchestrator", module + "internal/cli"},
 			why:       "what runs tools or embeds jetloop in a user's program links neither a server nor a model",
 		},
@@ -74,9 +75,19 @@ func TestLayering(t *testing.T) {
 			why: "observability enters the public packages through their options (small interfaces, the OpenTelemetry API); exporters are the commands'",
 		},
 		{
-			pkgs:      []string{"internal/orchestrator", "internal/bus", "internal/turnlog", "client", "worker"},
+			pkgs:      []string{"internal/orchestrator", "internal/bus", "internal/turnlog", "internal/tenants", "client", "client/workflowfile", "worker"},
 			forbidden: []string{module + "internal/cli", module + "cmd/"},
 			why:       "nothing below the CLI imports it",
+		},
+		{
+			pkgs:      []string{"internal/timeline"},
+			forbidden: []string{"github.com/nats-io/", module + "internal/bus", module + "internal/turnlog", module + "internal/logstore", module + "internal/orchestrator", module + "internal/cli", module + "client"},
+			why:       "the timelines lay out the logs they are given: they read no stream and run no turn",
+		},
+		{
+			pkgs:      []string{"internal/tenants"},
+			forbidden: []string{module + "internal/tools", module + "internal/fsm", module + "internal/workflow", module + "internal/logstore", module + "client", module + "worker"},
+			why:       "tenant supervision runs what its command gives it: the orchestrator and the tool worker both link it",
 		},
 	}
 	for p, linked := range all {

@@ -34,12 +34,12 @@ func NewUser(seedPath string) (string, error) {
 	return pub, nil
 }
 
-// NewUsers makes the users of tenant name, one per role, with their seeds
-// beside the tenants file at path (SeedPath).
-func NewUsers(path, name string) (map[string]string, error) {
+// NewUsers makes the users of tenant t, one per role, with their seeds
+// where t.SeedPath says for the tenants file at path.
+func NewUsers(path string, t *Tenant) (map[string]string, error) {
 	users := map[string]string{}
 	for _, r := range Roles {
-		pub, err := NewUser(SeedPath(path, name, r))
+		pub, err := NewUser(t.SeedPath(path, r))
 		if err != nil {
 			return nil, err
 		}

@@ -95,6 +95,11 @@ type Tenant struct {
 	Tools []string `yaml:"tools,omitempty"`
 	// Users are the public nkeys of the tenant's users, by role.
 	Users map[string]string `yaml:"users"`
+	// Keys is the directory of the users' seeds (<Keys>/<role>.nk) when
+	// they are not beside the file: jetloop tenants add keeps the seeds it
+	// makes out of a repository's tree. A relative path is the file's
+	// directory's.
+	Keys string `yaml:"keys,omitempty"`
 }
 
 // Size is a number of bytes, written with an optional unit: 512MiB, 1GiB,
@@ -270,6 +275,18 @@ func SeedPath(path, tenant, role string) string {
 	return filepath.Join(filepath.Dir(path), tenant, role+".nk")
 }
 
+// SeedPath is the file of the seed of t's user of role, for the tenants
+// file at path: under t.Keys when set, else beside the file (SeedPath).
+func (t *Tenant) SeedPath(path, role string) string {
+	switch {
+	case t.Keys == "":
+		return SeedPath(path, t.Name, role)
+	case filepath.IsAbs(t.Keys):
+		return filepath.Join(t.Keys, role+".nk")
+	}
+	return filepath.Join(filepath.Dir(path), t.Keys, role+".nk")
+}
+
 // isUserKey reports whether k is a user's public nkey: its checksum
 // holds, so that nothing but a key (no quote, brace or newline) reaches
 // the rendered accounts.conf.
@@ -287,8 +304,9 @@ func AccountsPath(path string) string { return filepath.Join(filepath.Dir(path),
 const header = `# The tenants of this jetloop deployment (docs/tenants.md), written by
 # jetloop tenants add|remove, which render accounts.conf beside it from it.
 # users are the public nkeys of each tenant's users; their seeds are the
-# files <tenant>/<role>.nk beside this file, and sys.nk the system user's,
-# readable by their owner only: pass one to --creds. Those committed in
+# files <tenant>/<role>.nk beside this file (<keys>/<role>.nk for a tenant
+# with keys), and sys.nk the system user's, readable by their owner only:
+# pass one to --creds. Those committed in
 # jetloop's repository (deploy/tenants) are public development keys, like
 # deploy/dev/*.password: make your own (jetloop tenants add) before the
 # server listens anywhere but loopback.

@@ -1,9 +1,8 @@
-package cli
+package timeline
 
 import (
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -23,10 +22,14 @@ import (
 var (
 	//go:embed timeline.html
 	timelineHTML string
+	// Style is the timeline's CSS.
+	//
 	//go:embed timeline.css
-	timelineCSS string
+	Style string
+	// Script is the timeline's script: it draws a Timeline or a Workflow.
+	//
 	//go:embed timeline.js
-	timelineJS string
+	Script string
 )
 
 var timelinePage = template.Must(template.New("timeline").Funcs(template.FuncMap{
@@ -51,23 +54,23 @@ const (
 // Timeline is a turn laid out on a time axis: what the HTML page draws. All
 // times are milliseconds since the turn's first event.
 type Timeline struct {
-	TurnID    string            `json:"turn_id"`
-	SessionID string            `json:"session_id"`
-	Agent     string            `json:"agent,omitempty"`
-	Model     string            `json:"model,omitempty"`
-	Input     string            `json:"input,omitempty"`
-	Limits    *events.Limits    `json:"limits,omitempty"`
-	Started   time.Time         `json:"started"`
-	EndMs     float64           `json:"end_ms"`
-	Running   bool              `json:"running"`
-	Steps     []TimelineStep    `json:"steps"`
-	Pauses    []TimelinePause   `json:"pauses"`
-	Summary   *TimelineSummary  `json:"summary,omitempty"`
-	Sentinel  *TimelineSentinel `json:"sentinel,omitempty"`
+	TurnID    string         `json:"turn_id"`
+	SessionID string         `json:"session_id"`
+	Agent     string         `json:"agent,omitempty"`
+	Model     string         `json:"model,omitempty"`
+	Input     string         `json:"input,omitempty"`
+	Limits    *events.Limits `json:"limits,omitempty"`
+	Started   time.Time      `json:"started"`
+	EndMs     float64        `json:"end_ms"`
+	Running   bool           `json:"running"`
+	Steps     []Step         `json:"steps"`
+	Pauses    []Pause        `json:"pauses"`
+	Summary   *Summary       `json:"summary,omitempty"`
+	Sentinel  *Sentinel      `json:"sentinel,omitempty"`
 	// Compactions mark the turn's summarizing compactions (turn.compacted).
-	Compactions []TimelineCompaction `json:"compactions,omitempty"`
-	Finished    *TimelineFinish      `json:"finished,omitempty"`
-	ForkedFrom  *events.ForkedFrom   `json:"forked_from,omitempty"`
+	Compactions []Compaction       `json:"compactions,omitempty"`
+	Finished    *Finish            `json:"finished,omitempty"`
+	ForkedFrom  *events.ForkedFrom `json:"forked_from,omitempty"`
 	// Workflow names the workflow task the turn runs, if any.
 	Workflow *events.WorkflowRef `json:"workflow,omitempty"`
 	// Parent names the call that runs the turn, if it is a subagent's.
@@ -77,43 +80,43 @@ type Timeline struct {
 	Rows []Row `json:"rows"`
 }
 
-// TimelineStep is one step: its band on the axis, its model call and the
+// Step is one step: its band on the axis, its model call and the
 // tool calls it asked for, one lane each in the order they were requested.
-type TimelineStep struct {
-	Step    int            `json:"step"`
-	StartMs float64        `json:"start_ms"`
-	EndMs   float64        `json:"end_ms"`
-	Open    bool           `json:"open,omitempty"` // not checked (yet)
-	Model   *TimelineModel `json:"model,omitempty"`
-	Tools   []TimelineTool `json:"tools"`
+type Step struct {
+	Step    int     `json:"step"`
+	StartMs float64 `json:"start_ms"`
+	EndMs   float64 `json:"end_ms"`
+	Open    bool    `json:"open,omitempty"` // not checked (yet)
+	Model   *Model  `json:"model,omitempty"`
+	Tools   []Tool  `json:"tools"`
 	// Decision and StopReason come from the step's step.checked.
 	Decision   events.Decision   `json:"decision,omitempty"`
 	StopReason events.StopReason `json:"stop_reason,omitempty"`
 }
 
-// TimelineModel is a step's model call, from step.started to model.completed.
-type TimelineModel struct {
-	StartMs      float64        `json:"start_ms"`
-	EndMs        float64        `json:"end_ms"`
-	Open         bool           `json:"open,omitempty"` // no answer (yet)
-	Text         string         `json:"text,omitempty"`
-	ToolCalls    []TimelineCall `json:"tool_calls,omitempty"`
-	FinishReason string         `json:"finish_reason,omitempty"`
-	Usage        events.Usage   `json:"usage"`
-	DurationMs   int64          `json:"duration_ms"`
-	Attempts     int            `json:"attempts,omitempty"`
-	Error        string         `json:"error,omitempty"`
+// Model is a step's model call, from step.started to model.completed.
+type Model struct {
+	StartMs      float64      `json:"start_ms"`
+	EndMs        float64      `json:"end_ms"`
+	Open         bool         `json:"open,omitempty"` // no answer (yet)
+	Text         string       `json:"text,omitempty"`
+	ToolCalls    []Call       `json:"tool_calls,omitempty"`
+	FinishReason string       `json:"finish_reason,omitempty"`
+	Usage        events.Usage `json:"usage"`
+	DurationMs   int64        `json:"duration_ms"`
+	Attempts     int          `json:"attempts,omitempty"`
+	Error        string       `json:"error,omitempty"`
 }
 
-// TimelineCall is a tool call as the model asked for it.
-type TimelineCall struct {
+// Call is a tool call as the model asked for it.
+type Call struct {
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
 }
 
-// TimelineTool is one tool call, from tool.requested to tool.completed.
-type TimelineTool struct {
+// Tool is one tool call, from tool.requested to tool.completed.
+type Tool struct {
 	CallID     string  `json:"call_id"`
 	Name       string  `json:"name"`
 	Arguments  string  `json:"arguments"`
@@ -135,9 +138,9 @@ type TimelineTool struct {
 	ChildMissing string    `json:"child_missing,omitempty"`
 }
 
-// TimelinePause is a span in which the turn waited for a reply or an
+// Pause is a span in which the turn waited for a reply or an
 // approval, from turn.paused to turn.resumed.
-type TimelinePause struct {
+type Pause struct {
 	Step     int              `json:"step"`
 	CallID   string           `json:"call_id"`
 	Kind     events.PauseKind `json:"kind"`
@@ -151,9 +154,9 @@ type TimelinePause struct {
 	Note     string           `json:"note,omitempty"`
 }
 
-// TimelineSummary is the tool-less summary call of a cap or doom-loop stop:
+// Summary is the tool-less summary call of a cap or doom-loop stop:
 // from the stopping step.checked to turn.sentinel.
-type TimelineSummary struct {
+type Summary struct {
 	Step    int           `json:"step"`
 	StartMs float64       `json:"start_ms"`
 	EndMs   float64       `json:"end_ms"`
@@ -161,17 +164,17 @@ type TimelineSummary struct {
 	Usage   *events.Usage `json:"usage,omitempty"`
 }
 
-// TimelineSentinel marks a turn.sentinel.
-type TimelineSentinel struct {
+// Sentinel marks a turn.sentinel.
+type Sentinel struct {
 	AtMs   float64             `json:"at_ms"`
 	Kind   events.SentinelKind `json:"kind"`
 	Reason events.StopReason   `json:"reason"`
 	Text   string              `json:"text"`
 }
 
-// TimelineCompaction marks a turn.compacted: the summary, written by the
+// Compaction marks a turn.compacted: the summary, written by the
 // child turn ChildTurnID, that replaced the steps through ThroughStep.
-type TimelineCompaction struct {
+type Compaction struct {
 	AtMs        float64 `json:"at_ms"`
 	ThroughStep int     `json:"through_step"`
 	ChildTurnID string  `json:"child_turn_id"`
@@ -179,8 +182,8 @@ type TimelineCompaction struct {
 	Error       string  `json:"error,omitempty"`
 }
 
-// TimelineFinish marks the turn.finished.
-type TimelineFinish struct {
+// Finish marks the turn.finished.
+type Finish struct {
 	AtMs       float64           `json:"at_ms"`
 	StopReason events.StopReason `json:"stop_reason"`
 	Output     string            `json:"output,omitempty"`
@@ -188,25 +191,25 @@ type TimelineFinish struct {
 	Metrics    events.Metrics    `json:"metrics"`
 }
 
-// BuildTimeline lays a turn's log out on a time axis. A log of a turn still
+// Build lays a turn's log out on a time axis. A log of a turn still
 // running gives what exists so far: whatever has not ended (a step, a model
 // or tool call, a pause) is open and ends at the last event. It fails only
 // when the log does not fold through the machine.
-func BuildTimeline(log []events.Envelope) (*Timeline, error) {
-	return BuildTimelineWithChildren(log, nil)
+func Build(log []events.Envelope) (*Timeline, error) {
+	return BuildWithChildren(log, nil)
 }
 
-// BuildTimelineWithChildren is BuildTimeline with the logs of the turn's
+// BuildWithChildren is Build with the logs of the turn's
 // subagents (and theirs), by turn id: each child is laid out on the
 // parent's axis under the call that runs it.
-func BuildTimelineWithChildren(log []events.Envelope, children map[string][]events.Envelope) (*Timeline, error) {
+func BuildWithChildren(log []events.Envelope, children map[string][]events.Envelope) (*Timeline, error) {
 	if len(log) == 0 {
 		return nil, fmt.Errorf("timeline: empty log")
 	}
 	return buildTimeline(log, log[0].Time, children)
 }
 
-// buildTimeline is BuildTimeline on an axis that starts at t0: a workflow
+// buildTimeline is Build on an axis that starts at t0: a workflow
 // lays its tasks' turns out from its own first event, so each turn's steps
 // fall inside its task's band, and a turn its subagents' turns. The event
 // rows keep the turn's own times. children holds the logs of subagents'
@@ -221,18 +224,18 @@ func buildTimelineAt(log []events.Envelope, t0 time.Time, children map[string][]
 		return math.Round(float64(e.Time.Sub(t0).Microseconds())) / 1000
 	}
 	tl := &Timeline{TurnID: log[0].TurnID, SessionID: log[0].SessionID, Started: log[0].Time,
-		EndMs: at(log[len(log)-1]), Running: true, Steps: []TimelineStep{}, Pauses: []TimelinePause{}}
-	step := func(n int) *TimelineStep {
+		EndMs: at(log[len(log)-1]), Running: true, Steps: []Step{}, Pauses: []Pause{}}
+	step := func(n int) *Step {
 		for i := range tl.Steps {
 			if tl.Steps[i].Step == n {
 				return &tl.Steps[i]
 			}
 		}
 		// An event of a step whose step.started is missing still gets drawn.
-		tl.Steps = append(tl.Steps, TimelineStep{Step: n, Tools: []TimelineTool{}, Open: true})
+		tl.Steps = append(tl.Steps, Step{Step: n, Tools: []Tool{}, Open: true})
 		return &tl.Steps[len(tl.Steps)-1]
 	}
-	tool := func(s *TimelineStep, id string) *TimelineTool {
+	tool := func(s *Step, id string) *Tool {
 		for i := range s.Tools {
 			if s.Tools[i].CallID == id {
 				return &s.Tools[i]
@@ -247,7 +250,7 @@ func buildTimelineAt(log []events.Envelope, t0 time.Time, children map[string][]
 		return nil
 	}
 	var err error
-	if tl.Rows, err = foldRows(log); err != nil {
+	if tl.Rows, err = FoldRows(log); err != nil {
 		return nil, err
 	}
 	for _, e := range log {
@@ -274,10 +277,10 @@ func buildTimelineAt(log []events.Envelope, t0 time.Time, children map[string][]
 				return nil, err
 			}
 			s := step(e.Step)
-			m := &TimelineModel{StartMs: s.StartMs, EndMs: now, Text: clipKeep(d.Text, excerptText),
+			m := &Model{StartMs: s.StartMs, EndMs: now, Text: clipKeep(d.Text, excerptText),
 				FinishReason: d.FinishReason, Usage: d.Usage, DurationMs: d.DurationMs, Attempts: d.Attempts, Error: d.Error}
 			for _, c := range d.ToolCalls {
-				m.ToolCalls = append(m.ToolCalls, TimelineCall{CallID: c.CallID, Name: c.Name, Arguments: string(c.Arguments)})
+				m.ToolCalls = append(m.ToolCalls, Call{CallID: c.CallID, Name: c.Name, Arguments: string(c.Arguments)})
 			}
 			s.Model = m
 		case events.ToolRequested:
@@ -286,7 +289,7 @@ func buildTimelineAt(log []events.Envelope, t0 time.Time, children map[string][]
 				return nil, err
 			}
 			s := step(e.Step)
-			s.Tools = append(s.Tools, TimelineTool{CallID: d.CallID, Name: d.Name, Arguments: string(d.Arguments),
+			s.Tools = append(s.Tools, Tool{CallID: d.CallID, Name: d.Name, Arguments: string(d.Arguments),
 				Lane: len(s.Tools), StartMs: now, Open: true, ChildTurnID: d.ChildTurnID})
 		case events.ToolCompleted:
 			var d events.ToolCompletedData
@@ -296,7 +299,7 @@ func buildTimelineAt(log []events.Envelope, t0 time.Time, children map[string][]
 			s := step(e.Step)
 			c := tool(s, d.CallID)
 			if c == nil {
-				s.Tools = append(s.Tools, TimelineTool{CallID: d.CallID, Name: d.Name, Lane: len(s.Tools), StartMs: now})
+				s.Tools = append(s.Tools, Tool{CallID: d.CallID, Name: d.Name, Lane: len(s.Tools), StartMs: now})
 				c = &s.Tools[len(s.Tools)-1]
 			}
 			c.EndMs, c.Open = now, false
@@ -314,7 +317,7 @@ func buildTimelineAt(log []events.Envelope, t0 time.Time, children map[string][]
 			if d.Kind == events.PauseApproval {
 				q = string(d.Arguments)
 			}
-			tl.Pauses = append(tl.Pauses, TimelinePause{Step: e.Step, CallID: d.CallID, Kind: d.Kind,
+			tl.Pauses = append(tl.Pauses, Pause{Step: e.Step, CallID: d.CallID, Kind: d.Kind,
 				Question: clipKeep(q, excerptText), Tool: d.Tool, StartMs: now, Open: true})
 		case events.TurnResumed:
 			var d events.TurnResumedData
@@ -337,16 +340,16 @@ func buildTimelineAt(log []events.Envelope, t0 time.Time, children map[string][]
 			switch d.StopReason {
 			case events.StopStepCap, events.StopBudget, events.StopDoomLoop:
 				// The summary call runs from here to the sentinel.
-				tl.Summary = &TimelineSummary{Step: e.Step, StartMs: now, EndMs: now, Open: true}
+				tl.Summary = &Summary{Step: e.Step, StartMs: now, EndMs: now, Open: true}
 			}
 		case events.TurnSentinel:
 			var d events.TurnSentinelData
 			if err := decode(e, &d); err != nil {
 				return nil, err
 			}
-			tl.Sentinel = &TimelineSentinel{AtMs: now, Kind: d.Kind, Reason: d.Reason, Text: clipKeep(d.Text, excerptText)}
+			tl.Sentinel = &Sentinel{AtMs: now, Kind: d.Kind, Reason: d.Reason, Text: clipKeep(d.Text, excerptText)}
 			if tl.Summary == nil {
-				tl.Summary = &TimelineSummary{Step: e.Step, StartMs: now}
+				tl.Summary = &Summary{Step: e.Step, StartMs: now}
 			}
 			tl.Summary.EndMs, tl.Summary.Open, tl.Summary.Usage = now, false, d.Usage
 		case events.TurnCompacted:
@@ -354,7 +357,7 @@ func buildTimelineAt(log []events.Envelope, t0 time.Time, children map[string][]
 			if err := decode(e, &d); err != nil {
 				return nil, err
 			}
-			tl.Compactions = append(tl.Compactions, TimelineCompaction{AtMs: now, ThroughStep: d.ThroughStep,
+			tl.Compactions = append(tl.Compactions, Compaction{AtMs: now, ThroughStep: d.ThroughStep,
 				ChildTurnID: d.ChildTurnID, Summary: clipKeep(d.Summary, excerptText), Error: d.Error})
 		case events.TurnFinished:
 			var d events.TurnFinishedData
@@ -362,7 +365,7 @@ func buildTimelineAt(log []events.Envelope, t0 time.Time, children map[string][]
 				return nil, err
 			}
 			tl.Running = false
-			tl.Finished = &TimelineFinish{AtMs: now, StopReason: d.StopReason, Output: clipKeep(d.Output, excerptText),
+			tl.Finished = &Finish{AtMs: now, StopReason: d.StopReason, Output: clipKeep(d.Output, excerptText),
 				Error: d.Error, Metrics: d.Metrics}
 		}
 	}
@@ -374,7 +377,7 @@ func buildTimelineAt(log []events.Envelope, t0 time.Time, children map[string][]
 			s.EndMs = tl.EndMs
 		}
 		if s.Model == nil {
-			s.Model = &TimelineModel{StartMs: s.StartMs, EndMs: s.EndMs, Open: true}
+			s.Model = &Model{StartMs: s.StartMs, EndMs: s.EndMs, Open: true}
 		}
 		for j := range s.Tools {
 			if c := &s.Tools[j]; c.Open {
@@ -436,9 +439,21 @@ func (tl *Timeline) Children() map[string]*Timeline {
 	return out
 }
 
-// foldRows folds the log into one Row per event: replay --json prints them,
+// Row is one event of a replayed turn as replay --json prints it.
+type Row struct {
+	Seq     int         `json:"seq"`
+	Step    int         `json:"step"`
+	Before  fsm.Phase   `json:"before"`
+	After   fsm.Phase   `json:"after"`
+	Type    events.Type `json:"type"`
+	Time    time.Time   `json:"time"`
+	SinceMs int64       `json:"since_ms"`
+	Detail  string      `json:"detail"`
+}
+
+// FoldRows folds the log into one Row per event: replay --json prints them,
 // the page's event table shows them.
-func foldRows(log []events.Envelope) ([]Row, error) {
+func FoldRows(log []events.Envelope) ([]Row, error) {
 	st := fsm.New("")
 	plain := NewTrace(io.Discard, false)
 	out := make([]Row, 0, len(log))
@@ -462,18 +477,18 @@ func clipKeep(s string, n int) string {
 	return s
 }
 
-// WriteTimeline writes the turn as one self-contained HTML page: inline CSS
+// Write writes the turn as one self-contained HTML page: inline CSS
 // and script, the timeline and the whole log embedded as JSON, no reference
 // to any other resource.
-func WriteTimeline(w io.Writer, log []events.Envelope) error {
-	tl, err := BuildTimeline(log)
+func Write(w io.Writer, log []events.Envelope) error {
+	tl, err := Build(log)
 	if err != nil {
 		return err
 	}
-	return writePage(w, tl, log)
+	return WritePage(w, tl, log)
 }
 
-func writePage(w io.Writer, tl *Timeline, log []events.Envelope) error {
+func WritePage(w io.Writer, tl *Timeline, log []events.Envelope) error {
 	title := "turn " + tl.TurnID
 	if tl.Agent != "" {
 		title += " · " + tl.Agent
@@ -492,18 +507,18 @@ func writePage(w io.Writer, tl *Timeline, log []events.Envelope) error {
 		Events   []events.Envelope
 		Style    template.CSS
 		Script   template.JS
-	}{title, status, tl, log, template.CSS(timelineCSS), template.JS(timelineJS)})
+	}{title, status, tl, log, template.CSS(Style), template.JS(Script)})
 }
 
-// writeTimelineFile writes the page to path, through a temporary file so a
+// WriteFile writes the page to path, through a temporary file so a
 // reader never sees half a page.
-func writeTimelineFile(path string, tl *Timeline, log []events.Envelope) error {
-	return writeTimelineFileWith(path, func(w io.Writer) error { return writePage(w, tl, log) })
+func WriteFile(path string, tl *Timeline, log []events.Envelope) error {
+	return writeFileWith(path, func(w io.Writer) error { return WritePage(w, tl, log) })
 }
 
-// writeTimelineFileWith writes what write writes to path, through a
+// writeFileWith writes what write writes to path, through a
 // temporary file.
-func writeTimelineFileWith(path string, write func(io.Writer) error) (err error) {
+func writeFileWith(path string, write func(io.Writer) error) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), ".timeline-*.html")
 	if err != nil {
 		return fmt.Errorf("timeline: %w", err)
@@ -527,34 +542,4 @@ func writeTimelineFileWith(path string, write func(io.Writer) error) (err error)
 		return fmt.Errorf("timeline: %w", err)
 	}
 	return nil
-}
-
-// timeline is replay --html: it writes the page, then checks the log like a
-// replay does. A log that does not fold gets no page and exits 1, as replay
-// does; so does one that breaks the invariants, after its page is written.
-func (c *command) timeline(path string, log []events.Envelope, children map[string][]events.Envelope) int {
-	tl, err := BuildTimelineWithChildren(log, children)
-	if err != nil {
-		fmt.Fprintf(c.stderr, "jetloop replay: the log does not fold: %v\n", err)
-		return ExitStopped
-	}
-	if err := writeTimelineFile(path, tl, log); err != nil {
-		return c.fail("%v", err)
-	}
-	problems := []error{events.CheckLog(log)}
-	for id := range tl.Children() {
-		if err := events.CheckLog(children[id]); err != nil {
-			problems = append(problems, fmt.Errorf("subagent turn %s: %w", id, err))
-		}
-	}
-	if err := errors.Join(problems...); err != nil {
-		fmt.Fprintf(c.stderr, "jetloop replay: wrote %s, but the log breaks the invariants: %v\n", path, err)
-		return ExitStopped
-	}
-	msg := fmt.Sprintf("wrote %s: %d events, %d steps", path, len(log), len(tl.Steps))
-	if n := len(tl.Children()); n > 0 {
-		msg += fmt.Sprintf(", %d subagent turns", n)
-	}
-	fmt.Fprintln(c.stdout, msg)
-	return ExitOK
 }

@@ -1,14 +1,13 @@
-package cli
+package timeline
 
 import (
-	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"html/template"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
@@ -19,17 +18,17 @@ import (
 // The workflow's page shares the turn page's style, script and event table
 // (timeline.html defines it); only its header and data differ.
 //
-//go:embed timeline_workflow.html
+//go:embed workflow.html
 var workflowHTML string
 
 var workflowPage = template.Must(template.Must(timelinePage.Clone()).New("workflow").Parse(workflowHTML))
 
-// WorkflowTimeline is a workflow laid out on one time axis: each task is a
+// Workflow is a workflow laid out on one time axis: each task is a
 // band that holds its turn's timeline, and the workflow's own events are
 // marks. All times are milliseconds since the workflow's first event; the
 // tasks' turns are measured from the same origin, so a task's steps fall
 // inside its band.
-type WorkflowTimeline struct {
+type Workflow struct {
 	WorkflowID string                 `json:"workflow_id"`
 	SessionID  string                 `json:"session_id"`
 	Agent      string                 `json:"agent,omitempty"`
@@ -41,18 +40,18 @@ type WorkflowTimeline struct {
 	EndMs      float64                `json:"end_ms"`
 	Running    bool                   `json:"running"`
 	Metrics    events.WorkflowMetrics `json:"metrics"` // summed over the tasks finished so far
-	Tasks      []TimelineTask         `json:"tasks"`
-	Marks      []WorkflowMark         `json:"marks"`
-	Waits      []TimelineWait         `json:"waits"`
+	Tasks      []Task                 `json:"tasks"`
+	Marks      []Mark                 `json:"marks"`
+	Waits      []Wait                 `json:"waits"`
 	Finished   *WorkflowFinish        `json:"finished,omitempty"`
 	// Rows are the workflow's events, for the table under the chart; state
 	// is the workflow machine's phase.
 	Rows []Row `json:"rows"`
 }
 
-// TimelineTask is one task: its band, from task.started to task.finished,
+// Task is one task: its band, from task.started to task.finished,
 // and its turn drawn inside it.
-type TimelineTask struct {
+type Task struct {
 	Task       int               `json:"task"`
 	TurnID     string            `json:"turn_id"`
 	Agent      string            `json:"agent,omitempty"`
@@ -70,8 +69,8 @@ type TimelineTask struct {
 	Missing string    `json:"missing,omitempty"`
 }
 
-// WorkflowMark is one event of the workflow's own log, at its time.
-type WorkflowMark struct {
+// Mark is one event of the workflow's own log, at its time.
+type Mark struct {
 	AtMs     float64             `json:"at_ms"`
 	Seq      int                 `json:"seq"`
 	Type     events.Type         `json:"type"`
@@ -81,9 +80,9 @@ type WorkflowMark struct {
 	Text     string              `json:"text"`
 }
 
-// TimelineWait is a span in which the gate waited for a person, from the
+// Wait is a span in which the gate waited for a person, from the
 // workflow.gated that said wait to the workflow.resumed.
-type TimelineWait struct {
+type Wait struct {
 	Task     int     `json:"task"` // the task it waited before
 	StartMs  float64 `json:"start_ms"`
 	EndMs    float64 `json:"end_ms"`
@@ -102,12 +101,12 @@ type WorkflowFinish struct {
 	Metrics    events.WorkflowMetrics `json:"metrics"`
 }
 
-// BuildWorkflowTimeline lays a workflow's log out on a time axis, each task's
+// BuildWorkflow lays a workflow's log out on a time axis, each task's
 // turn inside its band; turns holds the tasks' logs by turn id, and a task
 // whose log is not in it is drawn as a band without steps. It fails only when
 // the workflow's log does not fold through the workflow machine; a task's log
 // that does not fold is noted on its band.
-func BuildWorkflowTimeline(log []events.Envelope, turns map[string][]events.Envelope) (*WorkflowTimeline, error) {
+func BuildWorkflow(log []events.Envelope, turns map[string][]events.Envelope) (*Workflow, error) {
 	if len(log) == 0 {
 		return nil, fmt.Errorf("timeline: empty log")
 	}
@@ -115,8 +114,8 @@ func BuildWorkflowTimeline(log []events.Envelope, turns map[string][]events.Enve
 	at := func(e events.Envelope) float64 {
 		return math.Round(float64(e.Time.Sub(t0).Microseconds())) / 1000
 	}
-	w := &WorkflowTimeline{WorkflowID: log[0].TurnID, SessionID: log[0].SessionID, Started: t0, EndMs: at(log[len(log)-1]),
-		Running: true, Tasks: []TimelineTask{}, Marks: []WorkflowMark{}, Waits: []TimelineWait{}, Rows: make([]Row, 0, len(log))}
+	w := &Workflow{WorkflowID: log[0].TurnID, SessionID: log[0].SessionID, Started: t0, EndMs: at(log[len(log)-1]),
+		Running: true, Tasks: []Task{}, Marks: []Mark{}, Waits: []Wait{}, Rows: make([]Row, 0, len(log))}
 	st := workflow.New("")
 	for _, e := range log {
 		before := st.Phase
@@ -126,13 +125,13 @@ func BuildWorkflowTimeline(log []events.Envelope, turns map[string][]events.Enve
 		now := at(e)
 		// The event table's state column holds the workflow machine's phases.
 		w.Rows = append(w.Rows, Row{Seq: e.Seq, Step: e.Step, Before: fsm.Phase(before), After: fsm.Phase(st.Phase), Type: e.Type,
-			Time: e.Time, SinceMs: e.Time.Sub(t0).Milliseconds(), Detail: workflowDetail(e)})
-		mark := WorkflowMark{AtMs: now, Seq: e.Seq, Type: e.Type, Task: e.Step, Text: workflowDetail(e)}
+			Time: e.Time, SinceMs: e.Time.Sub(t0).Milliseconds(), Detail: WorkflowDetail(e)})
+		mark := Mark{AtMs: now, Seq: e.Seq, Type: e.Type, Task: e.Step, Text: WorkflowDetail(e)}
 		data, _ := events.NewData(e.Type)
 		_ = json.Unmarshal(e.Data, data) // Evolve decoded it already
 		switch d := data.(type) {
 		case *events.TaskStartedData:
-			t := TimelineTask{Task: d.Task, TurnID: d.TurnID, Agent: d.Agent, StartMs: now, Open: true}
+			t := Task{Task: d.Task, TurnID: d.TurnID, Agent: d.Agent, StartMs: now, Open: true}
 			if t.Agent == "" {
 				t.Agent = st.Agent
 			}
@@ -161,7 +160,7 @@ func BuildWorkflowTimeline(log []events.Envelope, turns map[string][]events.Enve
 		case *events.WorkflowGatedData:
 			mark.Task, mark.Decision, mark.By = d.Task, d.Decision, d.By
 			if d.Decision == events.GateWait {
-				w.Waits = append(w.Waits, TimelineWait{Task: d.Task, StartMs: now, Open: true, Reason: d.Reason})
+				w.Waits = append(w.Waits, Wait{Task: d.Task, StartMs: now, Open: true, Reason: d.Reason})
 			}
 		case *events.WorkflowResumedData:
 			for i := range w.Waits {
@@ -216,7 +215,7 @@ func BuildWorkflowTimeline(log []events.Envelope, turns map[string][]events.Enve
 }
 
 // Steps counts the steps drawn in all the tasks' bands.
-func (w *WorkflowTimeline) Steps() int {
+func (w *Workflow) Steps() int {
 	n := 0
 	for _, t := range w.Tasks {
 		if t.Turn != nil {
@@ -233,19 +232,19 @@ type WorkflowLogs struct {
 	Turns    map[string][]events.Envelope `json:"turns"`
 }
 
-// WriteWorkflowTimeline writes a workflow as one self-contained HTML page,
+// WriteWorkflow writes a workflow as one self-contained HTML page,
 // its tasks as bands with their turns' steps inside: inline CSS and script,
 // the timeline and every log embedded as JSON, no reference to any other
 // resource.
-func WriteWorkflowTimeline(w io.Writer, log []events.Envelope, turns map[string][]events.Envelope) error {
-	wt, err := BuildWorkflowTimeline(log, turns)
+func WriteWorkflow(w io.Writer, log []events.Envelope, turns map[string][]events.Envelope) error {
+	wt, err := BuildWorkflow(log, turns)
 	if err != nil {
 		return err
 	}
-	return writeWorkflowPage(w, wt, WorkflowLogs{Workflow: log, Turns: turns})
+	return WriteWorkflowPage(w, wt, WorkflowLogs{Workflow: log, Turns: turns})
 }
 
-func writeWorkflowPage(w io.Writer, wt *WorkflowTimeline, logs WorkflowLogs) error {
+func WriteWorkflowPage(w io.Writer, wt *Workflow, logs WorkflowLogs) error {
 	status := "running"
 	if wt.Finished != nil {
 		status = string(wt.Finished.StopReason)
@@ -258,79 +257,85 @@ func writeWorkflowPage(w io.Writer, wt *WorkflowTimeline, logs WorkflowLogs) err
 	// As for a turn's page, html/template makes the embedded JSON safe.
 	return workflowPage.ExecuteTemplate(w, "workflow", struct {
 		Status   string
-		Timeline *WorkflowTimeline
+		Timeline *Workflow
 		Events   WorkflowLogs
 		Style    template.CSS
 		Script   template.JS
-	}{status, wt, logs, template.CSS(timelineCSS), template.JS(timelineJS)})
+	}{status, wt, logs, template.CSS(Style), template.JS(Script)})
 }
 
-// workflowTimeline is replay --html of a workflow: it reads the tasks'
-// turns (from the server, or from the same file when the log comes from
-// one: exports of the workflow and of its turns, concatenated), writes the
-// page, then checks every log like a replay does. A workflow's log that
-// does not fold gets no page and exits 1; so does one whose logs break the
-// invariants or do not fold, after its page is written.
-func (c *command) workflowTimeline(ctx context.Context, path string, log []events.Envelope, turns map[string][]events.Envelope, fromServer bool) int {
-	if fromServer {
-		var ids []string
-		for _, e := range log {
-			if e.Type == events.TaskStarted {
-				var d events.TaskStartedData
-				_ = json.Unmarshal(e.Data, &d)
-				ids = append(ids, d.TurnID)
-			}
-		}
-		// A task just started may have no log yet: its band says so.
-		var err error
-		if turns, err = c.readLogs(ctx, ids...); err != nil {
-			return c.fail("%v", err)
-		}
-	}
-	wt, err := BuildWorkflowTimeline(log, turns)
-	if err != nil {
-		fmt.Fprintf(c.stderr, "jetloop replay: the log does not fold: %v\n", err)
-		return ExitStopped
-	}
-	if err := writeTimelineFileWith(path, func(w io.Writer) error {
-		return writeWorkflowPage(w, wt, WorkflowLogs{Workflow: log, Turns: turns})
-	}); err != nil {
-		return c.fail("%v", err)
-	}
-	var problems []error
-	if err := events.CheckLog(log); err != nil {
-		problems = append(problems, fmt.Errorf("the workflow's log: %w", err))
-	}
-	for _, t := range wt.Tasks {
-		if t.Turn == nil {
-			if _, ok := turns[t.TurnID]; ok {
-				problems = append(problems, fmt.Errorf("task %d: %s", t.Task, t.Missing))
-			}
-			continue
-		}
-		if err := events.CheckLog(turns[t.TurnID]); err != nil {
-			problems = append(problems, fmt.Errorf("task %d (turn %s): %w", t.Task, t.TurnID, err))
-		}
-	}
-	if err := errors.Join(problems...); err != nil {
-		fmt.Fprintf(c.stderr, "jetloop replay: wrote %s, but the logs break the invariants: %v\n", path, err)
-		return ExitStopped
-	}
-	fmt.Fprintf(c.stdout, "wrote %s: %d events, %d tasks, %d steps\n", path, len(log), len(wt.Tasks), wt.Steps())
-	return ExitOK
+// WriteWorkflowFile writes a workflow's page to path, through a temporary
+// file so a reader never sees half a page.
+func WriteWorkflowFile(path string, wt *Workflow, logs WorkflowLogs) error {
+	return writeFileWith(path, func(w io.Writer) error { return WriteWorkflowPage(w, wt, logs) })
 }
 
-// splitWorkflowFile separates a file of concatenated exports into the
-// workflow's log (the events of the first event's id) and the other logs,
-// by turn id.
-func splitWorkflowFile(all []events.Envelope) (log []events.Envelope, turns map[string][]events.Envelope) {
-	turns = map[string][]events.Envelope{}
-	for _, e := range all {
-		if e.TurnID == all[0].TurnID {
-			log = append(log, e)
-		} else {
-			turns[e.TurnID] = append(turns[e.TurnID], e)
+// WorkflowDetail is one event's line of a workflow's trace.
+func WorkflowDetail(e events.Envelope) string {
+	data, _ := events.NewData(e.Type)
+	_ = json.Unmarshal(e.Data, data)
+	switch d := data.(type) {
+	case *events.WorkflowStartedData:
+		return fmt.Sprintf("%d tasks, max_tasks %d", d.Tasks, d.Limits.MaxTasks)
+	case *events.TaskStartedData:
+		return fmt.Sprintf("task %d: turn %s (%s)", d.Task, d.TurnID, orDash(d.Agent))
+	case *events.TaskFinishedData:
+		return fmt.Sprintf("task %d: %s, %d steps, %d tool calls", d.Task, d.StopReason, d.Metrics.Steps, d.Metrics.ToolCalls)
+	case *events.WorkflowCheckpointedData:
+		m := d.Metrics
+		return fmt.Sprintf("after task %d: %d tasks, %d steps, %d tool calls, %d+%d tokens", d.Task, m.Tasks, m.Steps, m.ToolCalls, m.InputTokens, m.OutputTokens)
+	case *events.WorkflowGatedData:
+		// by says which decided: the rules, a person's approval, or a hook.
+		if d.Decision == events.GateStop {
+			// No task d.Task will run: the gate closed the last one.
+			return fmt.Sprintf("after task %d: %s by %s (%s)", d.Task-1, d.Decision, orDash(d.By), d.Reason)
+		}
+		return fmt.Sprintf("before task %d: %s by %s (%s)", d.Task, d.Decision, orDash(d.By), d.Reason)
+	case *events.WorkflowResumedData:
+		return fmt.Sprintf("approved %t %s", d.Approved, d.Note)
+	case *events.WorkflowFinishedData:
+		s := fmt.Sprintf("%s after %d tasks: %s", d.StopReason, len(d.Tasks), clip(d.Output, 60))
+		if d.Error != "" {
+			s += " — " + d.Error
+		}
+		return s
+	}
+	return ""
+}
+
+// nested writes a trace indented under a line of another: a task's turn
+// under its task, a subagent's under its call.
+type nested struct {
+	w    io.Writer
+	midl bool
+}
+
+func (in *nested) Write(p []byte) (int, error) {
+	var b strings.Builder
+	for _, r := range string(p) {
+		if !in.midl {
+			b.WriteString("    │ ")
+			in.midl = true
+		}
+		b.WriteRune(r)
+		if r == '\n' {
+			in.midl = false
 		}
 	}
-	return log, turns
+	if _, err := io.WriteString(in.w, b.String()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Indented writes to w what a trace prints, indented under the line
+// before it: a workflow's trace prints each task's turn so.
+func Indented(w io.Writer) io.Writer { return &nested{w: w} }
+
+// orDash is s, or a dash for nothing.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -1,4 +1,4 @@
-package cli
+package timeline
 
 import (
 	"encoding/json"
@@ -186,6 +186,11 @@ func (t *Trace) child(e events.Envelope) {
 
 // State is the turn's state after the events printed so far.
 func (t *Trace) State() *fsm.State { return t.state }
+
+// StreamAfter says that the deltas reaching Delta are those of the steps
+// after the log's event seq (the last one when their subscription took
+// effect): only those steps' text is shown as it streams.
+func (t *Trace) StreamAfter(seq int) { t.liveAfter = seq }
 
 func since(d time.Duration) string {
 	if d < time.Second {

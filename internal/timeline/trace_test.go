@@ -1,4 +1,4 @@
-package cli
+package timeline
 
 import (
 	"bytes"
@@ -158,14 +158,6 @@ func TestUnescapeHTML(t *testing.T) {
 	} {
 		if got := unescapeHTML(in); got != want {
 			t.Errorf("unescapeHTML(%s) = %s, want %s", in, got, want)
-		}
-	}
-}
-
-func TestSnakeCase(t *testing.T) {
-	for in, want := range map[string]string{"TurnID": "turn_id", "LastTime": "last_time", "Step": "step", "HTTPServer": "http_server", "Used2": "used2"} {
-		if got := snakeCase(in); got != want {
-			t.Errorf("snakeCase(%s) = %s, want %s", in, got, want)
 		}
 	}
 }
