@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/deadletter"
 	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/timeline"
 
@@ -621,7 +622,7 @@ type childLogs struct {
 
 func (c *childLogs) read(ctx context.Context, store *bus.Store, log []events.Envelope) map[string][]events.Envelope {
 	out := map[string][]events.Envelope{}
-	next := childTurns(log)
+	next := timeline.ChildTurns(log)
 	for level := 0; len(next) > 0 && level < fsm.MaxDepth; level++ {
 		var deeper []string
 		for _, id := range next {
@@ -636,7 +637,7 @@ func (c *childLogs) read(ctx context.Context, store *bus.Store, log []events.Env
 				}
 			}
 			out[id] = l
-			deeper = append(deeper, childTurns(l)...)
+			deeper = append(deeper, timeline.ChildTurns(l)...)
 		}
 		next = deeper
 	}
@@ -831,13 +832,13 @@ func (u *uiServer) deadLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stop()
-	letters, err := listLetters(ctx, u.dead)
+	letters, err := deadletter.List(ctx, u.dead)
 	if err != nil {
 		uiError(w, http.StatusBadGateway, "%v", err)
 		return
 	}
 	if letters == nil {
-		letters = []Letter{} // null would be no list to the page
+		letters = []deadletter.Letter{} // null would be no list to the page
 	}
 	s := startSSE(w)
 	if s.send("letters", letters) != nil {
@@ -857,8 +858,8 @@ func (u *uiServer) deadLive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case m := <-msgs:
-			l := letterOf(m.RawStreamMsg)
-			if s.send("letters", []Letter{l}) != nil {
+			l := deadletter.Of(m.RawStreamMsg)
+			if s.send("letters", []deadletter.Letter{l}) != nil {
 				return
 			}
 		}
@@ -867,7 +868,7 @@ func (u *uiServer) deadLive(w http.ResponseWriter, r *http.Request) {
 
 // deadLetter is a dead letter as its page shows it.
 type deadLetter struct {
-	Letter
+	deadletter.Letter
 	Headers map[string][]string `json:"headers"`
 	Payload string              `json:"payload"`
 }
@@ -889,7 +890,7 @@ func (u *uiServer) deadShow(w http.ResponseWriter, r *http.Request) {
 		uiError(w, http.StatusBadGateway, "dead letter %d: %v", seq, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, deadLetter{Letter: letterOf(m), Headers: m.Header, Payload: string(m.Data)})
+	writeJSON(w, http.StatusOK, deadLetter{Letter: deadletter.Of(m), Headers: m.Header, Payload: string(m.Data)})
 }
 
 // deadRetry is `jetloop dead retry SEQ`.
@@ -905,13 +906,13 @@ func (u *uiServer) deadRetry(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
-	res, err := resendLetter(ctx, u.js, u.dead, seq, nil)
+	res, err := deadletter.Resend(ctx, u.js, u.dead, seq, nil)
 	if err != nil {
 		uiError(w, http.StatusConflict, "%v", err)
 		return
 	}
 	out := struct {
-		Resent
+		deadletter.Resent
 		Removed bool   `json:"removed"`
 		Note    string `json:"note,omitempty"`
 	}{Resent: res, Removed: res.DeleteErr == nil}

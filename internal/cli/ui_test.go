@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/deadletter"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/testkit"
@@ -408,7 +409,7 @@ func TestUIViewerIsReadOnly(t *testing.T) {
 	if code, body := do(t, req); code != http.StatusForbidden {
 		t.Fatalf("the viewer's retry: %d %s", code, body)
 	}
-	nextSSE(t, openSSE(t, vts.URL+"/api/dead/live"), "letters", "the viewer's dead letters", func([]Letter) bool { return true })
+	nextSSE(t, openSSE(t, vts.URL+"/api/dead/live"), "letters", "the viewer's dead letters", func([]deadletter.Letter) bool { return true })
 
 	// top reads the same data, and so works as viewer too.
 	var out, errOut strings.Builder
@@ -462,9 +463,9 @@ func TestUIDeadLetters(t *testing.T) {
 	e := newEnv(t)
 	_, ts := startUI(t, dialURL(e.srv.ClientURL()))
 	dead := openSSE(t, ts.URL+"/api/dead/live")
-	nextSSE(t, dead, "letters", "the first listing", func(l []Letter) bool { return len(l) == 0 })
+	nextSSE(t, dead, "letters", "the first listing", func(l []deadletter.Letter) bool { return len(l) == 0 })
 	submitScript(t, e.js, "ui-bad", "Nobody", askJSON)
-	first := nextSSE(t, dead, "letters", "the dead submission", func(l []Letter) bool {
+	first := nextSSE(t, dead, "letters", "the dead submission", func(l []deadletter.Letter) bool {
 		return len(l) == 1 && l[0].Kind == "submit" && l[0].Turn == "ui-bad"
 	})[0]
 	seq := strconv.FormatUint(first.Seq, 10)
@@ -479,7 +480,7 @@ func TestUIDeadLetters(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `"removed":true`) || !strings.Contains(body, `"subject":"jetloop.inbox.submit"`) {
 		t.Fatalf("retry: %d %s", code, body)
 	}
-	again := nextSSE(t, dead, "letters", "the retried submission dead again", func(l []Letter) bool {
+	again := nextSSE(t, dead, "letters", "the retried submission dead again", func(l []deadletter.Letter) bool {
 		return len(l) == 1 && l[0].Turn == "ui-bad"
 	})[0]
 	if again.Seq == first.Seq {
