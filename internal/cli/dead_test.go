@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jetloop/jetloop/internal/deadletter"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,9 +46,9 @@ func TestDeadListShowRetry(t *testing.T) {
 		!strings.Contains(lines[2], `no turn "ghost"`) {
 		t.Fatalf("dead:\n%s", list)
 	}
-	var letters []Letter
+	var letters []deadletter.Letter
 	for _, line := range strings.Split(strings.TrimSpace(e.mustRun(ExitOK, "dead", "--json")), "\n") {
-		var l Letter
+		var l deadletter.Letter
 		if err := json.Unmarshal([]byte(line), &l); err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +58,7 @@ func TestDeadListShowRetry(t *testing.T) {
 		letters[1].Kind != "control" || letters[1].Turn != "ghost" {
 		t.Fatalf("dead --json: %+v", letters)
 	}
-	seq := func(l Letter) string { return strconv.FormatUint(l.Seq, 10) }
+	seq := func(l deadletter.Letter) string { return strconv.FormatUint(l.Seq, 10) }
 	control := seq(letters[1])
 
 	show := e.mustRun(ExitOK, "dead", "show", seq(letters[0]))
@@ -86,7 +87,7 @@ func TestDeadListShowRetry(t *testing.T) {
 	}
 	letters = nil
 	for _, line := range strings.Split(strings.TrimSpace(e.mustRun(ExitOK, "dead", "--json")), "\n") {
-		var l Letter
+		var l deadletter.Letter
 		_ = json.Unmarshal([]byte(line), &l)
 		if l.Kind == "submit" {
 			letters = append(letters, l)

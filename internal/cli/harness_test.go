@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -275,4 +276,54 @@ func Submit(ctx context.Context, nc *nats.Conn, sub events.Submit) error {
 	_, err = c.Submit(ctx, client.TurnRequest{TurnID: sub.TurnID, SessionID: sub.SessionID, Agent: sub.Agent, Input: sub.Input,
 		Model: sub.Model, Script: sub.Script, Limits: sub.Limits, Metadata: sub.Metadata, ForkedFrom: sub.ForkedFrom})
 	return err
+}
+
+// askJSON is a scripted model that asks a question, then answers.
+const askJSON = `{"responses":[{"text":"asking","tool_calls":[{"name":"ask_user","arguments":{"question":"which colour?"}}]},` +
+	`{"text":"blue it is"}]}`
+
+func submitScript(t *testing.T, js jetstream.JetStream, turn, agent, script string) {
+	t.Helper()
+	data, err := json.Marshal(events.Submit{TurnID: turn, Agent: agent, Model: "script", Script: json.RawMessage(script),
+		Input: []events.Message{{Role: events.RoleUser, Content: "paint it"}}})
+	if err == nil {
+		_, err = js.Publish(t.Context(), events.SubjectSubmit, data, jetstream.WithMsgID(turn))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dialAs connects as one of nats.conf's roles with its development password.
+func dialAs(url, role string) func(opts ...nats.Option) (*nats.Conn, error) {
+	return func(opts ...nats.Option) (*nats.Conn, error) {
+		secret, err := os.ReadFile(filepath.Join("..", "..", "deploy", "dev", role+".password"))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.UserInfo(role, strings.TrimSpace(string(secret))), nats.CustomInboxPrefix(bus.InboxCLI))
+		return nats.Connect(url, opts...)
+	}
+}
+
+// newRolesEnv is newEnv on a server with the repository's nats.conf, its
+// orchestrator and worker connected as admin.
+func newRolesEnv(t *testing.T) (*env, *testkit.Server) {
+	t.Helper()
+	srv := testkit.StartConfig(t, filepath.Join("..", "..", "nats.conf"))
+	admin := func(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+		nc, err := dialAs(srv.ClientURL(), "admin")(nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			t.Logf("admin: %v", err)
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nc, js
+	}
+	return newEnvOn(t, srv, admin), srv
 }

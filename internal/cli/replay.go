@@ -68,7 +68,7 @@ func (c *command) readLogs(ctx context.Context, turns ...string) (map[string][]e
 // of theirs, by turn id; a child not started yet has none.
 func (c *command) readChildren(ctx context.Context, log []events.Envelope) (map[string][]events.Envelope, error) {
 	out := map[string][]events.Envelope{}
-	for level, next := 0, childTurns(log); len(next) > 0 && level < fsm.MaxDepth; level++ {
+	for level, next := 0, timeline.ChildTurns(log); len(next) > 0 && level < fsm.MaxDepth; level++ {
 		logs, err := c.readLogs(ctx, next...)
 		if err != nil {
 			return nil, err
@@ -76,25 +76,10 @@ func (c *command) readChildren(ctx context.Context, log []events.Envelope) (map[
 		next = nil
 		for id, l := range logs {
 			out[id] = l
-			next = append(next, childTurns(l)...)
+			next = append(next, timeline.ChildTurns(l)...)
 		}
 	}
 	return out, nil
-}
-
-// childTurns lists the turns a log's subagent calls run.
-func childTurns(log []events.Envelope) []string {
-	var out []string
-	for _, e := range log {
-		if e.Type != events.ToolRequested {
-			continue
-		}
-		var d events.ToolRequestedData
-		if json.Unmarshal(e.Data, &d) == nil && d.ChildTurnID != "" && events.ValidID(d.ChildTurnID) {
-			out = append(out, d.ChildTurnID)
-		}
-	}
-	return out
 }
 
 func readLogFile(path string) ([]events.Envelope, error) {

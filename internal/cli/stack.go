@@ -18,6 +18,7 @@ import (
 	"github.com/jetloop/jetloop/internal/providers"
 	"github.com/jetloop/jetloop/internal/stack"
 	"github.com/jetloop/jetloop/internal/timeline"
+	"github.com/jetloop/jetloop/internal/ui"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
@@ -243,7 +244,7 @@ func dev(ctx context.Context, c *command, args []string) int {
 	if *withUI {
 		// The web view on the stack's own connection, until dev stops; a
 		// view that cannot serve stops dev, rather than leave it half up.
-		code = c.serveUI(ctx, newUIServer(), s.nc, s.js, *uiAddr)
+		code = c.serveUI(ctx, ui.New(), s.nc, s.js, *uiAddr)
 	} else {
 		<-ctx.Done()
 	}

@@ -36,7 +36,7 @@ func runSubagentsExample(t *testing.T) (*env, string, []events.Envelope, map[str
 	e.waitType(id, events.TurnFinished)
 	log := e.log(id)
 	children := map[string][]events.Envelope{}
-	for _, child := range childTurns(log) {
+	for _, child := range timeline.ChildTurns(log) {
 		children[child] = e.log(child)
 	}
 	if len(children) != 2 {

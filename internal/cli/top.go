@@ -293,3 +293,36 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	i := int(float64(len(sorted))*q+0.5) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
 }
+
+// follow delivers the stored messages of stream that match filter, from
+// start, to a channel until ctx ends; its error channel says why it stopped
+// otherwise. It reads by get (bus.Tail): a reader creates no consumer.
+func follow(ctx context.Context, js jetstream.JetStream, stream, filter string, start bus.Start) (<-chan bus.TailMsg, <-chan error, func(), error) {
+	tail, err := bus.NewTail(ctx, js, stream, filter, start)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	msgs := make(chan bus.TailMsg, 64)
+	errs := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer tail.Close()
+		for {
+			m, err := tail.Next(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					errs <- err
+				}
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return msgs, errs, func() { cancel(); <-done }, nil
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -66,5 +67,22 @@ func TestTopLive(t *testing.T) {
 	cancel()
 	if c := <-code; c != ExitOK {
 		t.Fatalf("exit %d", c)
+	}
+}
+
+// TestTopAsViewer: top reads what the web view reads, and so works with
+// nats.conf's viewer role too.
+func TestTopAsViewer(t *testing.T) {
+	e, srv := newRolesEnv(t)
+	submitScript(t, e.js, "ui-ro", "Asker", askJSON)
+	e.waitType("ui-ro", events.TurnPaused)
+	var out, errOut strings.Builder
+	if code := Main(t.Context(), []string{"top", "--once", "--nats", srv.ClientURL(), "--user", "viewer", "--password-file",
+		filepath.Join("..", "..", "deploy", "dev", "viewer.password")}, &out, &errOut); code != ExitOK ||
+		!strings.Contains(out.String(), "paused 1") {
+		t.Fatalf("top as viewer: exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	if errOut.Len() > 0 {
+		t.Errorf("top as viewer complained: %s", errOut.String())
 	}
 }

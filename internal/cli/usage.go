@@ -86,7 +86,7 @@ func init() {
 				"admin and prints the credentials. remove deletes the tenant's streams first (as its admin) unless\n" +
 				"--keep-streams, then its accounts and seeds. render writes accounts.conf again from the file (after\n" +
 				"an edit of its quotas) and reloads. --offline writes the files and asks no server."},
-		{name: "ui", synopses: []string{"[--addr HOST:PORT]"}, run: ui,
+		{name: "ui", synopses: []string{"[--addr HOST:PORT]"}, run: webUI,
 			summary: "serve a live web view of turns and dead letters"},
 		{name: "top", synopses: []string{"[--once] [flags]"}, run: topCmd,
 			summary: "one screen of running turns, rates, tool latency, dead letters"},

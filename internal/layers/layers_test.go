@@ -33,9 +33,9 @@ func deps(t *testing.T) map[string][]string {
 // tool worker and the public packages never the embedded server or a model
 // SDK (a user's worker would carry both), the tool worker never the
 // machines, the orchestrator binary never the CLI, the I/O-free core never
-// the transport, the timelines and tenant supervision never what they lay
-// out or supervise, no lower layer an upper one, and no package but a test
-// the internal test kit.
+// the transport, the web view never the CLI that serves it, the timelines
+// and tenant supervision never what they lay out or supervise, no lower
+// layer an upper one, and no package but a test the internal test kit.
 func TestLayering(t *testing.T) {
 	all := deps(t)
 	rules := []struct {
@@ -60,7 +60,7 @@ func TestLayering(t *testing.T) {
 		},
 		{
 			pkgs:      []string{"cmd/orchestrator"},
-			forbidden: []string{module + "internal/cli", module + "internal/bench"},
+			forbidden: []string{module + "internal/cli", module + "internal/ui", module + "internal/bench"},
 			why:       "the orchestrator binary runs turns, not the CLI, its web UI or the bench harness",
 		},
 		{
@@ -78,6 +78,11 @@ func TestLayering(t *testing.T) {
 			pkgs:      []string{"internal/orchestrator", "internal/bus", "internal/turnlog", "internal/tenants", "client", "client/workflowfile", "worker"},
 			forbidden: []string{module + "internal/cli", module + "cmd/"},
 			why:       "nothing below the CLI imports it",
+		},
+		{
+			pkgs:      []string{"internal/ui", "internal/deadletter"},
+			forbidden: []string{module + "internal/cli", module + "internal/orchestrator", module + "cmd/"},
+			why:       "the CLI serves the web view, not the other way round, and neither runs a turn",
 		},
 		{
 			pkgs:      []string{"internal/timeline"},

@@ -199,6 +199,22 @@ func Build(log []events.Envelope) (*Timeline, error) {
 	return BuildWithChildren(log, nil)
 }
 
+// ChildTurns lists the turns a log's subagent calls run: the logs
+// BuildWithChildren wants, which the caller reads.
+func ChildTurns(log []events.Envelope) []string {
+	var out []string
+	for _, e := range log {
+		if e.Type != events.ToolRequested {
+			continue
+		}
+		var d events.ToolRequestedData
+		if json.Unmarshal(e.Data, &d) == nil && d.ChildTurnID != "" && events.ValidID(d.ChildTurnID) {
+			out = append(out, d.ChildTurnID)
+		}
+	}
+	return out
+}
+
 // BuildWithChildren is Build with the logs of the turn's
 // subagents (and theirs), by turn id: each child is laid out on the
 // parent's axis under the call that runs it.

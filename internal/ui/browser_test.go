@@ -1,6 +1,6 @@
 //go:build linux
 
-package cli
+package ui
 
 import (
 	"bufio"
@@ -19,8 +19,115 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/timeline"
 )
+
+// The browser tests drive headless Chromium, from Debian's chromium package
+// (.ci/run installs it in CI). JETLOOP_CHROMIUM names another binary.
+
+// chromium returns the browser to drive, or skips the test when there is none
+// outside CI; in CI a missing browser is a failure.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("JETLOOP_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed: .ci/run installs it with apt-get install chromium")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium); the browser test of the web view is skipped")
+	return ""
+}
+
+// browsers bounds the Chromium processes running at once: each takes a few
+// hundred megabytes, and the machine runs other tests beside.
+var browsers = make(chan struct{}, 2)
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// runGatedWorkflow runs gatedWorkflow to its end, approving between its
+// tasks, and returns the workflow's log and its tasks' logs. Each waiting
+// gate is passed to waiting, if given, before the approval.
+func runGatedWorkflow(t *testing.T, e *env, waiting ...func(task int)) (string, []events.Envelope, map[string][]events.Envelope) {
+	t.Helper()
+	const id = "wf-html"
+	e.runWorkflow(gatedWorkflow)
+	for task := 2; task <= 3; task++ {
+		e.waitFor(fmt.Sprintf("the gate before task %d", task), func() bool {
+			last, ok := e.last(id)
+			return ok && last.Type == events.WorkflowGated && last.Step == task
+		})
+		for _, w := range waiting {
+			w(task)
+		}
+		e.approveWorkflow(id, fmt.Sprintf("go on with %d", task))
+	}
+	e.waitType(id, events.WorkflowFinished)
+	log := e.log(id)
+	turns := map[string][]events.Envelope{}
+	for i := 1; i <= 3; i++ {
+		turn := fmt.Sprintf("%s-%d", id, i)
+		turns[turn] = e.log(turn)
+	}
+	return id, log, turns
+}
+
+// subagentsExample is the agents file of make demo-subagents: a Lead that
+// delegates to a Researcher and a Coder, on scripted models.
+var subagentsExample = filepath.Join("..", "..", "examples", "subagents", "AGENTS.md")
+
+// runSubagentsExample runs the example's Lead on the embedded server (the
+// worker's tools reading the repository, as the demo's do) and returns the
+// turn's id, its log and its children's logs.
+func runSubagentsExample(t *testing.T) (*env, string, []events.Envelope, map[string][]events.Envelope) {
+	t.Helper()
+	e := newEnvServing(t, subagentsExample, filepath.Join("..", ".."))
+	const id = "lead-html"
+	e.submit(client.TurnRequest{TurnID: id, Agent: "Lead",
+		Input: []events.Message{{Role: events.RoleUser, Content: "Document the hard step cap"}}})
+	e.waitType(id, events.TurnFinished)
+	log := e.log(id)
+	children := map[string][]events.Envelope{}
+	for _, child := range timeline.ChildTurns(log) {
+		children[child] = e.log(child)
+	}
+	if len(children) != 2 {
+		t.Fatalf("the example's Lead ran %d subagents, want 2", len(children))
+	}
+	return e, id, log, children
+}
+
+// stepsAndCalls lists a log's steps and, by call id, the step of each tool
+// call.
+func stepsAndCalls(log []events.Envelope) ([]int, map[string]int) {
+	var steps []int
+	calls := map[string]int{}
+	for _, e := range log {
+		switch e.Type {
+		case events.StepStarted:
+			steps = append(steps, e.Step)
+		case events.ToolRequested, events.ToolCompleted:
+			var c struct {
+				CallID string `json:"call_id"`
+			}
+			_ = json.Unmarshal(e.Data, &c)
+			calls[c.CallID] = e.Step
+		}
+	}
+	return steps, calls
+}
 
 // browser is headless Chromium driven through the DevTools protocol over
 // the pipes of --remote-debugging-pipe: JSON messages ended by a NUL byte,
