@@ -283,46 +283,54 @@ func (c *chaos) fault(kind string) {
 }
 
 // checkLogs checks what the shared checks do not say outright, of the
-// first turns' logs: seq runs 1, 2, 3 … with no gap or repeat, no event id
+// logs of the load's first submissions (their workflows' tasks and their
+// subagents too): seq runs 1, 2, 3 … with no gap or repeat, no event id
 // twice, and no call's result or step's model answer appended twice. It
 // returns the steps the turns ran.
 func (c *chaos) checkLogs(turns int) int {
-	t := c.t
-	t.Helper()
 	steps := 0
 	for i := range turns {
-		turn := c.turn(i)
-		log := turntest.Log(t, c.js, turn)
-		ids := map[string]bool{}
-		results := map[string]int{}
-		answers := map[int]int{}
-		for j, e := range log {
-			if e.Seq != j+1 {
-				t.Errorf("%s: event %d has seq %d", turn, j+1, e.Seq)
-			}
-			if ids[e.ID] {
-				t.Errorf("%s: event id %s twice", turn, e.ID)
-			}
-			ids[e.ID] = true
-			switch e.Type {
-			case events.StepStarted:
-				steps++
-			case events.ModelCompleted:
-				answers[e.Step]++
-			}
+		for _, turn := range c.logsOf(i) {
+			steps += c.checkLog(turn)
 		}
-		for _, r := range of[events.ToolCompletedData](t, log, events.ToolCompleted) {
-			results[r.CallID]++
+	}
+	return steps
+}
+
+// checkLog checks one log as checkLogs says, and returns its steps.
+func (c *chaos) checkLog(turn string) (steps int) {
+	t := c.t
+	t.Helper()
+	log := turntest.Log(t, c.js, turn)
+	ids := map[string]bool{}
+	answers := map[int]int{}
+	for j, e := range log {
+		if e.Seq != j+1 {
+			t.Errorf("%s: event %d has seq %d", turn, j+1, e.Seq)
 		}
-		for call, n := range results {
-			if n > 1 {
-				t.Errorf("%s: the result of %s appended %d times", turn, call, n)
-			}
+		if ids[e.ID] {
+			t.Errorf("%s: event id %s twice", turn, e.ID)
 		}
-		for step, n := range answers {
-			if n > 1 {
-				t.Errorf("%s: step %d's model answer appended %d times", turn, step, n)
-			}
+		ids[e.ID] = true
+		switch e.Type {
+		case events.StepStarted:
+			steps++
+		case events.ModelCompleted:
+			answers[e.Step]++
+		}
+	}
+	results := map[string]int{}
+	for _, r := range of[events.ToolCompletedData](t, log, events.ToolCompleted) {
+		results[r.CallID]++
+	}
+	for call, n := range results {
+		if n > 1 {
+			t.Errorf("%s: the result of %s appended %d times", turn, call, n)
+		}
+	}
+	for step, n := range answers {
+		if n > 1 {
+			t.Errorf("%s: step %d's model answer appended %d times", turn, step, n)
 		}
 	}
 	return steps
