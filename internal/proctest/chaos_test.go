@@ -23,7 +23,9 @@ import (
 // are drawn from a printed seed, one after another, each once the load has
 // made progress since the last: a node, an orchestrator or a worker killed
 // with SIGKILL and started again, or paused (SIGSTOP, SIGCONT) for one to
-// four seconds, or a node's power pulled (its disk crashed). At the end it
+// four seconds, a node's power pulled (its disk crashed), or a node cut off
+// the others for two to eight seconds (its routes, which run through the
+// test's proxies, blackholed; see network). At the end it
 // checks the power-loss test's invariants — no event read is gone or
 // changed, every acknowledged turn ended as its script says, every log
 // verifies — and that each log's seq runs without a gap or a repeat and no
@@ -83,7 +85,7 @@ type chaos struct {
 // Why a turn's call may end in an error under faults.
 const deadlineAfterFault = "past its deadline after a fault"
 
-var faultKinds = []string{"node killed", "node paused", "node disk crashed",
+var faultKinds = []string{"node killed", "node paused", "node disk crashed", "node partitioned",
 	"orchestrator killed", "orchestrator paused", "worker killed", "worker paused"}
 
 func (c *chaos) orchestrator() *process {
@@ -253,6 +255,15 @@ func (c *chaos) fault(kind string) {
 		target = m.name
 		c.crashDisk(m)
 		c.startServer(m)
+	case "node partitioned":
+		i := c.rng.IntN(len(c.machines))
+		// Long enough for the others to elect leaders without it, and for
+		// it to lead what it led alone for a while.
+		hold *= 2
+		target = fmt.Sprintf("%s for %s", c.machines[i].name, hold.Round(time.Millisecond))
+		c.net.partition(i)
+		time.Sleep(hold)
+		c.net.heal(i)
 	case "orchestrator killed":
 		i := c.rng.IntN(len(c.orchs))
 		target = fmt.Sprintf("orchestrator %d", i+1)

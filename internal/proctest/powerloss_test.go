@@ -164,6 +164,8 @@ type powerLoss struct {
 	url      string
 	rng      *rand.Rand
 	machines []*machine
+	// net carries a cluster's routes (nil for one server).
+	net *network
 
 	orch, worker *process
 	js           jetstream.JetStream
@@ -203,18 +205,24 @@ func newPowerLoss(t *testing.T, sync string, seed uint64, n int) *powerLoss {
 	for i := range ports {
 		ports[i] = natstest.FreePort(t)
 	}
-	var urls, routes []string
+	var urls []string
 	for i := range n {
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+i]))
 	}
 	pl.url = strings.Join(urls, ",")
+	if n > 1 {
+		pl.net = newNetwork(t, ports[n:])
+	}
 	for i := range n {
 		m := &machine{name: fmt.Sprintf("jetloop-%d", i+1), backing: t.TempDir(), mnt: t.TempDir()}
 		var cluster string
 		if n > 1 {
-			cluster = fmt.Sprintf("\ncluster {\n  name: jetloop-chaos\n  listen: 127.0.0.1:%d\n  routes: [%s]\n}\n",
-				ports[n+i], strings.Join(routes, ", "))
+			// Its routes go through the test's links, which can cut it off.
+			// It advertises a port where nothing listens: a server that
+			// learns of it from another connects by its routes only, never
+			// around the links.
+			cluster = fmt.Sprintf("\ncluster {\n  name: jetloop-chaos\n  listen: 127.0.0.1:%d\n  advertise: 127.0.0.1:%d\n  routes: [%s]\n}\n",
+				ports[n+i], natstest.FreePort(t), strings.Join(pl.net.routes(i), ", "))
 		}
 		pl.writeConf(m, ports[i], sync, cluster)
 		pl.mount(m)
