@@ -114,8 +114,9 @@ func (c *chaos) unconfirmed() {
 				continue
 			}
 			var v struct{ Turn, Msg, Err string }
-			if json.Unmarshal([]byte(line), &v) == nil && v.Turn != "" && c.excuse[v.Turn] == "" {
-				c.excuse[v.Turn] = fmt.Sprintf("its worker logged %q (%s)", v.Msg, v.Err)
+			// A workflow's task's call is excused as its workflow's.
+			if json.Unmarshal([]byte(line), &v) == nil && v.Turn != "" && c.excuse[loadID(v.Turn)] == "" {
+				c.excuse[loadID(v.Turn)] = fmt.Sprintf("its worker logged %q (%s)", v.Msg, v.Err)
 			}
 		}
 	}
