@@ -290,7 +290,7 @@ func (c *chaos) fault(kind string) {
 	for _, turn := range open {
 		c.faulted[turn] = true
 	}
-	c.recovered = append(c.recovered, round{open: open, restart: time.Now()})
+	c.recovered = append(c.recovered, round{kind: kind, open: open, restart: time.Now()})
 	t.Logf("%s %s: %s", time.Now().Format("15:04:05.000"), kind, target)
 }
 
@@ -356,28 +356,35 @@ func (c *chaos) report(turns, steps, lost, rerun, excused int, errored map[strin
 			late++
 		}
 	}
-	var recovery []time.Duration
+	// Recovery by the kind of fault, and over all.
+	recovery := map[string][]time.Duration{}
 	for _, rd := range c.recovered {
 		for _, turn := range rd.open {
 			if at, ok := c.reader.firstAfter(turn, rd.restart); ok {
-				recovery = append(recovery, at.Sub(rd.restart))
+				recovery[rd.kind] = append(recovery[rd.kind], at.Sub(rd.restart))
+				recovery[""] = append(recovery[""], at.Sub(rd.restart))
 			}
 		}
 	}
-	slices.Sort(recovery)
-	var p50, worst time.Duration
-	if len(recovery) > 0 {
-		p50, worst = recovery[len(recovery)/2], recovery[len(recovery)-1]
+	quantiles := func(kind string) (p50, worst time.Duration) {
+		ds := recovery[kind]
+		slices.Sort(ds)
+		if len(ds) == 0 {
+			return 0, 0
+		}
+		return ds[len(ds)/2], ds[len(ds)-1]
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| fault | count |\n|---|---|\n")
+	fmt.Fprintf(&b, "\n| fault | count | recovery p50 | recovery max |\n|---|---|---|---|\n")
 	total := 0
 	for _, kind := range faultKinds {
-		fmt.Fprintf(&b, "| %s | %d |\n", kind, c.faults[kind])
+		p50, worst := quantiles(kind)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s |\n", kind, c.faults[kind], p50.Round(100*time.Millisecond), worst.Round(100*time.Millisecond))
 		total += c.faults[kind]
 	}
-	fmt.Fprintf(&b, "| **all** | %d |\n", total)
-	fmt.Fprintf(&b, "| (a process that gave up at start, started again) | %d |\n\n", c.restarts)
+	p50, worst := quantiles("")
+	fmt.Fprintf(&b, "| **all** | %d | %s | %s |\n", total, p50.Round(100*time.Millisecond), worst.Round(100*time.Millisecond))
+	fmt.Fprintf(&b, "| (a process that gave up at start, started again) | %d | | |\n\n", c.restarts)
 	fmt.Fprintf(&b, "| turns | steps | events read | lost or changed | calls run twice (excused) | turns with a call past its deadline | recovery p50 | recovery max | took |\n|---|---|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d (%d) | %d | %s | %s | %s |\n", turns, steps, c.reader.count(), lost, rerun, excused, late,
 		p50.Round(time.Millisecond), worst.Round(time.Millisecond), took.Round(time.Second))

@@ -552,6 +552,8 @@ func (pl *powerLoss) crash(all bool) {
 // round is what one crash did, for the report and the checks.
 type round struct {
 	all bool
+	// kind is the chaos soak's fault.
+	kind string
 	// open are the turns submitted and unfinished when the power went.
 	open     []string
 	restart  time.Time
