@@ -71,17 +71,26 @@ func (r *registry) advertise(ctx context.Context) error {
 		if _, err := r.workers.Put(ctx, s.Name+"."+r.name, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
 			return fmt.Errorf("worker: announce %s: %w", s.Name, err)
 		}
-		if err := r.put(ctx, s); err != nil {
+		if err := r.put(ctx, s, true); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (r *registry) put(ctx context.Context, s events.ToolSpec) error {
+// put writes a tool's entry with the number of its live workers, or
+// withdraws it when there are none. A worker that serves the tool counts
+// itself whatever the read says: its presence, just written, may not be
+// read back (a replica answers for a stream without a leader, or a direct
+// get from a replica behind, without it), and it must not withdraw a tool
+// it serves.
+func (r *registry) put(ctx context.Context, s events.ToolSpec, serving bool) error {
 	n, err := r.count(ctx, s.Name)
 	if err != nil {
 		return err
+	}
+	if serving {
+		n = max(n, 1)
 	}
 	if n == 0 {
 		if err := r.tools.Delete(ctx, s.Name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -163,7 +172,7 @@ func (r *registry) withdraw(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		errs = append(errs, r.put(ctx, s))
+		errs = append(errs, r.put(ctx, s, false))
 	}
 	return errors.Join(errs...)
 }

@@ -20,12 +20,25 @@ import (
 
 // toolCatalog mirrors KV JETLOOP_TOOLS through a watch, so starting a turn
 // reads the tools served now from memory instead of the bucket.
+//
+// An entry lives for the bucket's TTL of time in which its worker could
+// have refreshed it: while the registry cannot be written (a cluster's
+// fault leaves its streams without a leader, or this process cannot reach
+// the server) a worker's silence says nothing of the worker, and the
+// server drops the entries it could not refresh as soon as it is back. A
+// turn started then is offered the tools served before, until their
+// workers have had the TTL to write again; a worker that died during the
+// outage keeps its tools offered that much longer (a call to them ends at
+// its deadline).
 type toolCatalog struct {
 	mu      sync.RWMutex
 	entries map[string]toolEntry
 	// ttl is the bucket's: an entry older than that has expired even
 	// though no watcher was told (0: entries never expire).
 	ttl time.Duration
+	// out is the time the registry could not be written, which does not
+	// age an entry.
+	out outage
 	// consumers are the tools' and hooks' consumers this process makes.
 	consumers *jobConsumers
 }
@@ -33,6 +46,8 @@ type toolCatalog struct {
 type toolEntry struct {
 	info events.ToolInfo
 	at   time.Time
+	// out is the registry's outage time when the entry was read.
+	out time.Duration
 }
 
 // watchTools starts mirroring the bucket until ctx ends; the catalog holds
@@ -53,6 +68,10 @@ func watchTools(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (
 	}
 	made := &jobConsumers{js: js, log: log, checked: map[string]time.Time{}}
 	c := &toolCatalog{entries: map[string]toolEntry{}, ttl: status.TTL(), consumers: made}
+	c.out.up(time.Now())
+	if c.ttl > 0 {
+		go c.out.watch(ctx, js, min(time.Second, max(c.ttl/10, 50*time.Millisecond)))
+	}
 	ready := make(chan struct{})
 	go func() {
 		defer func() { _ = w.Stop() }()
@@ -101,24 +120,111 @@ func (c *toolCatalog) update(u jetstream.KeyValueEntry) {
 		delete(c.entries, u.Key())
 		return
 	}
-	c.entries[u.Key()] = toolEntry{info: info, at: u.Created()}
+	c.entries[u.Key()] = toolEntry{info: info, at: u.Created(), out: c.out.total(time.Now())}
 }
 
-// live returns the tools a worker refreshed within the bucket's TTL: an entry
-// that expires by age is not announced to watchers, so its age decides.
+// live returns the tools a worker refreshed within the bucket's TTL, not
+// counting the time the registry could not be written: an entry that
+// expires by age is not announced to watchers, so its age decides.
 func (c *toolCatalog) live() []events.ToolSpec {
+	now := time.Now()
+	out := c.out.total(now)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]events.ToolSpec, 0, len(c.entries))
+	specs := make([]events.ToolSpec, 0, len(c.entries))
 	for _, e := range c.entries {
-		if c.ttl > 0 && time.Since(e.at) > c.ttl || e.info.Workers < 1 {
+		if c.ttl > 0 && now.Sub(e.at)-(out-e.out) > c.ttl || e.info.Workers < 1 {
 			continue
 		}
-		out = append(out, events.ToolSpec{Name: e.info.Name, Description: e.info.Description,
+		specs = append(specs, events.ToolSpec{Name: e.info.Name, Description: e.info.Description,
 			Parameters: e.info.Parameters, TimeoutMs: e.info.TimeoutMs})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
+	return specs
+}
+
+// outage measures the time the registry could not be written, by asking
+// for its streams' state every few moments: a stream without a leader
+// takes no write (its replicas still answer for their own state), and an
+// unanswered question means this process cannot tell either.
+type outage struct {
+	mu sync.Mutex
+	// past is the length of the outages that ended.
+	past time.Duration
+	// since is when the one under way began (zero: none), lastUp when the
+	// registry was last found writable.
+	since, lastUp time.Time
+}
+
+// registryStreams are the streams a worker writes to refresh its entries:
+// its presence, then its tools.
+var registryStreams = []string{"KV_" + events.BucketTools, "KV_" + bus.BucketWorkers}
+
+func (o *outage) watch(ctx context.Context, js jetstream.JetStream, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		began := time.Now()
+		if writable(ctx, js, max(every, time.Second)) {
+			o.up(began)
+		} else if ctx.Err() == nil {
+			o.down()
+		}
+	}
+}
+
+func writable(ctx context.Context, js jetstream.JetStream, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, name := range registryStreams {
+		s, err := js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue // the workers' bucket is made by the first worker
+		}
+		if err != nil {
+			return false
+		}
+		if info := s.CachedInfo(); info.Cluster != nil && info.Cluster.Leader == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// up says the registry was writable at at, ending an outage under way.
+func (o *outage) up(at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.since.IsZero() {
+		o.past += max(at.Sub(o.since), 0)
+		o.since = time.Time{}
+	}
+	o.lastUp = at
+}
+
+// down says the registry cannot be written: since it was last found
+// writable, as far as any worker could tell.
+func (o *outage) down() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.since.IsZero() {
+		o.since = o.lastUp
+	}
+}
+
+// total is the outage time up to now, the one under way included.
+func (o *outage) total(now time.Time) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.since.IsZero() {
+		return o.past
+	}
+	return o.past + max(now.Sub(o.since), 0)
 }
 
 // jobConsumers makes the durable consumers of tools and hooks. A worker

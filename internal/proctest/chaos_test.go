@@ -22,7 +22,9 @@ import (
 // are drawn from a printed seed, one after another, each once the load has
 // made progress since the last: a node, an orchestrator or a worker killed
 // with SIGKILL and started again, or paused (SIGSTOP, SIGCONT) for one to
-// four seconds, or a node's power pulled (its disk crashed). At the end it
+// four seconds, a node's power pulled (its disk crashed), or a node cut off
+// the others for two to eight seconds (its routes, which run through the
+// test's proxies, blackholed; see network). At the end it
 // checks the power-loss test's invariants — no event read is gone or
 // changed, every acknowledged turn ended as its script says, every log
 // verifies — and that each log's seq runs without a gap or a repeat and no
@@ -35,9 +37,9 @@ import (
 // consumer without a leader for the ack wait); those are counted. A call
 // that a fault held up past its deadline ends in an error result the
 // model reads (the turn goes on): counted, not a failure, for a turn open
-// at a fault. So is a turn offered no worker tools because the tools'
-// registry expired while faults kept the workers from refreshing it: a
-// known, open fault (docs/reliability.md). A process that gives up at
+// at a fault. A turn offered no worker tools (its calls end "not
+// available") is a failure: the registry's entries must outlive a fault
+// that kept the workers from refreshing them. A process that gives up at
 // start is started again, as a supervisor would, and counted. It prints a
 // table of the faults and what they cost.
 //
@@ -80,12 +82,9 @@ type chaos struct {
 }
 
 // Why a turn's call may end in an error under faults.
-const (
-	deadlineAfterFault = "past its deadline after a fault"
-	withoutTools       = "known: the tools' registry expired while it could not be refreshed"
-)
+const deadlineAfterFault = "past its deadline after a fault"
 
-var faultKinds = []string{"node killed", "node paused", "node disk crashed",
+var faultKinds = []string{"node killed", "node paused", "node disk crashed", "node partitioned",
 	"orchestrator killed", "orchestrator paused", "worker killed", "worker paused"}
 
 func (c *chaos) orchestrator() *process {
@@ -114,8 +113,9 @@ func (c *chaos) unconfirmed() {
 				continue
 			}
 			var v struct{ Turn, Msg, Err string }
-			if json.Unmarshal([]byte(line), &v) == nil && v.Turn != "" && c.excuse[v.Turn] == "" {
-				c.excuse[v.Turn] = fmt.Sprintf("its worker logged %q (%s)", v.Msg, v.Err)
+			// A workflow's task's call is excused as its workflow's.
+			if json.Unmarshal([]byte(line), &v) == nil && v.Turn != "" && c.excuse[loadID(v.Turn)] == "" {
+				c.excuse[loadID(v.Turn)] = fmt.Sprintf("its worker logged %q (%s)", v.Msg, v.Err)
 			}
 		}
 	}
@@ -176,7 +176,9 @@ func (c *chaos) run(d time.Duration) {
 	c.mu.Unlock()
 	<-submitted
 	turns := c.acked()
-	testkit.WaitForOr(t, fmt.Sprintf("%d turns to finish", turns), func() bool { return c.reader.finishedCount() >= turns }, c.stuck)
+	// Every one acknowledged: a submission whose acknowledgement was lost
+	// may have run too, and finished before them.
+	testkit.WaitForOr(t, fmt.Sprintf("%d turns to finish", turns), func() bool { return len(c.open()) == 0 }, c.stuck)
 	t.Logf("%d turns finished %s after the last fault", turns, time.Since(soak.Add(d)).Round(time.Millisecond))
 
 	lost, changed := c.compare()
@@ -184,12 +186,8 @@ func (c *chaos) run(d time.Duration) {
 		t.Errorf("%d events read are gone, %d changed", lost, changed)
 	}
 	errored := c.checkTurns(turns, func(turn, output string) string {
-		switch {
-		case c.faulted[turn] && strings.Contains(output, "deadline"):
+		if c.faulted[turn] && strings.Contains(output, "deadline") {
 			return deadlineAfterFault
-		case strings.Contains(output, "is not available in this turn"):
-			// Known and open: docs/reliability.md, "What the tests found".
-			return withoutTools
 		}
 		return ""
 	})
@@ -257,6 +255,15 @@ func (c *chaos) fault(kind string) {
 		target = m.name
 		c.crashDisk(m)
 		c.startServer(m)
+	case "node partitioned":
+		i := c.rng.IntN(len(c.machines))
+		// Long enough for the others to elect leaders without it, and for
+		// it to lead what it led alone for a while.
+		hold *= 2
+		target = fmt.Sprintf("%s for %s", c.machines[i].name, hold.Round(time.Millisecond))
+		c.net.partition(i)
+		time.Sleep(hold)
+		c.net.heal(i)
 	case "orchestrator killed":
 		i := c.rng.IntN(len(c.orchs))
 		target = fmt.Sprintf("orchestrator %d", i+1)
@@ -282,51 +289,59 @@ func (c *chaos) fault(kind string) {
 	for _, turn := range open {
 		c.faulted[turn] = true
 	}
-	c.recovered = append(c.recovered, round{open: open, restart: time.Now()})
+	c.recovered = append(c.recovered, round{kind: kind, open: open, restart: time.Now()})
 	t.Logf("%s %s: %s", time.Now().Format("15:04:05.000"), kind, target)
 }
 
 // checkLogs checks what the shared checks do not say outright, of the
-// first turns' logs: seq runs 1, 2, 3 … with no gap or repeat, no event id
+// logs of the load's first submissions (their workflows' tasks and their
+// subagents too): seq runs 1, 2, 3 … with no gap or repeat, no event id
 // twice, and no call's result or step's model answer appended twice. It
 // returns the steps the turns ran.
 func (c *chaos) checkLogs(turns int) int {
-	t := c.t
-	t.Helper()
 	steps := 0
 	for i := range turns {
-		turn := c.turn(i)
-		log := testkit.Log(t, c.js, turn)
-		ids := map[string]bool{}
-		results := map[string]int{}
-		answers := map[int]int{}
-		for j, e := range log {
-			if e.Seq != j+1 {
-				t.Errorf("%s: event %d has seq %d", turn, j+1, e.Seq)
-			}
-			if ids[e.ID] {
-				t.Errorf("%s: event id %s twice", turn, e.ID)
-			}
-			ids[e.ID] = true
-			switch e.Type {
-			case events.StepStarted:
-				steps++
-			case events.ModelCompleted:
-				answers[e.Step]++
-			}
+		for _, turn := range c.logsOf(i) {
+			steps += c.checkLog(turn)
 		}
-		for _, r := range of[events.ToolCompletedData](t, log, events.ToolCompleted) {
-			results[r.CallID]++
+	}
+	return steps
+}
+
+// checkLog checks one log as checkLogs says, and returns its steps.
+func (c *chaos) checkLog(turn string) (steps int) {
+	t := c.t
+	t.Helper()
+	log := testkit.Log(t, c.js, turn)
+	ids := map[string]bool{}
+	answers := map[int]int{}
+	for j, e := range log {
+		if e.Seq != j+1 {
+			t.Errorf("%s: event %d has seq %d", turn, j+1, e.Seq)
 		}
-		for call, n := range results {
-			if n > 1 {
-				t.Errorf("%s: the result of %s appended %d times", turn, call, n)
-			}
+		if ids[e.ID] {
+			t.Errorf("%s: event id %s twice", turn, e.ID)
 		}
-		for step, n := range answers {
-			if n > 1 {
-				t.Errorf("%s: step %d's model answer appended %d times", turn, step, n)
-			}
+		ids[e.ID] = true
+		switch e.Type {
+		case events.StepStarted:
+			steps++
+		case events.ModelCompleted:
+			answers[e.Step]++
+		}
+	}
+	results := map[string]int{}
+	for _, r := range of[events.ToolCompletedData](t, log, events.ToolCompleted) {
+		results[r.CallID]++
+	}
+	for call, n := range results {
+		if n > 1 {
+			t.Errorf("%s: the result of %s appended %d times", turn, call, n)
+		}
+	}
+	for step, n := range answers {
+		if n > 1 {
+			t.Errorf("%s: step %d's model answer appended %d times", turn, step, n)
 		}
 	}
 	return steps
@@ -334,39 +349,43 @@ func (c *chaos) checkLogs(turns int) int {
 
 // report prints the soak's table.
 func (c *chaos) report(turns, steps, lost, rerun, excused int, errored map[string]string, took time.Duration) {
-	late, bare := 0, 0
+	late := 0
 	for _, why := range errored {
-		switch why {
-		case deadlineAfterFault:
+		if why == deadlineAfterFault {
 			late++
-		case withoutTools:
-			bare++
 		}
 	}
-	var recovery []time.Duration
+	// Recovery by the kind of fault, and over all.
+	recovery := map[string][]time.Duration{}
 	for _, rd := range c.recovered {
 		for _, turn := range rd.open {
 			if at, ok := c.reader.firstAfter(turn, rd.restart); ok {
-				recovery = append(recovery, at.Sub(rd.restart))
+				recovery[rd.kind] = append(recovery[rd.kind], at.Sub(rd.restart))
+				recovery[""] = append(recovery[""], at.Sub(rd.restart))
 			}
 		}
 	}
-	slices.Sort(recovery)
-	var p50, worst time.Duration
-	if len(recovery) > 0 {
-		p50, worst = recovery[len(recovery)/2], recovery[len(recovery)-1]
+	quantiles := func(kind string) (p50, worst time.Duration) {
+		ds := recovery[kind]
+		slices.Sort(ds)
+		if len(ds) == 0 {
+			return 0, 0
+		}
+		return ds[len(ds)/2], ds[len(ds)-1]
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| fault | count |\n|---|---|\n")
+	fmt.Fprintf(&b, "\n| fault | count | recovery p50 | recovery max |\n|---|---|---|---|\n")
 	total := 0
 	for _, kind := range faultKinds {
-		fmt.Fprintf(&b, "| %s | %d |\n", kind, c.faults[kind])
+		p50, worst := quantiles(kind)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s |\n", kind, c.faults[kind], p50.Round(100*time.Millisecond), worst.Round(100*time.Millisecond))
 		total += c.faults[kind]
 	}
-	fmt.Fprintf(&b, "| **all** | %d |\n", total)
-	fmt.Fprintf(&b, "| (a process that gave up at start, started again) | %d |\n\n", c.restarts)
-	fmt.Fprintf(&b, "| turns | steps | events read | lost or changed | calls run twice (excused) | turns with a call past its deadline | turns without their tools (known) | recovery p50 | recovery max | took |\n|---|---|---|---|---|---|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d (%d) | %d | %d | %s | %s | %s |\n", turns, steps, c.reader.count(), lost, rerun, excused, late, bare,
+	p50, worst := quantiles("")
+	fmt.Fprintf(&b, "| **all** | %d | %s | %s |\n", total, p50.Round(100*time.Millisecond), worst.Round(100*time.Millisecond))
+	fmt.Fprintf(&b, "| (a process that gave up at start, started again) | %d | | |\n\n", c.restarts)
+	fmt.Fprintf(&b, "| turns | steps | events read | lost or changed | calls run twice (excused) | turns with a call past its deadline | recovery p50 | recovery max | took |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d (%d) | %d | %s | %s | %s |\n", turns, steps, c.reader.count(), lost, rerun, excused, late,
 		p50.Round(time.Millisecond), worst.Round(time.Millisecond), took.Round(time.Second))
 	c.t.Log(b.String())
 }

@@ -69,13 +69,16 @@ func requireFUSE(t *testing.T) {
 // TestPowerLoss pulls the power on a server with the shipped nats.conf
 // (sync_interval: always), its store on a filesystem that forgets what was
 // not fsynced (internal/lazyfs), while an orchestrator and a tool worker,
-// each as its shipped user, run a steady load of turns whose tool calls
-// append to a ledger outside that filesystem. In each round, at a moment
+// each as its shipped user, run a steady load of turns, workflows of two
+// such turns and turns that start a subagent, whose tool calls append to a
+// ledger outside that filesystem. In each round, at a moment
 // drawn from the seed, the filesystem crashes and the server is killed
 // with SIGKILL — every other round the orchestrator and the worker too —
 // then all come back and the load goes on. At the end:
 //   - every event the test had read is in the log, byte for byte;
-//   - every submission the server acknowledged ended as its script says;
+//   - every submission the server acknowledged ended as its script says
+//     (a workflow completed after its tasks, a parent with its child's
+//     answer);
 //   - every log is well-formed and verifies (CheckLogs, replay --verify);
 //   - no tool call ran twice unless its worker was killed while the turn
 //     was under way (those are counted and reported).
@@ -92,7 +95,8 @@ func TestPowerLoss(t *testing.T) {
 		t.Skip("a server on a FUSE filesystem, crashed in rounds")
 	}
 	requireFUSE(t)
-	rounds, turns := envInt(t, "POWERLOSS_ROUNDS", 4), envInt(t, "POWERLOSS_TURNS", 80)
+	// 60 submissions write some 1,400 events: make test's share of time.
+	rounds, turns := envInt(t, "POWERLOSS_ROUNDS", 4), envInt(t, "POWERLOSS_TURNS", 60)
 	pl := newPowerLoss(t, "always", envSeed(t, "POWERLOSS_SEED"), 1)
 	pl.run(rounds, turns)
 }
@@ -160,6 +164,8 @@ type powerLoss struct {
 	url      string
 	rng      *rand.Rand
 	machines []*machine
+	// net carries a cluster's routes (nil for one server).
+	net *network
 
 	orch, worker *process
 	js           jetstream.JetStream
@@ -189,25 +195,34 @@ func newPowerLoss(t *testing.T, sync string, seed uint64, n int) *powerLoss {
 		pl.stop = true
 		pl.mu.Unlock()
 	})
-	if err := os.WriteFile(filepath.Join(pl.dir, "AGENTS.md"), []byte(failureAgents), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(pl.dir, "AGENTS.md"), []byte(powerLossAgents), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pl.dir, "child.json"), []byte(childScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ports := make([]int, 2*n)
 	for i := range ports {
 		ports[i] = testkit.FreePort(t)
 	}
-	var urls, routes []string
+	var urls []string
 	for i := range n {
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+i]))
 	}
 	pl.url = strings.Join(urls, ",")
+	if n > 1 {
+		pl.net = newNetwork(t, ports[n:])
+	}
 	for i := range n {
 		m := &machine{name: fmt.Sprintf("jetloop-%d", i+1), backing: t.TempDir(), mnt: t.TempDir()}
 		var cluster string
 		if n > 1 {
-			cluster = fmt.Sprintf("\ncluster {\n  name: jetloop-chaos\n  listen: 127.0.0.1:%d\n  routes: [%s]\n}\n",
-				ports[n+i], strings.Join(routes, ", "))
+			// Its routes go through the test's links, which can cut it off.
+			// It advertises a port where nothing listens: a server that
+			// learns of it from another connects by its routes only, never
+			// around the links.
+			cluster = fmt.Sprintf("\ncluster {\n  name: jetloop-chaos\n  listen: 127.0.0.1:%d\n  advertise: 127.0.0.1:%d\n  routes: [%s]\n}\n",
+				ports[n+i], testkit.FreePort(t), strings.Join(pl.net.routes(i), ", "))
 		}
 		pl.writeConf(m, ports[i], sync, cluster)
 		pl.mount(m)
@@ -363,30 +378,131 @@ func (pl *powerLoss) startAll() {
 	}
 }
 
+// powerLossAgents are the failure tests' agents, and a Parent that hands
+// part of its work to a Child: a subagent whose script is childScript.
+const powerLossAgents = failureAgents + `---
+name: Parent
+model: script
+tools: [shell, echo, agent:Child]
+---
+Hand part of the work to Child.
+---
+name: Child
+model: script:child.json
+tools: [echo]
+---
+Echo, then answer.
+`
+
+const childScript = `{"responses": [
+	{"text": "child one", "tool_calls": [{"name": "echo", "arguments": {"text": "child"}}]},
+	{"text": "child done"}]}`
+
+// turn is the id of the load's i-th submission: a turn's, or a workflow's.
 func (pl *powerLoss) turn(i int) string { return fmt.Sprintf("pl-%03d", i) }
 
-// script is turn i's: a step that calls shell, one that calls shell and
-// echo at once, then the answer. Each shell call appends its name to the
-// ledger, so every execution leaves a line.
-func (pl *powerLoss) script(i int) string {
-	turn := pl.turn(i)
+// What the load's submissions are: of every five, three turns, a workflow
+// and a turn that starts a subagent.
+type loadKind int
+
+const (
+	plainTurn loadKind = iota
+	workflowRun
+	parentTurn
+)
+
+func kindOf(i int) loadKind {
+	switch i % 5 {
+	case 1:
+		return workflowRun
+	case 3:
+		return parentTurn
+	}
+	return plainTurn
+}
+
+// isLoadID says whether a log's id is one the load submitted, not a
+// workflow's task or a subagent.
+func isLoadID(id string) bool { return strings.HasPrefix(id, "pl-") && strings.Count(id, "-") == 1 }
+
+// loadID is the submission a log belongs to: a workflow's task's turn
+// (<workflow_id>-<task>) belongs to its workflow.
+func loadID(id string) string {
+	if strings.HasPrefix(id, "pl-") && strings.Count(id, "-") == 2 {
+		return id[:strings.LastIndexByte(id, '-')]
+	}
+	return id
+}
+
+// script is a turn's, named label: a step that calls shell, one that calls
+// shell and echo at once, then the answer. Each shell call appends its
+// name to the ledger (<label>/<n>), so every execution leaves a line. A
+// parent calls Child instead of echo.
+func script(label string, parent bool) string {
 	shell := func(n int) string {
-		return fmt.Sprintf(`{"name": "shell", "arguments": {"command": "echo %s/%d >> calls.log"}}`, turn, n)
+		return fmt.Sprintf(`{"name": "shell", "arguments": {"command": "echo %s/%d >> calls.log"}}`, label, n)
+	}
+	other := fmt.Sprintf(`{"name": "echo", "arguments": {"text": "%s"}}`, label)
+	if parent {
+		other = fmt.Sprintf(`{"name": "Child", "arguments": {"task": "help %s"}}`, label)
 	}
 	return fmt.Sprintf(`{"responses": [
 		{"text": "%[1]s one", "tool_calls": [%[2]s]},
-		{"text": "%[1]s two", "tool_calls": [%[3]s, {"name": "echo", "arguments": {"text": "%[1]s"}}]},
-		{"text": "%[1]s done"}]}`, turn, shell(1), shell(2))
+		{"text": "%[1]s two", "tool_calls": [%[3]s, %[4]s]},
+		{"text": "%[1]s done"}]}`, label, shell(1), shell(2), other)
 }
 
-// submitter submits n turns, at most 16 unfinished at a time, each sent
-// again until the server acknowledges it (the same id: a second copy is
-// dropped as a duplicate). It runs beside the test and stops with it.
+// workflowTasks is how many tasks each of the load's workflows runs.
+const workflowTasks = 2
+
+// taskLabel names a workflow's k-th task (from 1) in its script and the
+// ledger.
+func taskLabel(workflow string, k int) string { return fmt.Sprintf("%s-t%d", workflow, k) }
+
+// labels are the scripts a submission of the load runs, in order.
+func (pl *powerLoss) labels(i int) []string {
+	id := pl.turn(i)
+	if kindOf(i) != workflowRun {
+		return []string{id}
+	}
+	var out []string
+	for k := 1; k <= workflowTasks; k++ {
+		out = append(out, taskLabel(id, k))
+	}
+	return out
+}
+
+// submission is the load's i-th: its subject and data.
+func (pl *powerLoss) submission(i int) (string, []byte) {
+	id := pl.turn(i)
+	input := []events.Message{{Role: events.RoleUser, Content: "go"}}
+	switch kindOf(i) {
+	case workflowRun:
+		var tasks []events.Task
+		for _, label := range pl.labels(i) {
+			tasks = append(tasks, events.Task{Input: json.RawMessage(`"go"`), Model: "script",
+				Script: json.RawMessage(script(label, false))})
+		}
+		data, _ := json.Marshal(events.WorkflowSubmit{WorkflowID: id, Agent: "Any", Tasks: tasks})
+		return events.SubjectWorkflow, data
+	case parentTurn:
+		data, _ := json.Marshal(events.Submit{TurnID: id, Agent: "Parent", Model: "script",
+			Script: json.RawMessage(script(id, true)), Input: input})
+		return events.SubjectSubmit, data
+	}
+	data, _ := json.Marshal(events.Submit{TurnID: id, Agent: "Any", Model: "script",
+		Script: json.RawMessage(script(id, false)), Input: input})
+	return events.SubjectSubmit, data
+}
+
+// submitter submits n turns and workflows, at most 16 unfinished at a
+// time, each sent again until the server acknowledges it (the same id: a
+// second copy is dropped as a duplicate). It runs beside the test and
+// stops with it.
 func (pl *powerLoss) submitter(n int) {
 	for i := range n {
 		turn := pl.turn(i)
-		data, _ := json.Marshal(events.Submit{TurnID: turn, Agent: "Any", Model: "script",
-			Script: json.RawMessage(pl.script(i)), Input: []events.Message{{Role: events.RoleUser, Content: "go"}}})
+		subject, data := pl.submission(i)
 		for {
 			if pl.stopped() {
 				return
@@ -396,7 +512,7 @@ func (pl *powerLoss) submitter(n int) {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, err := pl.js.Publish(ctx, events.SubjectSubmit, data, jetstream.WithMsgID(turn))
+			_, err := pl.js.Publish(ctx, subject, data, jetstream.WithMsgID(turn))
 			cancel()
 			if err == nil {
 				break
@@ -435,6 +551,8 @@ func (pl *powerLoss) crash(all bool) {
 // round is what one crash did, for the report and the checks.
 type round struct {
 	all bool
+	// kind is the chaos soak's fault.
+	kind string
 	// open are the turns submitted and unfinished when the power went.
 	open     []string
 	restart  time.Time
@@ -451,8 +569,9 @@ func (pl *powerLoss) run(rounds, turns int) {
 	var rs []*round
 	for r := range rounds {
 		// A moment drawn from the seed: a number of events read, somewhere
-		// in this round's share of the load.
-		per := 13 * turns / rounds
+		// in this round's share of the load (a submission writes some 20
+		// events or more, its workflow's tasks and its subagent counted).
+		per := 19 * turns / rounds
 		target := r*per + per/4 + pl.rng.IntN(per/2)
 		testkit.WaitFor(t, fmt.Sprintf("%d events read", target), func() bool { return pl.reader.count() >= target })
 		rd := &round{all: r%2 == 1}
@@ -609,45 +728,97 @@ func recordEvents(into map[string]map[int][]byte, data []byte, changed func(turn
 	return len(parts)
 }
 
-// checkTurns checks that every submitted turn ended as its script says:
-// completed with its answer, after its three tool calls. A call that ended
-// in an error is a failure, unless known names why it may (a fault held
-// it past its deadline, a known fault of the registry); it returns the
-// turns that had one, with that reason.
+// checkTurns checks that every submission ended as its script says: a
+// turn completed with its answer, after its three tool calls (a parent's
+// third its Child's answer); a workflow completed after its tasks, each
+// task's turn so. A call that ended in an error is a failure, unless
+// known names why it may (a fault held it past its deadline); it returns
+// the submissions that had one, with that reason.
 func (pl *powerLoss) checkTurns(turns int, known func(turn, output string) string) map[string]string {
 	excused := map[string]string{}
 	t := pl.t
 	t.Helper()
 	for i := range turns {
-		turn := pl.turn(i)
-		log := testkit.Log(t, pl.js, turn)
-		if len(log) == 0 || log[len(log)-1].Type != events.TurnFinished {
-			t.Errorf("%s did not finish: %d events", turn, len(log))
+		id := pl.turn(i)
+		if kindOf(i) != workflowRun {
+			pl.checkTurn(id, id, kindOf(i) == parentTurn, known, excused)
 			continue
 		}
-		fin := of[events.TurnFinishedData](t, log, events.TurnFinished)[0]
-		if fin.StopReason != events.StopCompleted || fin.Output != turn+" done" {
-			t.Errorf("%s finished %s with %q (%s)", turn, fin.StopReason, fin.Output, fin.Error)
+		log := testkit.Log(t, pl.js, id)
+		if len(log) == 0 || log[len(log)-1].Type != events.WorkflowFinished {
+			t.Errorf("workflow %s did not finish: %d events", id, len(log))
+			continue
 		}
-		done := of[events.ToolCompletedData](t, log, events.ToolCompleted)
-		if len(done) != 3 {
-			t.Errorf("%s: %d tool.completed, want 3", turn, len(done))
+		fin := of[events.WorkflowFinishedData](t, log, events.WorkflowFinished)[0]
+		if fin.StopReason != events.StopCompleted || len(fin.Tasks) != workflowTasks {
+			t.Errorf("workflow %s finished %s after %d tasks (%s), want completed after %d", id, fin.StopReason, len(fin.Tasks), fin.Error, workflowTasks)
 		}
-		for _, d := range done {
-			if !d.IsError {
-				continue
-			}
-			if why := ""; known != nil {
-				if why = known(turn, d.Output); why != "" {
-					excused[turn] = why
-					t.Logf("%s: %s: %s (%s)", turn, d.Name, d.Output, why)
-					continue
+		for k, task := range of[events.TaskStartedData](t, log, events.TaskStarted) {
+			pl.checkTurn(task.TurnID, taskLabel(id, k+1), false, func(_, output string) string {
+				if known == nil {
+					return ""
 				}
-			}
-			t.Errorf("%s: %s failed: %s", turn, d.Name, d.Output)
+				return known(id, output)
+			}, excused)
 		}
 	}
 	return excused
+}
+
+// checkTurn checks one turn of the load, its script's label, keeping in
+// excused (by its submission) why a call of it ended in an error.
+func (pl *powerLoss) checkTurn(turn, label string, parent bool, known func(turn, output string) string, excused map[string]string) {
+	t := pl.t
+	t.Helper()
+	log := testkit.Log(t, pl.js, turn)
+	if len(log) == 0 || log[len(log)-1].Type != events.TurnFinished {
+		t.Errorf("%s did not finish: %d events", turn, len(log))
+		return
+	}
+	fin := of[events.TurnFinishedData](t, log, events.TurnFinished)[0]
+	if fin.StopReason != events.StopCompleted || fin.Output != label+" done" {
+		t.Errorf("%s finished %s with %q (%s)", turn, fin.StopReason, fin.Output, fin.Error)
+	}
+	done := of[events.ToolCompletedData](t, log, events.ToolCompleted)
+	if len(done) != 3 {
+		t.Errorf("%s: %d tool.completed, want 3", turn, len(done))
+	}
+	for _, d := range done {
+		if !d.IsError {
+			if parent && d.Name == "Child" && (d.Output != "child done" || d.ChildTurnID == "") {
+				t.Errorf("%s: Child answered %q (turn %q), want %q", turn, d.Output, d.ChildTurnID, "child done")
+			}
+			continue
+		}
+		if why := ""; known != nil {
+			if why = known(turn, d.Output); why != "" {
+				excused[loadID(turn)] = why
+				t.Logf("%s: %s: %s (%s)", turn, d.Name, d.Output, why)
+				continue
+			}
+		}
+		t.Errorf("%s: %s failed: %s", turn, d.Name, d.Output)
+	}
+}
+
+// logsOf are the logs of the load's i-th submission: its own, its
+// workflow's tasks' turns, its subagents'.
+func (pl *powerLoss) logsOf(i int) []string {
+	t := pl.t
+	t.Helper()
+	ids := []string{pl.turn(i)}
+	for j := 0; j < len(ids); j++ {
+		log := testkit.Log(t, pl.js, ids[j])
+		for _, task := range of[events.TaskStartedData](t, log, events.TaskStarted) {
+			ids = append(ids, task.TurnID)
+		}
+		for _, d := range of[events.ToolCompletedData](t, log, events.ToolCompleted) {
+			if d.ChildTurnID != "" {
+				ids = append(ids, d.ChildTurnID)
+			}
+		}
+	}
+	return ids
 }
 
 // verify runs jetloop replay --verify, as the viewer, on the turns open at
@@ -686,18 +857,20 @@ func (pl *powerLoss) checkLedger(turns int, excuse map[string]string, errored ma
 	}
 	for i := range turns {
 		turn := pl.turn(i)
-		for n := 1; n <= 2; n++ {
-			call := fmt.Sprintf("%s/%d", turn, n)
-			switch runs := lines[call]; {
-			case runs == 0 && errored[turn] == "":
-				t.Errorf("%s never ran", call)
-			case runs > 1 && excuse[turn] != "":
-				rerun++
-				excused++
-				t.Logf("%s ran %d times: %s while the turn was open", call, runs, excuse[turn])
-			case runs > 1:
-				rerun++
-				t.Errorf("%s ran %d times, its worker alive", call, runs)
+		for _, label := range pl.labels(i) {
+			for n := 1; n <= 2; n++ {
+				call := fmt.Sprintf("%s/%d", label, n)
+				switch runs := lines[call]; {
+				case runs == 0 && errored[turn] == "":
+					t.Errorf("%s never ran", call)
+				case runs > 1 && excuse[turn] != "":
+					rerun++
+					excused++
+					t.Logf("%s ran %d times: %s while the turn was open", call, runs, excuse[turn])
+				case runs > 1:
+					rerun++
+					t.Errorf("%s ran %d times, its worker alive", call, runs)
+				}
 			}
 		}
 	}
@@ -734,8 +907,10 @@ func readEvents(t *testing.T, js jetstream.JetStream) *eventReader {
 		})
 		subj := m.Subject()
 		turn := subj[strings.LastIndexByte(subj, '.')+1:]
-		r.readAt[turn] = append(r.readAt[turn], now)
-		if m.Headers().Get(events.HeaderType) == string(events.TurnFinished) {
+		// A workflow's recovery is its tasks' too.
+		r.readAt[loadID(turn)] = append(r.readAt[loadID(turn)], now)
+		switch events.Type(m.Headers().Get(events.HeaderType)) {
+		case events.TurnFinished, events.WorkflowFinished:
 			r.finished[turn] = true
 		}
 	})
@@ -752,10 +927,17 @@ func (r *eventReader) count() int {
 	return r.n
 }
 
+// finishedCount counts the load's submissions that finished.
 func (r *eventReader) finishedCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.finished)
+	n := 0
+	for id := range r.finished {
+		if isLoadID(id) {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *eventReader) isFinished(turn string) bool {
