@@ -376,7 +376,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return o.members.run(gctx, watch) })
 	if o.runners > 0 {
-		r, err := newModelRunners(setup, o, alone)
+		r, err := o.newRunners(setup, alone)
 		if err != nil {
 			return err
 		}
@@ -397,6 +397,27 @@ func (o *Orchestrator) run(ctx context.Context) error {
 		o.runner.spawned.Wait() // no shard serves any more, so none begins
 	}
 	return err
+}
+
+// newRunners makes the model runners, bound to the model jobs' consumer.
+// Alone, this process takes back at once the jobs a crashed one held.
+func (o *Orchestrator) newRunners(ctx context.Context, alone bool) (*modelRunners, error) {
+	cons, err := o.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, bus.ModelConsumerConfig(o.ackWait))
+	if err != nil {
+		return nil, fmt.Errorf("orchestrator: model consumer: %w", err)
+	}
+	if alone {
+		if err := o.reclaim(ctx, events.StreamJobs, cons); err != nil {
+			return nil, err
+		}
+	}
+	return newModelRunners(modelDeps{
+		js: o.js, nc: o.nc, log: o.log, cons: cons, repair: o.repairJobs,
+		runners: o.runners, providers: o.providers,
+		calls: o.calls, store: o.store, history: o.history, cancels: o.cancels,
+		ackWait: o.ackWait, drainGrace: o.drainGrace,
+		deliver: o.deliver, bury: o.deadLetter, observe: o.observeModelCall,
+	}), nil
 }
 
 // serve pulls inputs and hands each to the shard that owns its turn, so one
