@@ -52,7 +52,6 @@ type Orchestrator struct {
 	clock, workflowClock time.Duration
 	runners              int
 	providers            map[string]model.Provider
-	scripts              scriptPolicy
 	beforeAck            func(stage string) error
 	drainGrace           time.Duration
 
@@ -88,12 +87,9 @@ type Orchestrator struct {
 	// before this process last took a partition over may be stale.
 	gens [bus.Partitions]atomic.Uint64
 
-	// tenant is the tenant this process serves through its connection
-	// ("" in a single-tenant deployment), quota what its clients may start
-	// (nil: unbounded).
-	tenant string
-	quota  *quotas
-	fair   *Fairness // shared with the process's other tenants (nil: alone)
+	// admit is what the tenant this process serves through its connection
+	// may start, and its share of the process.
+	admit *admission
 
 	metrics *metrics.Metrics // nil: metrics off
 	tracer  *tracing.Tracer  // nil: tracing off
@@ -251,6 +247,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, set *agents.Se
 		calls:      newCalls(),
 		stranded:   newStranded(),
 		name:       defaultName(),
+		admit:      &admission{},
 	}
 	for _, opt := range opts {
 		if err := opt(o); err != nil {
@@ -296,6 +293,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	if o.live, err = o.js.KeyValue(setup, bus.BucketLive); err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketLive, err)
 	}
+	o.admit.serve(o.log, o.metrics, o.store, o.live, o.js, o.agents.Dir())
 	// The submissions' consumer first: it gives up the partitions'
 	// subjects before their consumers take them.
 	inbox, err := o.js.CreateOrUpdateConsumer(setup, events.StreamInbox, bus.InboxConsumerConfig(o.ackWait))
@@ -387,7 +385,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	g.Go(func() error { return o.serve(gctx, inbox, parts, first, live) })
 	g.Go(func() error { return o.retryStranded(gctx, strandedInterval) })
 	g.Go(func() error { return o.watchRestarts(gctx) })
-	g.Go(func() error { return o.watchQuota(gctx) })
+	g.Go(func() error { return o.admit.watch(gctx) })
 	o.ready.Store(true)
 	defer o.ready.Store(false)
 	o.log.Info("serving", "name", o.name, "agents", o.agents.Names(), "shards", o.shards, "model_runners", o.runners,

@@ -30,6 +30,7 @@ import (
 // inputs only, never a result of another turn of the shard.
 type shard struct {
 	o        *Orchestrator
+	admit    admitter
 	in       *queue
 	cache    *locked[*entry[*fsm.State]]
 	flows    *locked[*entry[*workflow.State]] // workflows, uncapped: few and small
@@ -70,7 +71,7 @@ const maxLanes = 64
 const earlyResults = 4096
 
 func newShard(o *Orchestrator, cacheSize int, stopping *atomic.Bool) *shard {
-	return &shard{o: o, in: newQueue(), cache: newLocked[*entry[*fsm.State]](cacheSize), flows: newLocked[*entry[*workflow.State]](0),
+	return &shard{o: o, admit: o.admit, in: newQueue(), cache: newLocked[*entry[*fsm.State]](cacheSize), flows: newLocked[*entry[*workflow.State]](0),
 		preloaded: newLocked[*preloaded](0), early: newLocked[struct{}](earlyResults), stopping: stopping,
 		slot: make(chan struct{}, 1), lanes: make(chan struct{}, maxLanes), waiting: map[string][]input{}}
 }
@@ -131,20 +132,16 @@ func (s *shard) take(in input) {
 	case in.answer != nil:
 		in.answer.verdict <- s.answer(in.answer.res)
 	case in.early != nil:
-		if f := s.o.fair; f != nil { // a tenant's results take their turn too
-			f.acquire(s.o.tenant)
-			defer f.release(s.o.tenant)
-		}
+		s.admit.acquire() // a tenant's results take their turn too
+		defer s.admit.release()
 		s.applyEarly(*in.early)
 	case s.dead.Load():
 	case s.stopping.Load():
 		_ = in.msg.Nak() // not started: another process takes it now
-	case s.o.fair != nil:
-		s.o.fair.acquire(s.o.tenant)
-		s.handle(in.msg)
-		s.o.fair.release(s.o.tenant)
 	default:
+		s.admit.acquire()
 		s.handle(in.msg)
+		s.admit.release()
 	}
 }
 

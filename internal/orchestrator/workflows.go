@@ -57,7 +57,7 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 	}
 	start := workflow.Start{WorkflowID: sub.WorkflowID, SessionID: sub.SessionID, Agent: sub.Agent, Tasks: sub.Tasks,
 		Limits: limits, Policy: workflow.EffectivePolicy(sub.Policy), Metadata: sub.Metadata, Digest: digest(data)}
-	reason, settle, err := s.refuse(ctx, sub.WorkflowID)
+	reason, settle, err := s.admit.refuse(ctx, sub.WorkflowID)
 	if err != nil {
 		return err
 	}
