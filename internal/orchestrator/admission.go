@@ -44,13 +44,13 @@ type admission struct {
 	log       *slog.Logger
 	metrics   *metrics.Metrics // nil: metrics off
 	store     *logstore.Store  // a refused id may have started already
-	live      jetstream.KeyValue
+	countLive func(context.Context) (int64, error)
 	account   func(context.Context) (*jetstream.AccountInfo, error)
 }
 
 // serve binds admission to what its policy is checked against.
-func (a *admission) serve(log *slog.Logger, m *metrics.Metrics, store *logstore.Store, live jetstream.KeyValue, js jetstream.JetStream, agentsDir string) {
-	a.log, a.metrics, a.store, a.live, a.account, a.agentsDir = log, m, store, live, js.AccountInfo, agentsDir
+func (a *admission) serve(log *slog.Logger, m *metrics.Metrics, store *logstore.Store, index *liveIndex, js jetstream.JetStream, agentsDir string) {
+	a.log, a.metrics, a.store, a.countLive, a.account, a.agentsDir = log, m, store, index.count, js.AccountInfo, agentsDir
 }
 
 func (a *admission) allowsScripts() bool { return a.scripts.allow }
@@ -130,20 +130,4 @@ func (a *admission) refresh(ctx context.Context) {
 	} else {
 		q.soft.Store(0)
 	}
-}
-
-// countLive counts the unfinished turns and workflows in the index.
-func (a *admission) countLive(ctx context.Context) (int64, error) {
-	keys, err := a.live.ListKeys(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for range keys.Keys() {
-		n++
-	}
-	_ = keys.Stop() // stopped already when its channel closed
-	// The lister ends its keys quietly when ctx does: a count cut short
-	// would let a tenant past its quota.
-	return n, ctx.Err()
 }

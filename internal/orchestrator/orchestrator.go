@@ -71,21 +71,13 @@ type Orchestrator struct {
 	stranded *stranded
 	// checkpoints is KV JETLOOP_CHECKPOINTS, the workflows' last checkpoints.
 	checkpoints jetstream.KeyValue
-	// live is KV JETLOOP_LIVE, the index of unfinished turns and workflows
-	// by partition: what a new owner of a partition re-arms.
-	live jetstream.KeyValue
+	index       *liveIndex
 	// jobsStream is JETLOOP_JOBS as found at start: made again as it was
 	// if the server loses it.
 	jobsStream jetstream.StreamConfig
 
-	// name is this orchestrator's key in KV JETLOOP_ORCHESTRATORS; members
-	// are the live ones, and owns the partitions this one pulls from.
-	name    string
-	members *members
-	owns    [bus.Partitions]atomic.Bool
-	// gens counts each partition's changes of owner: a cached state from
-	// before this process last took a partition over may be stale.
-	gens [bus.Partitions]atomic.Uint64
+	// owner is which partitions this process pulls from.
+	owner *ownership
 
 	// admit is what the tenant this process serves through its connection
 	// may start, and its share of the process.
@@ -180,7 +172,7 @@ func WithName(name string) Option {
 		if !events.ValidID(name) {
 			return fmt.Errorf("orchestrator: invalid name %q: letters, digits, - and _, at most 64", name)
 		}
-		o.name = name
+		o.owner.name = name
 		return nil
 	}
 }
@@ -246,7 +238,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, set *agents.Se
 		cancels:    bus.NewCancels(),
 		calls:      newCalls(),
 		stranded:   newStranded(),
-		name:       defaultName(),
+		owner:      &ownership{name: defaultName()},
 		admit:      &admission{},
 	}
 	for _, opt := range opts {
@@ -290,10 +282,12 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	o.timers = newTimers(o.nc, o.js, o.log)
 	defer o.timers.stopAll()
 
-	if o.live, err = o.js.KeyValue(setup, bus.BucketLive); err != nil {
+	index, err := o.js.KeyValue(setup, bus.BucketLive)
+	if err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketLive, err)
 	}
-	o.admit.serve(o.log, o.metrics, o.store, o.live, o.js, o.agents.Dir())
+	o.index = &liveIndex{kv: index, log: o.log}
+	o.admit.serve(o.log, o.metrics, o.store, o.index, o.js, o.agents.Dir())
 	// The submissions' consumer first: it gives up the partitions'
 	// subjects before their consumers take them.
 	inbox, err := o.js.CreateOrUpdateConsumer(setup, events.StreamInbox, bus.InboxConsumerConfig(o.ackWait))
@@ -315,15 +309,16 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketOrchestrators, err)
 	}
-	o.members = newMembers(kv, o.log, o.name)
-	watch, err := o.members.join(setup, ctx)
+	members := newMembers(kv, o.log, o.owner.name)
+	o.owner.members = members
+	watch, err := members.join(setup, ctx)
 	if err != nil {
 		return err
 	}
 	// Alone, this process may take back at once what a crashed one held of
 	// the shared consumers (with others alive, it may be theirs); a
 	// partition's consumer is reset when its owner is found dead (gain).
-	alone := o.members.alone()
+	alone := o.owner.members.alone()
 	if alone {
 		if err := o.reclaim(setup, events.StreamInbox, inbox); err != nil {
 			return err
@@ -348,9 +343,9 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	defer func() { _ = exhausted.Unsubscribe() }()
 
 	// The partitions owned from the start are re-armed before serving.
-	live := o.members.names()
-	before := o.members.found
-	first := o.members.owned(live)
+	live := o.owner.members.names()
+	before := o.owner.members.found
+	first := o.owner.members.owned(live)
 	n, paused := 0, 0
 	for _, p := range first {
 		orphaned, err := o.takeOver(setup, p, before, live, parts[p])
@@ -372,7 +367,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return o.members.run(gctx, watch) })
+	g.Go(func() error { return o.owner.members.run(gctx, watch) })
 	if o.runners > 0 {
 		r, err := o.newRunners(setup, alone)
 		if err != nil {
@@ -388,7 +383,7 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	g.Go(func() error { return o.admit.watch(gctx) })
 	o.ready.Store(true)
 	defer o.ready.Store(false)
-	o.log.Info("serving", "name", o.name, "agents", o.agents.Names(), "shards", o.shards, "model_runners", o.runners,
+	o.log.Info("serving", "name", o.owner.name, "agents", o.agents.Names(), "shards", o.shards, "model_runners", o.runners,
 		"orchestrators", len(live), "partitions", len(first))
 	err = g.Wait()
 	if o.runner != nil {
@@ -516,14 +511,14 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 		case err := <-failed:
 			stop()
 			return err
-		case <-o.members.changed:
+		case <-o.owner.members.changed:
 		case <-retry.C:
 		}
-		now := o.members.names()
-		mine := o.members.owned(now)
+		now := o.owner.members.names()
+		mine := o.owner.members.owned(now)
 		for p, it := range pulling {
 			if p >= 0 && !slices.Contains(mine, p) {
-				o.owns[p].Store(false)
+				o.owner.give(p)
 				it.Drain()
 				delete(pulling, p)
 				o.log.Info("gave up a partition", "partition", p)
@@ -559,17 +554,6 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 	}
 }
 
-// Partitions lists the inbox partitions this orchestrator pulls from now.
-func (o *Orchestrator) Partitions() []int {
-	var ps []int
-	for p := range bus.Partitions {
-		if o.owns[p].Load() {
-			ps = append(ps, p)
-		}
-	}
-	return ps
-}
-
 // takeOver makes this process the owner of partition p: what a dead owner
 // held of its inputs is handed back at once (an owner still alive, giving p
 // up to this one, drains its own) and cached states of p become stale. It
@@ -577,14 +561,13 @@ func (o *Orchestrator) Partitions() []int {
 // timers of p's unfinished turns and workflows are armed next, by rearm.
 // An owner under this process's own name is its predecessor, dead.
 func (o *Orchestrator) takeOver(ctx context.Context, p int, before, now []string, c jetstream.Consumer) (orphaned bool, err error) {
-	if prev := bus.Owner(p, before); prev == "" || prev == o.name || !slices.Contains(now, prev) {
+	if prev := bus.Owner(p, before); prev == "" || prev == o.owner.name || !slices.Contains(now, prev) {
 		if err := o.reclaim(ctx, events.StreamInbox, c); err != nil {
 			return false, err
 		}
 		orphaned = true
 	}
-	o.gens[p].Add(1)
-	o.owns[p].Store(true)
+	o.owner.take(p)
 	return orphaned, nil
 }
 
@@ -628,7 +611,7 @@ func (o *Orchestrator) watchResults(shards []*shard) (*nats.Subscription, error)
 		if kind != events.InputResult {
 			return
 		}
-		if !events.ValidID(turn) || !o.owns[bus.Partition(turn)].Load() || storedCopy(m.Header) != "" {
+		if !events.ValidID(turn) || !o.owner.owned(turn) || storedCopy(m.Header) != "" {
 			return
 		}
 		r, err := decodeToolResult(m.Data)
@@ -675,62 +658,6 @@ func env() fsm.Env {
 	return fsm.Env{Now: time.Now().UTC(), NewID: func() string { return uuid.Must(uuid.NewV7()).String() }}
 }
 
-// liveKey is the key of a turn or workflow in KV JETLOOP_LIVE.
-func liveKey(id string) string { return strconv.Itoa(bus.Partition(id)) + "." + id }
-
-// indexStarted records a turn that started in the index of unfinished
-// ones. It is written after the turn's start is appended (a start's
-// latency does not wait for it) and before its submission is acknowledged:
-// a crash between the two delivers the submission again, whose handling
-// writes it. It is only ever created, never written over: a turn that
-// finished meanwhile (its entry deleted) is not put back, and a rejected
-// submission writes none.
-func (o *Orchestrator) indexStarted(ctx context.Context, turn string) error {
-	_, err := o.live.Update(ctx, liveKey(turn), nil, 0)
-	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return fmt.Errorf("orchestrator: index %s as unfinished: %w", turn, err)
-	}
-	return nil
-}
-
-// markLive records an unfinished workflow in the index before its first
-// event is appended: a crash between the two leaves an entry for a log
-// that does not exist, which the next re-arm drops.
-func (o *Orchestrator) markLive(ctx context.Context, id string) error {
-	if _, err := o.live.Put(ctx, liveKey(id), nil); err != nil {
-		return fmt.Errorf("orchestrator: index %s as unfinished: %w", id, err)
-	}
-	return nil
-}
-
-// markDone drops a finished turn or workflow from the index. It is not
-// retried: an entry left behind is dropped by the next re-arm.
-func (o *Orchestrator) markDone(ctx context.Context, id string) {
-	if err := o.live.Delete(ctx, liveKey(id)); err != nil {
-		o.log.Debug("cannot drop a finished turn from the index", "turn", id, "err", err)
-	}
-}
-
-// liveIDs are the unfinished turns and workflows of partition p, from the
-// index.
-func (o *Orchestrator) liveIDs(ctx context.Context, p int) ([]string, error) {
-	keys, err := o.live.ListKeysFiltered(ctx, strconv.Itoa(p)+".>")
-	if err != nil {
-		return nil, fmt.Errorf("orchestrator: the unfinished turns of partition %d: %w", p, err)
-	}
-	var ids []string
-	for k := range keys.Keys() {
-		ids = append(ids, k[strings.IndexByte(k, '.')+1:])
-	}
-	_ = keys.Stop() // stopped already when its channel closed
-	// The lister ends its keys quietly when ctx does: a list cut short
-	// would leave turns unarmed.
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("orchestrator: the unfinished turns of partition %d: %w", p, err)
-	}
-	return ids, nil
-}
-
 // rearm arms the timers of partition p's unfinished turns and workflows,
 // read from the index (not from every subject of the log, which grows with
 // all history), and caches nothing: a turn is folded again when its next
@@ -745,7 +672,7 @@ func (o *Orchestrator) liveIDs(ctx context.Context, p int) ([]string, error) {
 // publish having failed (the server away, a node failing over, a full
 // store), for rearmRetrying.
 func (o *Orchestrator) rearm(ctx context.Context, p int, orphaned bool) (n, paused int, failed []string, err error) {
-	ids, err := o.liveIDs(ctx, p)
+	ids, err := o.index.ids(ctx, p)
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -783,7 +710,7 @@ func (o *Orchestrator) rearmOne(ctx context.Context, id string, orphaned bool) (
 		}
 	}
 	if !ok || last.Type == events.TurnFinished || last.Type == events.WorkflowFinished {
-		o.markDone(ctx, id)
+		o.index.done(ctx, id)
 		return false, false, nil
 	}
 	if last.Type.Workflow() {
@@ -821,7 +748,7 @@ func (o *Orchestrator) rearmRetrying(ctx context.Context, p int, ids []string, o
 		return
 	}
 	_ = retry.Do(ctx, func(int) error {
-		if !o.owns[p].Load() {
+		if !o.owner.holds(p) {
 			return nil
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -996,7 +923,7 @@ func (o *Orchestrator) rederive(ctx context.Context) error {
 	jobs := 0
 	for _, p := range o.Partitions() {
 		rctx, cancel := bound()
-		ids, err := o.liveIDs(rctx, p)
+		ids, err := o.index.ids(rctx, p)
 		cancel()
 		if err != nil {
 			return err

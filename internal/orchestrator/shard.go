@@ -299,7 +299,7 @@ var errNotHere = errors.New("orchestrator: the turn is not served here now")
 // crash hook said the process died.
 func (o *Orchestrator) deliver(res events.ModelResult) error {
 	shards := o.serving.Load()
-	if shards == nil || !o.owns[bus.Partition(res.TurnID)].Load() {
+	if shards == nil || !o.owner.owned(res.TurnID) {
 		return errNotHere
 	}
 	a := &answer{res: res, verdict: make(chan error, 1)}
@@ -691,7 +691,7 @@ func (s *shard) crash(stage string) error {
 // without a job, when a runner is free; fresh says whether the decision
 // asking for it appended the events that do.
 func (o *Orchestrator) callHere(j fsm.Job, fresh bool) bool {
-	return o.runner != nil && o.inProcessCalls() && o.owns[bus.Partition(j.Model.TurnID)].Load() &&
+	return o.runner != nil && o.inProcessCalls() && o.owner.owned(j.Model.TurnID) &&
 		o.runner.local(j.Model, j.ID, fresh)
 }
 

@@ -64,8 +64,8 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 	if reason != "" {
 		return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, reason)
 	}
-	defer settle() // its index entry is written by markLive, below
-	if err := s.o.markLive(ctx, sub.WorkflowID); err != nil {
+	defer settle() // its index entry is written by index.put, below
+	if err := s.o.index.put(ctx, sub.WorkflowID); err != nil {
 		if unstorable(err) {
 			return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, "cannot start the workflow: "+err.Error())
 		}
@@ -219,7 +219,7 @@ func (f flows) settle(ctx context.Context, log *slog.Logger, st *step[*workflow.
 		return &entry[*workflow.State]{state: state, seq: st.seq, checkpoint: st.prev.checkpoint}, nil
 	}
 	if st.fresh() && st.prev.state.Exists() {
-		o.markDone(ctx, st.id)
+		o.index.done(ctx, st.id)
 	}
 	if st.fresh() {
 		o.metrics.WorkflowFinished(string(state.Finished.StopReason))
