@@ -623,7 +623,7 @@ func (o *Orchestrator) loadEntry(ctx context.Context, turn string) (*entry[*fsm.
 // append appends a decision's events. Under a crash hook, a decision of
 // several events is appended in two parts with StagePartial between them.
 func (s *shard) append(ctx context.Context, last uint64, evs []events.Envelope) (uint64, error) {
-	if s.o.beforeAck == nil || len(evs) < 2 {
+	if s.o.cfg.beforeAck == nil || len(evs) < 2 {
 		return s.o.store.Append(ctx, last, evs)
 	}
 	seq, err := s.o.store.Append(ctx, last, evs[:1])
@@ -674,14 +674,14 @@ const (
 )
 
 func (s *shard) crash(stage string) error {
-	if s.o.beforeAck == nil {
+	if s.o.cfg.beforeAck == nil {
 		return nil
 	}
 	if s.dead.Load() {
 		// Another lane of the shard died already: so did this one.
 		return errCrashed
 	}
-	if err := s.o.beforeAck(stage); err != nil {
+	if err := s.o.cfg.beforeAck(stage); err != nil {
 		return errCrashed
 	}
 	return nil

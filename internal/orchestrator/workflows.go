@@ -40,7 +40,7 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 	}
 	limits := workflow.EffectiveLimits(sub.Limits)
 	if limits.TimeoutMs <= 0 {
-		limits.TimeoutMs = s.o.workflowClock.Milliseconds()
+		limits.TimeoutMs = s.o.cfg.workflowClock.Milliseconds()
 	}
 	for i, t := range sub.Tasks {
 		agent := t.Agent
