@@ -30,7 +30,7 @@ func NewFairness(slots int) *Fairness {
 // the other tenants' orchestrators of the process (see WithTenant).
 func WithFairness(f *Fairness) Option {
 	return func(o *Orchestrator) error {
-		o.fair = f
+		o.admit.fair = f
 		return nil
 	}
 }

@@ -239,7 +239,7 @@ func advance[S, I any](ctx context.Context, s *shard, m logMachine[S, I], log *s
 func load[S, I any](ctx context.Context, s *shard, m logMachine[S, I], id string) (e *entry[S], cached bool, err error) {
 	cache := m.cache()
 	if e, ok := cache.Get(id); ok {
-		if e.gen == s.o.gens[bus.Partition(id)].Load() {
+		if e.gen == s.o.owner.gen(id) {
 			return e, true, nil
 		}
 		cache.Delete(id) // another process owned the log since
@@ -273,11 +273,10 @@ func perform[S, I any](ctx context.Context, s *shard, m logMachine[S, I], log *s
 // keep caches a log's state when this process owns its partition, or
 // forgets it (e nil): the log's next input goes to its owner.
 func keep[S any](s *shard, cache *locked[*entry[S]], id string, e *entry[S]) {
-	p := bus.Partition(id)
-	if e == nil || !s.o.owns[p].Load() {
+	if e == nil || !s.o.owner.owned(id) {
 		cache.Delete(id)
 		return
 	}
-	e.gen = s.o.gens[p].Load()
+	e.gen = s.o.owner.gen(id)
 	cache.Put(id, e)
 }

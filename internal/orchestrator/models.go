@@ -14,8 +14,10 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/schemas"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -25,9 +27,8 @@ import (
 // provider's rate limit becomes a delayed job instead of a sleeping
 // goroutine.
 type modelRunners struct {
-	o    *Orchestrator
-	cons jetstream.Consumer
-	ran  *bus.Ran[[]byte] // the encoded answers of the calls made here
+	modelDeps
+	ran *bus.Ran[[]byte] // the encoded answers of the calls made here
 	// slots bound the calls made at once, pulled or local.
 	slots chan struct{}
 	// inProcess bounds the calls made in-process that are not over: made,
@@ -48,6 +49,38 @@ type modelRunners struct {
 	// more than a scripted call. Scripts are kept decoded by their bytes,
 	// so a kept one is the one the call carries.
 	scripts byBytes[*model.Script]
+}
+
+// modelDeps is what the model runners use of the process they run in: its
+// connection, the calls its shards hold, the turns' logs, and a way to
+// hand an answer to the shard of its turn.
+type modelDeps struct {
+	js  jetstream.JetStream
+	nc  *nats.Conn // deltas, and the server's max payload
+	log *slog.Logger
+	// cons is the model jobs' consumer; repair makes it, and the jobs
+	// stream, again when the server lost them.
+	cons   jetstream.Consumer
+	repair func(context.Context) (jetstream.Consumer, error)
+	// runners is how many calls run at once.
+	runners   int
+	providers map[string]model.Provider
+	// calls are the calls this process's shards published; the others
+	// are derived from their turns' logs, through store and history.
+	calls   *calls
+	store   *logstore.Store
+	history *historyCache
+	cancels *bus.Cancels // an abort of a turn cancels its calls
+	ackWait time.Duration
+	// drainGrace is what a call gets to finish once the process stops.
+	drainGrace time.Duration
+	// deliver hands an answer to its turn's shard: errNotHere when no
+	// shard here serves the turn, errCrashed when a crash hook fired.
+	deliver func(events.ModelResult) error
+	// bury keeps a job that cannot be read as a dead letter.
+	bury func(ctx context.Context, msg jetstream.Msg, kind events.Input, reason string) error
+	// observe records an attempt's metrics and span.
+	observe func(ctx, stop context.Context, job *events.ModelJob, attempt int, began time.Time, resp model.Response, err error)
 }
 
 // byBytes keeps values decoded from JSON, looked up by that JSON. Callers
@@ -86,23 +119,14 @@ func decodeScript(raw []byte) (*model.Script, error) {
 	return s, json.Unmarshal(raw, s)
 }
 
-func newModelRunners(ctx context.Context, o *Orchestrator, alone bool) (*modelRunners, error) {
-	cons, err := o.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, bus.ModelConsumerConfig(o.ackWait))
-	if err != nil {
-		return nil, fmt.Errorf("orchestrator: model consumer: %w", err)
-	}
-	if alone {
-		if err := o.reclaim(ctx, events.StreamJobs, cons); err != nil {
-			return nil, err
-		}
-	}
-	return &modelRunners{o: o, cons: cons, ran: bus.NewRan[[]byte](), slots: make(chan struct{}, o.runners),
-		inProcess: make(chan struct{}, maxLocalCalls)}, nil
+func newModelRunners(d modelDeps) *modelRunners {
+	return &modelRunners{modelDeps: d, ran: bus.NewRan[[]byte](), slots: make(chan struct{}, d.runners),
+		inProcess: make(chan struct{}, maxLocalCalls)}
 }
 
 func (r *modelRunners) run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for range r.o.runners {
+	for range r.runners {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -114,21 +138,20 @@ func (r *modelRunners) run(ctx context.Context) error {
 }
 
 func (r *modelRunners) loop(ctx context.Context) {
-	bus.PullRepairing(ctx, r.cons, r.o.log.With("consumer", bus.ModelConsumer), r.o.repairJobs,
+	bus.PullRepairing(ctx, r.cons, r.log.With("consumer", bus.ModelConsumer), r.repair,
 		func(msg jetstream.Msg) { r.handle(ctx, msg) })
 }
 
 // handle runs one model job. A stop of the process gives the call drainGrace
 // to finish; a call cut short is handed back, never answered half-done.
 func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
-	o := r.o
 	ref, err := decodeModelJobRef(msg.Data())
 	if err != nil {
 		reason := err.Error()
-		o.log.Warn("dead letter", "input", "model_job", "reason", reason)
+		r.log.Warn("dead letter", "input", "model_job", "reason", reason)
 		ctx, cancel := context.WithTimeout(context.Background(), defaultIOTimeout)
 		defer cancel()
-		if err := o.deadLetter(ctx, msg, "model", reason); err != nil {
+		if err := r.bury(ctx, msg, "model", reason); err != nil {
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
@@ -159,20 +182,20 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 	// (Reads wait out a cluster's election of a leader.)
 	hb, hbStop := context.WithCancel(context.Background())
 	defer hbStop()
-	defer bus.Heartbeat(hb, msg, o.ackWait/3)()
+	defer bus.Heartbeat(hb, msg, r.ackWait/3)()
 	// A job for a call this process made (or makes): its acknowledgement
 	// was lost, the jobs were derived again after a server restart, or the
 	// call runs here without a job. The answer it got is sent again; the
 	// model is not called twice.
 	if data, ok := r.ran.Result(stop, id); ok {
 		pctx, pcancel := context.WithTimeout(context.Background(), defaultIOTimeout)
-		_, err := o.js.Publish(pctx, events.ModelResultSubject(ref.TurnID), data, jetstream.WithMsgID(id))
+		_, err := r.js.Publish(pctx, events.ModelResultSubject(ref.TurnID), data, jetstream.WithMsgID(id))
 		pcancel()
 		if err != nil {
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
-		actx, acancel := context.WithTimeout(context.Background(), o.ackWait)
+		actx, acancel := context.WithTimeout(context.Background(), r.ackWait)
 		defer acancel()
 		_ = bus.AckSure(actx, msg)
 		return
@@ -189,7 +212,7 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	case err != nil:
-		o.log.Warn("cannot read the turn of a model call; it comes again", "turn", ref.TurnID, "err", err)
+		r.log.Warn("cannot read the turn of a model call; it comes again", "turn", ref.TurnID, "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
@@ -223,10 +246,10 @@ func (r *modelRunners) handle(stop context.Context, msg jetstream.Msg) {
 		return
 	}
 	r.letGo(id)
-	actx, acancel := context.WithTimeout(context.Background(), o.ackWait)
+	actx, acancel := context.WithTimeout(context.Background(), r.ackWait)
 	defer acancel()
 	if err := bus.AckSure(actx, msg); err != nil {
-		o.log.Warn("ack of a model job not confirmed; the call may run again (its answer is deduplicated)", "turn", ref.TurnID, "err", err)
+		r.log.Warn("ack of a model job not confirmed; the call may run again (its answer is deduplicated)", "turn", ref.TurnID, "err", err)
 	}
 }
 
@@ -278,7 +301,7 @@ func (r *modelRunners) spawn(job *events.ModelJob, id string) bool {
 		<-r.inProcess
 		return true
 	}
-	r.o.calls.put(id, job)
+	r.calls.put(id, job)
 	r.spawned.Add(1)
 	go func() {
 		defer r.spawned.Done()
@@ -321,7 +344,6 @@ func (b *begun) mark(id string, how func() bool) bool {
 
 func (r *modelRunners) runLocal(job *events.ModelJob, id string, done func(*[]byte)) {
 	defer func() { <-r.inProcess }() // maxLocalCalls
-	o := r.o
 	ref := refOf(job)
 	attempt := max(ref.Attempt, 1)
 	began := time.Now()
@@ -342,17 +364,17 @@ func (r *modelRunners) runLocal(job *events.ModelJob, id string, done func(*[]by
 		return
 	}
 	kept = &data
-	switch err := o.deliver(res); {
+	switch err := r.deliver(res); {
 	case err == nil:
 		r.letGo(id)
 		return
 	case errors.Is(err, errCrashed):
 		return
 	case !errors.Is(err, errNotHere):
-		o.log.Debug("a model answer goes through the inbox", "turn", res.TurnID, "err", err)
+		r.log.Debug("a model answer goes through the inbox", "turn", res.TurnID, "err", err)
 	}
 	if !r.publishAnswer(r.stop, res, id, data, began) {
-		o.log.Warn("a model answer was not stored before stopping; the next owner of the turn calls the model again", "turn", res.TurnID)
+		r.log.Warn("a model answer was not stored before stopping; the next owner of the turn calls the model again", "turn", res.TurnID)
 		return
 	}
 	r.letGo(id)
@@ -372,25 +394,24 @@ const (
 // attempt makes one attempt of a call, streaming its deltas, and returns
 // its answer (a failure for good is an answer too), encoded.
 func (r *modelRunners) attempt(stop context.Context, job *events.ModelJob, attempt int) (verdict, events.ModelResult, []byte, time.Duration) {
-	o := r.o
 	// Built only when something is logged: a logger With attributes is a
 	// copy of the handler, and most calls log nothing.
 	log := func() *slog.Logger {
-		return o.log.With("turn", job.TurnID, "step", job.Step, "kind", job.Kind, "attempt", attempt)
+		return r.log.With("turn", job.TurnID, "step", job.Step, "kind", job.Kind, "attempt", attempt)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	forget := o.cancels.Add(job.TurnID, cancel)
+	forget := r.cancels.Add(job.TurnID, cancel)
 	defer forget()
 	grace := context.AfterFunc(stop, func() {
-		t := time.AfterFunc(o.drainGrace, cancel)
+		t := time.AfterFunc(r.drainGrace, cancel)
 		context.AfterFunc(ctx, func() { t.Stop() })
 	})
 	defer grace()
 
 	began := time.Now()
 	resp, err := r.call(ctx, job, attempt)
-	o.observeModelCall(ctx, stop, job, attempt, began, resp, err)
+	r.observe(ctx, stop, job, attempt, began, resp, err)
 	res := events.ModelResult{TurnID: job.TurnID, Step: job.Step, Kind: job.Kind, Text: resp.Text,
 		ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, Usage: resp.Usage,
 		DurationMs: time.Since(began).Milliseconds(), Attempts: attempt}
@@ -411,12 +432,12 @@ func (r *modelRunners) attempt(stop context.Context, job *events.ModelJob, attem
 		res = failedCall(res, err.Error())
 	}
 	data, err := events.Marshal(res)
-	if err == nil && len(data) > o.maxResult() {
+	if err == nil && len(data) > r.maxResult() {
 		// An answer that cannot be stored ends its step with an error
 		// that says so, instead of a publish that fails for ever.
 		log().Warn("model answer too big to store", "bytes", len(data))
 		res = failedCall(res, fmt.Sprintf("the model's answer (%d bytes encoded) exceeds the server's max payload (%d bytes)",
-			len(data), o.nc.MaxPayload()))
+			len(data), r.nc.MaxPayload()))
 		data, err = events.Marshal(res)
 	}
 	if err != nil {
@@ -431,27 +452,26 @@ func (r *modelRunners) attempt(stop context.Context, job *events.ModelJob, attem
 // an answer this process holds. Only a stop of the process bounds the
 // tries, by its drain grace; it reports false when that cut them short.
 func (r *modelRunners) publishAnswer(stop context.Context, res events.ModelResult, id string, data []byte, began time.Time) bool {
-	o := r.o
 	// The tries outlive stop by the drain grace, counted from the call's
 	// start: an answer this process holds is worth waiting for.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(stop))
 	defer cancel()
-	defer context.AfterFunc(stop, func() { time.AfterFunc(time.Until(began.Add(o.drainGrace)), cancel) })()
+	defer context.AfterFunc(stop, func() { time.AfterFunc(time.Until(began.Add(r.drainGrace)), cancel) })()
 	err := backoff.Policy{First: 250 * time.Millisecond, Max: 2 * time.Second}.Do(ctx, func(try int) error {
 		pctx, pcancel := context.WithTimeout(ctx, defaultIOTimeout)
-		_, err := o.js.Publish(pctx, events.ModelResultSubject(res.TurnID), data, jetstream.WithMsgID(id))
+		_, err := r.js.Publish(pctx, events.ModelResultSubject(res.TurnID), data, jetstream.WithMsgID(id))
 		pcancel()
 		switch {
 		case err == nil:
 			return nil
-		case o.nc.IsClosed() || ctx.Err() != nil:
+		case r.nc.IsClosed() || ctx.Err() != nil:
 			return backoff.Permanent(err)
 		}
-		o.log.Warn("cannot publish a model result; trying again", "turn", res.TurnID, "err", err, "try", try)
+		r.log.Warn("cannot publish a model result; trying again", "turn", res.TurnID, "err", err, "try", try)
 		return err
 	})
 	if err != nil {
-		o.log.Warn("cannot publish a model result before stopping; the call runs again elsewhere", "turn", res.TurnID, "err", err)
+		r.log.Warn("cannot publish a model result before stopping; the call runs again elsewhere", "turn", res.TurnID, "err", err)
 		return false
 	}
 	return true
@@ -465,8 +485,8 @@ func failedCall(res events.ModelResult, reason string) events.ModelResult {
 
 // maxResult is the largest model result that leaves room, within the
 // server's max payload, for the event that records it.
-func (o *Orchestrator) maxResult() int {
-	return int(o.nc.MaxPayload()) - eventRoom
+func (r *modelRunners) maxResult() int {
+	return int(r.nc.MaxPayload()) - eventRoom
 }
 
 // eventRoom is what an event adds to the data it records: the envelope,
@@ -480,19 +500,19 @@ var errStaleCall = errors.New("orchestrator: the turn no longer waits for this m
 // its shards published it, else derived from the turn's log, as the shard
 // did. A turn that no longer waits for the call makes it stale.
 func (r *modelRunners) resolve(ref events.ModelJobRef, id string) (*events.ModelJob, error) {
-	if job, ok := r.o.calls.get(id); ok {
+	if job, ok := r.calls.get(id); ok {
 		return job, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*defaultIOTimeout)
 	defer cancel()
-	st, _, err := r.o.store.Load(ctx, ref.TurnID)
+	st, _, err := r.store.Load(ctx, ref.TurnID)
 	if err != nil {
 		return nil, err
 	}
 	if !st.Exists() || st.Done() {
 		return nil, errStaleCall
 	}
-	if err := r.o.history.fill(ctx, st); err != nil {
+	if err := r.history.fill(ctx, st); err != nil {
 		return nil, err
 	}
 	for _, j := range fsm.Jobs(st) {
@@ -540,7 +560,7 @@ func decodeModelJobRef(data []byte) (events.ModelJobRef, error) {
 func (r *modelRunners) retry(msg jetstream.Msg, ref events.ModelJobRef, attempt int, delay time.Duration) {
 	if err := r.publishAttempt(ref, attempt, delay); err != nil {
 		// This attempt is made again instead: the count stays honest.
-		r.o.log.Warn("cannot schedule a model retry", "turn", ref.TurnID, "err", err)
+		r.log.Warn("cannot schedule a model retry", "turn", ref.TurnID, "err", err)
 		_ = msg.NakWithDelay(delay)
 		return
 	}
@@ -555,12 +575,12 @@ func (r *modelRunners) schedule(ref events.ModelJobRef, attempt int, delay time.
 	if err == nil || r.stop.Err() != nil {
 		return
 	}
-	r.o.log.Warn("cannot schedule a model call; trying again", "turn", ref.TurnID, "err", err)
+	r.log.Warn("cannot schedule a model call; trying again", "turn", ref.TurnID, "err", err)
 	time.AfterFunc(max(delay, time.Second), func() {
 		if r.stop.Err() != nil {
 			return // the next owner of the turn's partition makes the call
 		}
-		job, ok := r.o.calls.get(modelJobID(ref))
+		job, ok := r.calls.get(modelJobID(ref))
 		if !ok {
 			return // answered, or let go: derived again from the log when needed
 		}
@@ -587,7 +607,7 @@ func (r *modelRunners) publishAttempt(ref events.ModelJobRef, attempt int, delay
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), defaultIOTimeout)
 	defer cancel()
-	_, err = r.o.js.Publish(ctx, events.SubjectModel, data, jetstream.WithMsgID(attemptID(ref, attempt)))
+	_, err = r.js.Publish(ctx, events.SubjectModel, data, jetstream.WithMsgID(attemptID(ref, attempt)))
 	if err == nil && attempt > 1 {
 		r.nextMu.Lock()
 		if r.next == nil || len(r.next) >= maxBegun {
@@ -614,7 +634,7 @@ func (r *modelRunners) nextAttempt(id string) (events.ModelJobRef, bool) {
 // letGo forgets a call once answered (its answer stored or applied), stale
 // or aborted.
 func (r *modelRunners) letGo(id string) {
-	r.o.calls.drop(id)
+	r.calls.drop(id)
 	r.nextMu.Lock()
 	delete(r.next, id)
 	r.nextMu.Unlock()
@@ -642,7 +662,7 @@ func (r *modelRunners) call(ctx context.Context, job *events.ModelJob, attempt i
 	if err != nil {
 		return model.Response{}, &model.Error{Kind: model.BadRequest, Message: err.Error()}
 	}
-	p, ok := r.o.providers[provider]
+	p, ok := r.providers[provider]
 	if !ok {
 		return model.Response{}, &model.Error{Kind: model.BadRequest, Message: fmt.Sprintf("provider %q is not configured", provider)}
 	}
@@ -659,7 +679,7 @@ func (r *modelRunners) call(ctx context.Context, job *events.ModelJob, attempt i
 	subject := events.DeltaSubject(job.TurnID)
 	emit := func(delta string) {
 		data, _ := json.Marshal(events.Delta{TurnID: job.TurnID, Step: job.Step, Delta: delta})
-		_ = r.o.nc.Publish(subject, data) // live view only: a lost delta loses nothing
+		_ = r.nc.Publish(subject, data) // live view only: a lost delta loses nothing
 	}
 	return p.Call(ctx, req, emit)
 }

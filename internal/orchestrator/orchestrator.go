@@ -16,7 +16,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jetloop/jetloop/internal/agents"
-	"github.com/jetloop/jetloop/internal/backoff"
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
@@ -44,17 +43,8 @@ type Orchestrator struct {
 	log    *slog.Logger
 	agents *agents.Set
 
-	shards    int
-	cacheSize int
-	ackWait   time.Duration
-	// clock and workflowClock are the timeouts of turns whose agent, and
-	// workflows whose submission, set none.
-	clock, workflowClock time.Duration
-	runners              int
-	providers            map[string]model.Provider
-	scripts              scriptPolicy
-	beforeAck            func(stage string) error
-	drainGrace           time.Duration
+	cfg       settings
+	providers map[string]model.Provider
 
 	store   *logstore.Store
 	tools   *toolCatalog
@@ -72,28 +62,17 @@ type Orchestrator struct {
 	stranded *stranded
 	// checkpoints is KV JETLOOP_CHECKPOINTS, the workflows' last checkpoints.
 	checkpoints jetstream.KeyValue
-	// live is KV JETLOOP_LIVE, the index of unfinished turns and workflows
-	// by partition: what a new owner of a partition re-arms.
-	live jetstream.KeyValue
+	index       *liveIndex
 	// jobsStream is JETLOOP_JOBS as found at start: made again as it was
 	// if the server loses it.
 	jobsStream jetstream.StreamConfig
 
-	// name is this orchestrator's key in KV JETLOOP_ORCHESTRATORS; members
-	// are the live ones, and owns the partitions this one pulls from.
-	name    string
-	members *members
-	owns    [bus.Partitions]atomic.Bool
-	// gens counts each partition's changes of owner: a cached state from
-	// before this process last took a partition over may be stale.
-	gens [bus.Partitions]atomic.Uint64
+	// owner is which partitions this process pulls from.
+	owner *ownership
 
-	// tenant is the tenant this process serves through its connection
-	// ("" in a single-tenant deployment), quota what its clients may start
-	// (nil: unbounded).
-	tenant string
-	quota  *quotas
-	fair   *Fairness // shared with the process's other tenants (nil: alone)
+	// admit is what the tenant this process serves through its connection
+	// may start, and its share of the process.
+	admit *admission
 
 	metrics *metrics.Metrics // nil: metrics off
 	tracer  *tracing.Tracer  // nil: tracing off
@@ -102,6 +81,19 @@ type Orchestrator struct {
 
 // Option configures an Orchestrator.
 type Option func(*Orchestrator) error
+
+// settings are how a process serves, as its options set them.
+type settings struct {
+	shards    int
+	cacheSize int
+	ackWait   time.Duration
+	// clock and workflowClock are the timeouts of turns whose agent, and
+	// workflows whose submission, set none.
+	clock, workflowClock time.Duration
+	runners              int
+	beforeAck            func(stage string) error
+	drainGrace           time.Duration
+}
 
 // DefaultShards is how many inputs of different turns a process handles at
 // once. A shard holds an input through its synced append (an fsync under
@@ -125,7 +117,7 @@ func WithShards(n int) Option {
 		if n < 1 {
 			return fmt.Errorf("orchestrator: shards must be ≥ 1, got %d", n)
 		}
-		o.shards = n
+		o.cfg.shards = n
 		return nil
 	}
 }
@@ -136,7 +128,7 @@ func WithCacheSize(n int) Option {
 		if n < 1 {
 			return fmt.Errorf("orchestrator: cache size must be ≥ 1, got %d", n)
 		}
-		o.cacheSize = n
+		o.cfg.cacheSize = n
 		return nil
 	}
 }
@@ -149,7 +141,7 @@ func WithAckWait(d time.Duration) Option {
 		if d < 100*time.Millisecond {
 			return fmt.Errorf("orchestrator: ack wait must be ≥ 100ms, got %s", d)
 		}
-		o.ackWait = d
+		o.cfg.ackWait = d
 		return nil
 	}
 }
@@ -161,7 +153,7 @@ func WithModelRunners(n int) Option {
 		if n < 0 {
 			return fmt.Errorf("orchestrator: model runners must be ≥ 0, got %d", n)
 		}
-		o.runners = n
+		o.cfg.runners = n
 		return nil
 	}
 }
@@ -184,7 +176,7 @@ func WithName(name string) Option {
 		if !events.ValidID(name) {
 			return fmt.Errorf("orchestrator: invalid name %q: letters, digits, - and _, at most 64", name)
 		}
-		o.name = name
+		o.owner.name = name
 		return nil
 	}
 }
@@ -200,7 +192,7 @@ func WithClocks(turn, wf time.Duration) Option {
 				return fmt.Errorf("orchestrator: a default timeout must be positive and at most %s, got %s", agents.MaxTimeout, d)
 			}
 		}
-		o.clock, o.workflowClock = turn, wf
+		o.cfg.clock, o.cfg.workflowClock = turn, wf
 		return nil
 	}
 }
@@ -211,13 +203,13 @@ func (o *Orchestrator) clockOf(a *agents.Agent) time.Duration {
 	if a.Timeout > 0 {
 		return a.Timeout
 	}
-	return o.clock
+	return o.cfg.clock
 }
 
 // WithDrainGrace bounds how long a graceful stop waits for in-flight work.
 func WithDrainGrace(d time.Duration) Option {
 	return func(o *Orchestrator) error {
-		o.drainGrace = d
+		o.cfg.drainGrace = d
 		return nil
 	}
 }
@@ -234,7 +226,7 @@ const (
 // if the process had died there. Crash tests use it.
 func WithCrashHook(hook func(stage string) error) Option {
 	return func(o *Orchestrator) error {
-		o.beforeAck = hook
+		o.cfg.beforeAck = hook
 		return nil
 	}
 }
@@ -243,14 +235,14 @@ func WithCrashHook(hook func(stage string) error) Option {
 func New(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, set *agents.Set, opts ...Option) (*Orchestrator, error) {
 	o := &Orchestrator{
 		nc: nc, js: js, log: log, agents: set,
-		shards: DefaultShards, cacheSize: 100_000, ackWait: bus.DefaultAckWait, runners: 32,
-		clock: agents.DefaultTimeout, workflowClock: workflow.DefaultTimeout,
-		providers:  map[string]model.Provider{"script": model.Scripted{}},
-		drainGrace: 10 * time.Second,
-		cancels:    bus.NewCancels(),
-		calls:      newCalls(),
-		stranded:   newStranded(),
-		name:       defaultName(),
+		cfg: settings{shards: DefaultShards, cacheSize: 100_000, ackWait: bus.DefaultAckWait, runners: 32,
+			clock: agents.DefaultTimeout, workflowClock: workflow.DefaultTimeout, drainGrace: 10 * time.Second},
+		providers: map[string]model.Provider{"script": model.Scripted{}},
+		cancels:   bus.NewCancels(),
+		calls:     newCalls(),
+		stranded:  newStranded(),
+		owner:     &ownership{name: defaultName()},
+		admit:     &admission{},
 	}
 	for _, opt := range opts {
 		if err := opt(o); err != nil {
@@ -293,18 +285,21 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	o.timers = newTimers(o.nc, o.js, o.log)
 	defer o.timers.stopAll()
 
-	if o.live, err = o.js.KeyValue(setup, bus.BucketLive); err != nil {
+	index, err := o.js.KeyValue(setup, bus.BucketLive)
+	if err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketLive, err)
 	}
+	o.index = &liveIndex{kv: index, log: o.log}
+	o.admit.serve(o.log, o.metrics, o.store, o.index, o.js, o.agents.Dir())
 	// The submissions' consumer first: it gives up the partitions'
 	// subjects before their consumers take them.
-	inbox, err := o.js.CreateOrUpdateConsumer(setup, events.StreamInbox, bus.InboxConsumerConfig(o.ackWait))
+	inbox, err := o.js.CreateOrUpdateConsumer(setup, events.StreamInbox, bus.InboxConsumerConfig(o.cfg.ackWait))
 	if err != nil {
 		return fmt.Errorf("orchestrator: inbox consumer: %w", err)
 	}
 	parts := make([]jetstream.Consumer, bus.Partitions)
 	for p := range parts {
-		if parts[p], err = o.js.CreateOrUpdateConsumer(setup, events.StreamInbox, bus.PartitionConsumerConfig(p, o.ackWait)); err != nil {
+		if parts[p], err = o.js.CreateOrUpdateConsumer(setup, events.StreamInbox, bus.PartitionConsumerConfig(p, o.cfg.ackWait)); err != nil {
 			return fmt.Errorf("orchestrator: inbox consumer of partition %d: %w", p, err)
 		}
 	}
@@ -317,15 +312,16 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketOrchestrators, err)
 	}
-	o.members = newMembers(kv, o.log, o.name)
-	watch, err := o.members.join(setup, ctx)
+	members := newMembers(kv, o.log, o.owner.name)
+	o.owner.members = members
+	watch, err := members.join(setup, ctx)
 	if err != nil {
 		return err
 	}
 	// Alone, this process may take back at once what a crashed one held of
 	// the shared consumers (with others alive, it may be theirs); a
 	// partition's consumer is reset when its owner is found dead (gain).
-	alone := o.members.alone()
+	alone := o.owner.members.alone()
 	if alone {
 		if err := o.reclaim(setup, events.StreamInbox, inbox); err != nil {
 			return err
@@ -350,9 +346,9 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	defer func() { _ = exhausted.Unsubscribe() }()
 
 	// The partitions owned from the start are re-armed before serving.
-	live := o.members.names()
-	before := o.members.found
-	first := o.members.owned(live)
+	live := o.owner.members.names()
+	before := o.owner.members.found
+	first := o.owner.members.owned(live)
 	n, paused := 0, 0
 	for _, p := range first {
 		orphaned, err := o.takeOver(setup, p, before, live, parts[p])
@@ -374,9 +370,9 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return o.members.run(gctx, watch) })
-	if o.runners > 0 {
-		r, err := newModelRunners(setup, o, alone)
+	g.Go(func() error { return o.owner.members.run(gctx, watch) })
+	if o.cfg.runners > 0 {
+		r, err := o.newRunners(setup, alone)
 		if err != nil {
 			return err
 		}
@@ -387,16 +383,37 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	g.Go(func() error { return o.serve(gctx, inbox, parts, first, live) })
 	g.Go(func() error { return o.retryStranded(gctx, strandedInterval) })
 	g.Go(func() error { return o.watchRestarts(gctx) })
-	g.Go(func() error { return o.watchQuota(gctx) })
+	g.Go(func() error { return o.admit.watch(gctx) })
 	o.ready.Store(true)
 	defer o.ready.Store(false)
-	o.log.Info("serving", "name", o.name, "agents", o.agents.Names(), "shards", o.shards, "model_runners", o.runners,
+	o.log.Info("serving", "name", o.owner.name, "agents", o.agents.Names(), "shards", o.cfg.shards, "model_runners", o.cfg.runners,
 		"orchestrators", len(live), "partitions", len(first))
 	err = g.Wait()
 	if o.runner != nil {
 		o.runner.spawned.Wait() // no shard serves any more, so none begins
 	}
 	return err
+}
+
+// newRunners makes the model runners, bound to the model jobs' consumer.
+// Alone, this process takes back at once the jobs a crashed one held.
+func (o *Orchestrator) newRunners(ctx context.Context, alone bool) (*modelRunners, error) {
+	cons, err := o.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, bus.ModelConsumerConfig(o.cfg.ackWait))
+	if err != nil {
+		return nil, fmt.Errorf("orchestrator: model consumer: %w", err)
+	}
+	if alone {
+		if err := o.reclaim(ctx, events.StreamJobs, cons); err != nil {
+			return nil, err
+		}
+	}
+	return newModelRunners(modelDeps{
+		js: o.js, nc: o.nc, log: o.log, cons: cons, repair: o.repairJobs,
+		runners: o.cfg.runners, providers: o.providers,
+		calls: o.calls, store: o.store, history: o.history, cancels: o.cancels,
+		ackWait: o.cfg.ackWait, drainGrace: o.cfg.drainGrace,
+		deliver: o.deliver, bury: o.deadLetter, observe: o.observeModelCall,
+	}), nil
 }
 
 // serve pulls inputs and hands each to the shard that owns its turn, so one
@@ -406,11 +423,11 @@ func (o *Orchestrator) run(ctx context.Context) error {
 // given up is drained (what was pulled is handled), one taken over is
 // re-armed and pulled.
 func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, parts []jetstream.Consumer, owned []int, live []string) error {
-	shards := make([]*shard, o.shards)
+	shards := make([]*shard, o.cfg.shards)
 	var wg sync.WaitGroup
 	var stopping atomic.Bool
 	for i := range shards {
-		shards[i] = newShard(o, max(o.cacheSize/o.shards, 1), &stopping)
+		shards[i] = newShard(o, max(o.cfg.cacheSize/o.cfg.shards, 1), &stopping)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -472,7 +489,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 	} else {
 		defer func() { _ = sub.Unsubscribe() }()
 	}
-	submissions, err := pump(inbox, min(4*o.shards, submissionsBuffer))
+	submissions, err := pump(inbox, min(4*o.cfg.shards, submissionsBuffer))
 	if err != nil {
 		stop()
 		return err
@@ -497,14 +514,14 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 		case err := <-failed:
 			stop()
 			return err
-		case <-o.members.changed:
+		case <-o.owner.members.changed:
 		case <-retry.C:
 		}
-		now := o.members.names()
-		mine := o.members.owned(now)
+		now := o.owner.members.names()
+		mine := o.owner.members.owned(now)
 		for p, it := range pulling {
 			if p >= 0 && !slices.Contains(mine, p) {
-				o.owns[p].Store(false)
+				o.owner.give(p)
 				it.Drain()
 				delete(pulling, p)
 				o.log.Info("gave up a partition", "partition", p)
@@ -538,35 +555,6 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 		}
 		live = now
 	}
-}
-
-// Partitions lists the inbox partitions this orchestrator pulls from now.
-func (o *Orchestrator) Partitions() []int {
-	var ps []int
-	for p := range bus.Partitions {
-		if o.owns[p].Load() {
-			ps = append(ps, p)
-		}
-	}
-	return ps
-}
-
-// takeOver makes this process the owner of partition p: what a dead owner
-// held of its inputs is handed back at once (an owner still alive, giving p
-// up to this one, drains its own) and cached states of p become stale. It
-// reports whether p's owner before was dead (or there was none). The
-// timers of p's unfinished turns and workflows are armed next, by rearm.
-// An owner under this process's own name is its predecessor, dead.
-func (o *Orchestrator) takeOver(ctx context.Context, p int, before, now []string, c jetstream.Consumer) (orphaned bool, err error) {
-	if prev := bus.Owner(p, before); prev == "" || prev == o.name || !slices.Contains(now, prev) {
-		if err := o.reclaim(ctx, events.StreamInbox, c); err != nil {
-			return false, err
-		}
-		orphaned = true
-	}
-	o.gens[p].Add(1)
-	o.owns[p].Store(true)
-	return orphaned, nil
 }
 
 func (o *Orchestrator) shardOf(msg jetstream.Msg, n int) int {
@@ -609,7 +597,7 @@ func (o *Orchestrator) watchResults(shards []*shard) (*nats.Subscription, error)
 		if kind != events.InputResult {
 			return
 		}
-		if !events.ValidID(turn) || !o.owns[bus.Partition(turn)].Load() || storedCopy(m.Header) != "" {
+		if !events.ValidID(turn) || !o.owner.owned(turn) || storedCopy(m.Header) != "" {
 			return
 		}
 		r, err := decodeToolResult(m.Data)
@@ -627,230 +615,9 @@ func shardIndex(turn string, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// reclaim hands back at once what a process that died held: inputs and model
-// jobs it took and never acknowledged would otherwise wait for their ack
-// wait (30 s by default) before anyone takes them again. It is called only
-// on consumers no live orchestrator pulls from: the shared ones when no
-// other orchestrator is alive, a partition's when its owner died; so a lone
-// orchestrator restarted after a crash goes on at once. Whatever comes again is handled
-// as a redelivery: appends are fenced, jobs deduplicated, decisions
-// idempotent. A replica so loaded that it had no pull waiting on the inbox
-// at that moment may see some inputs or model calls done twice, never lost.
-func (o *Orchestrator) reclaim(ctx context.Context, stream string, c jetstream.Consumer) error {
-	info, err := c.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("orchestrator: consumer %s: %w", c.CachedInfo().Name, err)
-	}
-	if info.NumAckPending == 0 {
-		return nil
-	}
-	if _, err := o.js.ResetConsumer(ctx, stream, info.Name); err != nil {
-		return fmt.Errorf("orchestrator: hand back the pending messages of %s: %w", info.Name, err)
-	}
-	o.log.Info("took back what a stopped process held", "consumer", info.Name, "pending", info.NumAckPending)
-	return nil
-}
-
 // env is the outside world the pure machine may not reach itself.
 func env() fsm.Env {
 	return fsm.Env{Now: time.Now().UTC(), NewID: func() string { return uuid.Must(uuid.NewV7()).String() }}
-}
-
-// liveKey is the key of a turn or workflow in KV JETLOOP_LIVE.
-func liveKey(id string) string { return strconv.Itoa(bus.Partition(id)) + "." + id }
-
-// indexStarted records a turn that started in the index of unfinished
-// ones. It is written after the turn's start is appended (a start's
-// latency does not wait for it) and before its submission is acknowledged:
-// a crash between the two delivers the submission again, whose handling
-// writes it. It is only ever created, never written over: a turn that
-// finished meanwhile (its entry deleted) is not put back, and a rejected
-// submission writes none.
-func (o *Orchestrator) indexStarted(ctx context.Context, turn string) error {
-	_, err := o.live.Update(ctx, liveKey(turn), nil, 0)
-	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return fmt.Errorf("orchestrator: index %s as unfinished: %w", turn, err)
-	}
-	return nil
-}
-
-// markLive records an unfinished workflow in the index before its first
-// event is appended: a crash between the two leaves an entry for a log
-// that does not exist, which the next re-arm drops.
-func (o *Orchestrator) markLive(ctx context.Context, id string) error {
-	if _, err := o.live.Put(ctx, liveKey(id), nil); err != nil {
-		return fmt.Errorf("orchestrator: index %s as unfinished: %w", id, err)
-	}
-	return nil
-}
-
-// markDone drops a finished turn or workflow from the index. It is not
-// retried: an entry left behind is dropped by the next re-arm.
-func (o *Orchestrator) markDone(ctx context.Context, id string) {
-	if err := o.live.Delete(ctx, liveKey(id)); err != nil {
-		o.log.Debug("cannot drop a finished turn from the index", "turn", id, "err", err)
-	}
-}
-
-// liveIDs are the unfinished turns and workflows of partition p, from the
-// index.
-func (o *Orchestrator) liveIDs(ctx context.Context, p int) ([]string, error) {
-	keys, err := o.live.ListKeysFiltered(ctx, strconv.Itoa(p)+".>")
-	if err != nil {
-		return nil, fmt.Errorf("orchestrator: the unfinished turns of partition %d: %w", p, err)
-	}
-	var ids []string
-	for k := range keys.Keys() {
-		ids = append(ids, k[strings.IndexByte(k, '.')+1:])
-	}
-	_ = keys.Stop() // stopped already when its channel closed
-	// The lister ends its keys quietly when ctx does: a list cut short
-	// would leave turns unarmed.
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("orchestrator: the unfinished turns of partition %d: %w", p, err)
-	}
-	return ids, nil
-}
-
-// rearm arms the timers of partition p's unfinished turns and workflows,
-// read from the index (not from every subject of the log, which grows with
-// all history), and caches nothing: a turn is folded again when its next
-// input comes. When p was orphaned, the jobs its turns wait on are
-// published: their owner made model calls in its process and applied their
-// answers there, so neither a call nor the jobs its answer called for may
-// be anywhere but in the log. (Their ids make a copy of a stored job
-// nothing. An owner alive that gave p up sends the answers of its calls
-// through the inbox.)
-//
-// It returns the turns and workflows it could not re-arm, a read or a
-// publish having failed (the server away, a node failing over, a full
-// store), for rearmRetrying.
-func (o *Orchestrator) rearm(ctx context.Context, p int, orphaned bool) (n, paused int, failed []string, err error) {
-	ids, err := o.liveIDs(ctx, p)
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	n, paused, failed = o.rearmIDs(ctx, ids, orphaned)
-	return n, paused, failed, nil
-}
-
-// rearmIDs is rearm of the turns and workflows ids.
-func (o *Orchestrator) rearmIDs(ctx context.Context, ids []string, orphaned bool) (n, paused int, failed []string) {
-	for _, id := range ids {
-		turn, isPaused, err := o.rearmOne(ctx, id, orphaned)
-		if err != nil {
-			o.log.Warn("cannot re-arm a turn or workflow; trying again", "turn", id, "err", err)
-			failed = append(failed, id)
-			continue
-		}
-		n += b2i(turn)
-		paused += b2i(isPaused)
-	}
-	return n, paused, failed
-}
-
-// rearmOne re-arms one turn or workflow of the index. It reports whether
-// it is an unfinished turn, and a paused one.
-func (o *Orchestrator) rearmOne(ctx context.Context, id string, orphaned bool) (turn, paused bool, err error) {
-	last, _, ok, err := o.store.Last(ctx, id)
-	if err != nil {
-		return false, false, err
-	}
-	if ok && last.Type == events.TurnFinished {
-		// The handling that finished it stopped short of leaving the
-		// index, maybe of telling its workflow too.
-		if err := o.notifyFinished(ctx, id); err != nil {
-			return false, false, fmt.Errorf("tell its workflow it finished: %w", err)
-		}
-	}
-	if !ok || last.Type == events.TurnFinished || last.Type == events.WorkflowFinished {
-		o.markDone(ctx, id)
-		return false, false, nil
-	}
-	if last.Type.Workflow() {
-		st, _, err := o.store.LoadWorkflow(ctx, id)
-		if err != nil {
-			return false, false, err
-		}
-		o.timers.arm(st.ID, workflow.Timers(st))
-		return false, false, nil
-	}
-	st, _, err := o.store.Load(ctx, id)
-	if err != nil {
-		return false, false, err
-	}
-	o.timers.set(st)
-	if orphaned {
-		if err := o.publishJobs(ctx, st); err != nil {
-			return false, false, fmt.Errorf("publish the jobs it waits on: %w", err)
-		}
-		if err := o.nudge(ctx, st); err != nil {
-			return false, false, fmt.Errorf("complete its last decision: %w", err)
-		}
-	}
-	return true, st.Phase == fsm.PhasePaused, nil
-}
-
-// rearmRetrying re-arms ids of partition p (nil: the whole partition, from
-// the index), and tries again what it could not, until it succeeds, p is
-// given up (its new owner re-arms it) or ctx ends. (A tool job whose
-// publish failed may have been stored: publishJobs publishes one again
-// only within the jobs stream's deduplication window.)
-func (o *Orchestrator) rearmRetrying(ctx context.Context, p int, ids []string, orphaned bool) {
-	retry := backoff.Policy{First: 500 * time.Millisecond, Max: 10 * time.Second}
-	if ids != nil && !backoff.Sleep(ctx, retry.First) { // they failed a moment ago
-		return
-	}
-	_ = retry.Do(ctx, func(int) error {
-		if !o.owns[p].Load() {
-			return nil
-		}
-		rctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		if ids == nil {
-			var err error
-			if _, _, ids, err = o.rearm(rctx, p, orphaned); err != nil {
-				ids = nil
-				o.log.Warn("cannot read the index of a partition's unfinished turns; trying again", "partition", p, "err", err)
-				return err
-			}
-		} else {
-			_, _, ids = o.rearmIDs(rctx, ids, orphaned)
-		}
-		if len(ids) > 0 {
-			return fmt.Errorf("%d turns or workflows not re-armed", len(ids))
-		}
-		return nil
-	})
-}
-
-// notifyFinished tells the workflow of a finished turn, if it is a task,
-// that it finished. Its id makes a notice sent before nothing.
-func (o *Orchestrator) notifyFinished(ctx context.Context, turn string) error {
-	st, _, err := o.store.Load(ctx, turn)
-	if err != nil {
-		return err
-	}
-	if err := o.ended(ctx, o.log.With("turn", turn), st); err != nil {
-		return err
-	}
-	if st.Workflow == nil || st.Finished == nil {
-		return nil
-	}
-	return o.notifyTask(ctx, st.Workflow, turn, *st.Finished)
-}
-
-// nudge completes a decision a dead owner left half-appended. Such a
-// decision is completed by the next input of its turn (Decide writes what
-// the state alone implies first); the input that caused it comes again
-// when it is an inbox message, but not when it was the answer of a model
-// call made in the dead process: a wake-up is sent instead.
-func (o *Orchestrator) nudge(ctx context.Context, st *fsm.State) error {
-	tm := events.Timer{TurnID: st.TurnID, Kind: events.TimerWake, At: time.Now().UTC()}
-	if d, err := fsm.Decide(st, fsm.Tick(tm), env()); err != nil || len(d.Events) == 0 {
-		return nil
-	}
-	return o.publishTimer(ctx, tm)
 }
 
 // look asks the owner of a turn's partition to decide the turn again with
@@ -925,102 +692,4 @@ func defaultName() string {
 		host = "orchestrator"
 	}
 	return host[:min(len(host), 40)] + "-" + strconv.Itoa(here.PID)
-}
-
-// watchRestarts re-publishes, after each reconnection to the server, the
-// jobs that the unfinished turns of this process's partitions wait on, when
-// the jobs stream is kept in memory: a server restart loses its jobs, which
-// the logs still call for. A job's id makes a copy the server still has
-// nothing. (A call a worker finished just before the restart, whose result
-// is not in the log yet, may run again: memory jobs trade that for speed.)
-func (o *Orchestrator) watchRestarts(ctx context.Context) error {
-	seen := o.nc.Stats().Reconnects
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		n := o.nc.Stats().Reconnects
-		if n == seen || !o.nc.IsConnected() {
-			continue
-		}
-		// Done only once every job is re-published: a server just
-		// restarted may lose or not yet answer the first requests (its
-		// JetStream still recovering), and the calls' deadlines run.
-		if err := o.rederive(ctx); err != nil {
-			if ctx.Err() == nil {
-				o.log.Warn("cannot re-publish the jobs of unfinished turns after a reconnection yet; trying again", "err", err)
-			}
-			continue
-		}
-		seen = n
-	}
-}
-
-// rederive re-publishes the jobs of the unfinished turns of this process's
-// partitions. Each request has defaultIOTimeout: one the server lost costs
-// that, not the whole attempt, which watchRestarts makes again.
-func (o *Orchestrator) rederive(ctx context.Context) error {
-	if o.jobsStream.Storage != jetstream.MemoryStorage {
-		return nil
-	}
-	bound := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, defaultIOTimeout) }
-	rctx, cancel := bound()
-	_, err := o.repairJobs(rctx)
-	cancel()
-	if err != nil {
-		return err
-	}
-	jobs := 0
-	for _, p := range o.Partitions() {
-		rctx, cancel := bound()
-		ids, err := o.liveIDs(rctx, p)
-		cancel()
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			rctx, cancel := bound()
-			st, _, err := o.store.Load(rctx, id)
-			cancel()
-			if errors.Is(err, logstore.ErrIsWorkflow) {
-				continue // a workflow's jobs go to the inbox, on file
-			}
-			if err != nil {
-				return err
-			}
-			if !st.Exists() || st.Done() {
-				continue
-			}
-			for _, j := range fsm.Jobs(st) {
-				rctx, cancel := bound()
-				err := o.publishJob(rctx, j)
-				cancel()
-				if err != nil {
-					return err
-				}
-				jobs++
-			}
-		}
-	}
-	if jobs > 0 {
-		o.log.Info("re-published the jobs of unfinished turns after a reconnection (jobs are kept in memory)", "jobs", jobs)
-	}
-	return nil
-}
-
-// repairJobs makes the jobs stream (as this process found it at start) and
-// the model runners' consumer again if the server lost them: a stream kept
-// in memory on one server does not survive its restart, stream and all.
-func (o *Orchestrator) repairJobs(ctx context.Context) (jetstream.Consumer, error) {
-	if err := bus.EnsureStream(ctx, o.js, o.jobsStream); err != nil {
-		return nil, err
-	}
-	if o.tools != nil {
-		o.tools.consumers.remake(ctx)
-	}
-	return o.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, bus.ModelConsumerConfig(o.ackWait))
 }

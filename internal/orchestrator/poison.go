@@ -38,7 +38,7 @@ func (o *Orchestrator) watchExhausted() (*nats.Subscription, error) {
 			return
 		}
 		consumer := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-		if consumer != bus.InboxConsumer && !o.ownsConsumer(consumer) {
+		if consumer != bus.InboxConsumer && !o.owner.pulls(consumer) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), defaultIOTimeout)
@@ -166,14 +166,3 @@ func (o *Orchestrator) retryStranded(ctx context.Context, interval time.Duration
 
 // strandedInterval is how often stranded inputs are tried again.
 const strandedInterval = 5 * time.Second
-
-// ownsConsumer reports whether consumer is the inbox consumer of a
-// partition this orchestrator owns.
-func (o *Orchestrator) ownsConsumer(consumer string) bool {
-	for p := range bus.Partitions {
-		if bus.PartitionConsumer(p) == consumer {
-			return o.owns[p].Load()
-		}
-	}
-	return false
-}

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/events"
 	"golang.org/x/time/rate"
 )
 
@@ -49,10 +48,10 @@ func WithTenant(name string, q Quota) Option {
 		if q.SoftStorage == 0 {
 			q.SoftStorage = 90
 		}
-		o.tenant = name
-		o.quota = &quotas{tenant: name, q: q}
+		o.admit.tenant = name
+		o.admit.quota = &quotas{tenant: name, q: q}
 		if q.Rate > 0 {
-			o.quota.limiter = rate.NewLimiter(rate.Limit(q.Rate), max(q.Burst, 1))
+			o.admit.quota.limiter = rate.NewLimiter(rate.Limit(q.Rate), max(q.Burst, 1))
 		}
 		o.log = o.log.With("tenant", name)
 		return nil
@@ -102,24 +101,6 @@ func (q *quotas) admit() (quota, reason string) {
 	return "", ""
 }
 
-// watchQuota keeps the counts a quota is checked against fresh until ctx
-// ends. A read that fails keeps the last counts.
-func (o *Orchestrator) watchQuota(ctx context.Context) error {
-	if o.quota == nil {
-		return nil
-	}
-	t := time.NewTicker(quotaRefresh)
-	defer t.Stop()
-	for {
-		o.refreshQuota(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
 // settle says that the handling of a submission admit took in has ended:
 // the index has its entry, or it will never have one.
 func (q *quotas) settle() { q.settled.Add(1) }
@@ -137,68 +118,4 @@ func (q *quotas) recount(ctx context.Context, count func(context.Context) (int64
 	q.live.Store(n)
 	q.admitted.Add(-settled)
 	return nil
-}
-
-func (o *Orchestrator) refreshQuota(ctx context.Context) {
-	q := o.quota
-	ctx, cancel := context.WithTimeout(ctx, quotaRefresh)
-	defer cancel()
-	if q.q.InFlight > 0 {
-		if err := q.recount(ctx, o.countLive); err != nil && ctx.Err() == nil {
-			o.log.Debug("cannot count the turns in flight", "err", err)
-		}
-	}
-	info, err := o.js.AccountInfo(ctx)
-	if err != nil {
-		o.log.Debug("cannot read the account's storage", "err", err)
-		return
-	}
-	q.used.Store(int64(info.Store))
-	if max := info.Limits.MaxStore; max > 0 {
-		q.soft.Store(max / 100 * int64(q.q.SoftStorage))
-	} else {
-		q.soft.Store(0)
-	}
-}
-
-// countLive counts the unfinished turns and workflows in the index.
-func (o *Orchestrator) countLive(ctx context.Context) (int64, error) {
-	keys, err := o.live.ListKeys(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for range keys.Keys() {
-		n++
-	}
-	_ = keys.Stop() // stopped already when its channel closed
-	// The lister ends its keys quietly when ctx does: a count cut short
-	// would let a tenant past its quota.
-	return n, ctx.Err()
-}
-
-// refuse tells whether a client's new submission of id (a turn's or a
-// workflow's) is refused by the quota, and why. One that already started
-// is never refused: it is the same submission delivered again. When the
-// quota admitted it, the caller calls settle once its handling ends.
-func (s *shard) refuse(ctx context.Context, id string) (reason string, settle func(), err error) {
-	q := s.o.quota
-	if q == nil {
-		return "", func() {}, nil
-	}
-	quota, reason := q.admit()
-	if reason == "" {
-		return "", q.settle, nil
-	}
-	last, _, ok, err := s.o.store.Last(ctx, id)
-	if err != nil {
-		return "", nil, &retry{err}
-	}
-	// A log whose first event ends it is a rejection's, which a valid
-	// submission replaces.
-	if ok && !(last.Seq == 1 && (last.Type == events.TurnFinished || last.Type == events.WorkflowFinished)) {
-		return "", func() {}, nil
-	}
-	s.o.metrics.QuotaRefusal(quota)
-	return reason, nil, nil
 }

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/confined"
 	"github.com/jetloop/jetloop/internal/model"
 )
 
@@ -48,7 +47,7 @@ type scriptPolicy struct {
 // that every submission must supply, needs it.
 func WithAllowScripts(allow bool) Option {
 	return func(o *Orchestrator) error {
-		o.scripts.allow = allow
+		o.admit.scripts.allow = allow
 		return nil
 	}
 }
@@ -63,12 +62,12 @@ func WithAllowScripts(allow bool) Option {
 // agents file names itself; for a name from a submission it gives the line
 // of a syntax error at most, or a submitter would learn the key names of
 // any YAML or JSON file that happens to sit in the directory.
-func (o *Orchestrator) loadScript(ctx context.Context, name string, detail bool) (*model.Script, error) {
+func (a *admission) loadScript(ctx context.Context, name string, detail bool) (*model.Script, error) {
 	ref := fmt.Sprintf("script:%q", name)
 	if !filepath.IsLocal(name) {
 		return nil, &deadLetter{ref + ": the path must be relative to the agents directory and stay inside it"}
 	}
-	p := &o.scripts
+	p := &a.scripts
 	p.once.Do(func() { p.slots = make(chan struct{}, scriptReaders) })
 	timer := time.NewTimer(scriptReadTimeout)
 	defer timer.Stop()
@@ -86,7 +85,7 @@ func (o *Orchestrator) loadScript(ctx context.Context, name string, detail bool)
 	done := make(chan read, 1)
 	go func() {
 		defer func() { <-p.slots }()
-		data, err := readConfined(o.agents.Dir(), name)
+		data, err := confined.ReadFile(a.agentsDir, name, model.MaxScriptSize)
 		done <- read{data, err}
 	}()
 	var r read
@@ -97,7 +96,14 @@ func (o *Orchestrator) loadScript(ctx context.Context, name string, detail bool)
 	case <-ctx.Done():
 		return nil, &retry{ctx.Err()}
 	}
-	if r.err != nil {
+	switch {
+	case errors.Is(r.err, confined.ErrNoFile):
+		// One message for every way a name misses, so nothing outside
+		// the directory can be told apart.
+		return nil, &deadLetter{ref + ": no readable file of that name inside the agents directory"}
+	case errors.Is(r.err, confined.ErrTooLarge):
+		return nil, &deadLetter{fmt.Sprintf("%s: larger than %d bytes (1 MiB), the most a script file may be", ref, model.MaxScriptSize)}
+	case r.err != nil:
 		return nil, &deadLetter{ref + ": " + r.err.Error()}
 	}
 	sc, err := model.ParseScript(r.data)
@@ -113,74 +119,4 @@ func (o *Orchestrator) loadScript(ctx context.Context, name string, detail bool)
 	default:
 		return nil, &deadLetter{ref + ": not a valid script"}
 	}
-}
-
-// errNoScriptFile stands for every way a name fails to reach a file inside
-// the directory: it does not exist, a link leads outside, it may not be
-// read. One message for all, so nothing outside can be told apart.
-var errNoScriptFile = errors.New("no readable file of that name inside the agents directory")
-
-// readConfined reads name inside dir through an os.Root, which refuses ".."
-// and symbolic links that lead out of it. A FIFO, device or directory is
-// refused by its mode before it is opened (opening a FIFO for reading waits
-// for a writer; a device may do anything when opened), and the open does not
-// block either, in case the name was swapped for one in between.
-func readConfined(dir, name string) ([]byte, error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, errNoScriptFile
-	}
-	defer root.Close()
-	info, err := root.Stat(name)
-	if err != nil {
-		return nil, errNoScriptFile
-	}
-	if err := regular(info); err != nil {
-		return nil, err
-	}
-	f, err := root.OpenFile(name, os.O_RDONLY|openNonblock, 0)
-	if err != nil {
-		return nil, errNoScriptFile
-	}
-	defer f.Close()
-	if info, err = f.Stat(); err != nil {
-		return nil, errNoScriptFile
-	}
-	if err := regular(info); err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, model.MaxScriptSize+1))
-	if err != nil {
-		return nil, errNoScriptFile
-	}
-	if len(data) > model.MaxScriptSize {
-		return nil, errTooLarge
-	}
-	return data, nil
-}
-
-var errTooLarge = fmt.Errorf("larger than %d bytes (1 MiB), the most a script file may be", model.MaxScriptSize)
-
-func regular(info os.FileInfo) error {
-	if !info.Mode().IsRegular() {
-		return fmt.Errorf("not a regular file but %s", kindOf(info.Mode()))
-	}
-	if info.Size() > model.MaxScriptSize {
-		return errTooLarge
-	}
-	return nil
-}
-
-func kindOf(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	}
-	return "a special file"
 }

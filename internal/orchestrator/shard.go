@@ -30,6 +30,7 @@ import (
 // inputs only, never a result of another turn of the shard.
 type shard struct {
 	o        *Orchestrator
+	admit    admitter
 	in       *queue
 	cache    *locked[*entry[*fsm.State]]
 	flows    *locked[*entry[*workflow.State]] // workflows, uncapped: few and small
@@ -70,7 +71,7 @@ const maxLanes = 64
 const earlyResults = 4096
 
 func newShard(o *Orchestrator, cacheSize int, stopping *atomic.Bool) *shard {
-	return &shard{o: o, in: newQueue(), cache: newLocked[*entry[*fsm.State]](cacheSize), flows: newLocked[*entry[*workflow.State]](0),
+	return &shard{o: o, admit: o.admit, in: newQueue(), cache: newLocked[*entry[*fsm.State]](cacheSize), flows: newLocked[*entry[*workflow.State]](0),
 		preloaded: newLocked[*preloaded](0), early: newLocked[struct{}](earlyResults), stopping: stopping,
 		slot: make(chan struct{}, 1), lanes: make(chan struct{}, maxLanes), waiting: map[string][]input{}}
 }
@@ -131,20 +132,16 @@ func (s *shard) take(in input) {
 	case in.answer != nil:
 		in.answer.verdict <- s.answer(in.answer.res)
 	case in.early != nil:
-		if f := s.o.fair; f != nil { // a tenant's results take their turn too
-			f.acquire(s.o.tenant)
-			defer f.release(s.o.tenant)
-		}
+		s.admit.acquire() // a tenant's results take their turn too
+		defer s.admit.release()
 		s.applyEarly(*in.early)
 	case s.dead.Load():
 	case s.stopping.Load():
 		_ = in.msg.Nak() // not started: another process takes it now
-	case s.o.fair != nil:
-		s.o.fair.acquire(s.o.tenant)
-		s.handle(in.msg)
-		s.o.fair.release(s.o.tenant)
 	default:
+		s.admit.acquire()
 		s.handle(in.msg)
+		s.admit.release()
 	}
 }
 
@@ -302,7 +299,7 @@ var errNotHere = errors.New("orchestrator: the turn is not served here now")
 // crash hook said the process died.
 func (o *Orchestrator) deliver(res events.ModelResult) error {
 	shards := o.serving.Load()
-	if shards == nil || !o.owns[bus.Partition(res.TurnID)].Load() {
+	if shards == nil || !o.owner.owned(res.TurnID) {
 		return errNotHere
 	}
 	a := &answer{res: res, verdict: make(chan error, 1)}
@@ -626,7 +623,7 @@ func (o *Orchestrator) loadEntry(ctx context.Context, turn string) (*entry[*fsm.
 // append appends a decision's events. Under a crash hook, a decision of
 // several events is appended in two parts with StagePartial between them.
 func (s *shard) append(ctx context.Context, last uint64, evs []events.Envelope) (uint64, error) {
-	if s.o.beforeAck == nil || len(evs) < 2 {
+	if s.o.cfg.beforeAck == nil || len(evs) < 2 {
 		return s.o.store.Append(ctx, last, evs)
 	}
 	seq, err := s.o.store.Append(ctx, last, evs[:1])
@@ -677,14 +674,14 @@ const (
 )
 
 func (s *shard) crash(stage string) error {
-	if s.o.beforeAck == nil {
+	if s.o.cfg.beforeAck == nil {
 		return nil
 	}
 	if s.dead.Load() {
 		// Another lane of the shard died already: so did this one.
 		return errCrashed
 	}
-	if err := s.o.beforeAck(stage); err != nil {
+	if err := s.o.cfg.beforeAck(stage); err != nil {
 		return errCrashed
 	}
 	return nil
@@ -694,7 +691,7 @@ func (s *shard) crash(stage string) error {
 // without a job, when a runner is free; fresh says whether the decision
 // asking for it appended the events that do.
 func (o *Orchestrator) callHere(j fsm.Job, fresh bool) bool {
-	return o.runner != nil && o.inProcessCalls() && o.owns[bus.Partition(j.Model.TurnID)].Load() &&
+	return o.runner != nil && o.inProcessCalls() && o.owner.owned(j.Model.TurnID) &&
 		o.runner.local(j.Model, j.ID, fresh)
 }
 

@@ -145,7 +145,7 @@ func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit,
 	}
 	start.Digest = digest
 	if sub.Parent == nil && sub.Workflow == nil {
-		reason, settle, err := s.refuse(ctx, sub.TurnID)
+		reason, settle, err := s.admit.refuse(ctx, sub.TurnID)
 		if err != nil {
 			return err
 		}
@@ -406,13 +406,13 @@ func (o *Orchestrator) script(ctx context.Context, modelName string, inline json
 		return nil, nil
 	}
 	// A bare script comes from a submission whoever names the model.
-	if !o.scripts.allow && (!ownModel || name == "") {
+	if !o.admit.allowsScripts() && (!ownModel || name == "") {
 		return nil, &deadLetter{ScriptsOff}
 	}
 	var sc *model.Script
 	switch {
 	case name != "":
-		sc, err = o.loadScript(ctx, name, ownModel)
+		sc, err = o.admit.loadScript(ctx, name, ownModel)
 		if err != nil {
 			return nil, err
 		}

@@ -100,7 +100,7 @@ func (t turns) publish(ctx context.Context, log *slog.Logger, st *step[*fsm.Stat
 		if j.Model != nil && o.callHere(j, st.fresh()) {
 			continue
 		}
-		if j.Model != nil && start && !st.fresh() && o.inProcessCalls() && !o.owns[bus.Partition(turn)].Load() {
+		if j.Model != nil && start && !st.fresh() && o.inProcessCalls() && !o.owner.owned(turn) {
 			look = true
 			continue
 		}
@@ -120,7 +120,7 @@ func (t turns) publish(ctx context.Context, log *slog.Logger, st *step[*fsm.Stat
 		// After the start's events and its first call, so neither waits
 		// for the index; before the submission is acknowledged, so a crash
 		// between the two is mended by the submission's coming again.
-		if err := o.indexStarted(ctx, turn); err != nil {
+		if err := o.index.started(ctx, turn); err != nil {
 			if unstorable(err) {
 				// A turn no restart could find is finished, as one whose
 				// jobs cannot be stored is.
@@ -149,7 +149,7 @@ func (t turns) settle(ctx context.Context, log *slog.Logger, st *step[*fsm.State
 	}
 	if st.fresh() && st.prev.state.Exists() {
 		o.history.finished(turn, st.seq, state.Transcript())
-		o.markDone(ctx, turn)
+		o.index.done(ctx, turn)
 	}
 	if r := state.Finished.StopReason; r == events.StopAborted || r == events.StopTimeout {
 		if err := o.nc.Publish(events.CancelSubject(turn), nil); err != nil {

@@ -40,7 +40,7 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 	}
 	limits := workflow.EffectiveLimits(sub.Limits)
 	if limits.TimeoutMs <= 0 {
-		limits.TimeoutMs = s.o.workflowClock.Milliseconds()
+		limits.TimeoutMs = s.o.cfg.workflowClock.Milliseconds()
 	}
 	for i, t := range sub.Tasks {
 		agent := t.Agent
@@ -57,15 +57,15 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 	}
 	start := workflow.Start{WorkflowID: sub.WorkflowID, SessionID: sub.SessionID, Agent: sub.Agent, Tasks: sub.Tasks,
 		Limits: limits, Policy: workflow.EffectivePolicy(sub.Policy), Metadata: sub.Metadata, Digest: digest(data)}
-	reason, settle, err := s.refuse(ctx, sub.WorkflowID)
+	reason, settle, err := s.admit.refuse(ctx, sub.WorkflowID)
 	if err != nil {
 		return err
 	}
 	if reason != "" {
 		return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, reason)
 	}
-	defer settle() // its index entry is written by markLive, below
-	if err := s.o.markLive(ctx, sub.WorkflowID); err != nil {
+	defer settle() // its index entry is written by index.put, below
+	if err := s.o.index.put(ctx, sub.WorkflowID); err != nil {
 		if unstorable(err) {
 			return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, "cannot start the workflow: "+err.Error())
 		}
@@ -219,7 +219,7 @@ func (f flows) settle(ctx context.Context, log *slog.Logger, st *step[*workflow.
 		return &entry[*workflow.State]{state: state, seq: st.seq, checkpoint: st.prev.checkpoint}, nil
 	}
 	if st.fresh() && st.prev.state.Exists() {
-		o.markDone(ctx, st.id)
+		o.index.done(ctx, st.id)
 	}
 	if st.fresh() {
 		o.metrics.WorkflowFinished(string(state.Finished.StopReason))

@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jetloop/jetloop/internal/confined"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/output"
 )
@@ -157,7 +158,7 @@ func (f files) path(p string) (string, error) {
 // worker's drain forever. The link count is read from the open file, so a
 // link made after a check cannot slip through.
 func (f files) open(p string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
-	file, err := f.root.OpenFile(p, flag|openNonblock, perm)
+	file, err := f.root.OpenFile(p, flag|confined.Nonblock, perm)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -481,7 +482,7 @@ func (f files) replaceable(p string) error {
 	if err := checkLinks(p, info); err != nil {
 		return err
 	}
-	file, err := f.root.OpenFile(p, os.O_WRONLY|openNonblock, 0)
+	file, err := f.root.OpenFile(p, os.O_WRONLY|confined.Nonblock, 0)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,0 @@
-//go:build !unix
-
-package tools
-
-// openNonblock is nothing where there are no FIFOs to block on.
-const openNonblock = 0

@@ -1,8 +1,0 @@
-//go:build unix
-
-package tools
-
-import "syscall"
-
-// openNonblock keeps the open of a FIFO from waiting for its other end.
-const openNonblock = syscall.O_NONBLOCK
