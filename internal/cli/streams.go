@@ -13,7 +13,7 @@ import (
 )
 
 // streams provisions the server (apply, as admin) or reports how it differs
-// from the contract's table (check): the streams, buckets and consumers are
+// from the protocol's table (check): the streams, buckets and consumers are
 // fixed by the table, not by whichever process starts first.
 func streams(ctx context.Context, c *command, args []string) int {
 	replicas := c.flags.Int("replicas", 1, "replicas of every stream and bucket: 1, or 3 on a cluster")

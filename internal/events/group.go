@@ -7,8 +7,8 @@ import (
 )
 
 // HeaderEvents, on a message of the events stream, counts the events it
-// stores: a decision's events, stored as one message (contract,
-// "Durability"). A message without it stores one event.
+// stores: a decision's events, stored as one message (docs/protocol.md,
+// "Reading a log: both layouts"). A message without it stores one event.
 const HeaderEvents = "Jetloop-Events"
 
 // Under sync_interval: always the server fsyncs every stored message on its

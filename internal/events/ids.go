@@ -3,7 +3,7 @@ package events
 import "strconv"
 
 // Message ids: the Nats-Msg-Id each message of the protocol is published
-// under (docs/protocol.md, "Message ids"). JetStream keeps one message per
+// under (docs/protocol.md, "Dedup ids"). JetStream keeps one message per
 // id within its duplicate window, so an id says which publishes are the
 // same message: a second publish of a job, a result or a notice after a
 // crash is nothing.

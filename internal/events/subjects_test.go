@@ -3,7 +3,7 @@ package events
 import "testing"
 
 // An answer's subject names the tool or hook it answers for, and only an
-// answer's may: every other kind with a name is no kind of the contract.
+// answer's may: every other kind with a name is no kind of the protocol.
 func TestSplitKind(t *testing.T) {
 	for _, tc := range []struct {
 		subject  string

@@ -32,7 +32,7 @@ var Types = []Type{TurnStarted, StepStarted, ModelCompleted, ToolRequested, Tool
 
 func (t Type) String() string { return string(t) }
 
-// Known reports whether t is one of the contract's event types, a turn's
+// Known reports whether t is one of the protocol's event types, a turn's
 // or a workflow's.
 func (t Type) Known() bool {
 	for _, k := range Types {
@@ -199,7 +199,7 @@ type TurnStartedData struct {
 	// HistoryTurns lists, oldest first, the finished turns of the session
 	// whose conversation is this turn's history, so a fold of this log can
 	// rebuild exactly the conversation the turn saw (an extension of the
-	// contract's count).
+	// protocol's count).
 	HistoryTurns []string `json:"history_turns,omitempty"`
 	// Script is the inline scripted model of a model=script turn, kept in the
 	// log so the turn can be resumed, replayed and forked without its submit.

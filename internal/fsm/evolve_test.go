@@ -7,7 +7,7 @@ import (
 )
 
 // Every turn event type has its handler, and no handler is for a type the
-// contract does not have: a type added to events without one would be an
+// protocol does not have: a type added to events without one would be an
 // unknown event to every fold.
 func TestEveryEventTypeEvolves(t *testing.T) {
 	for _, typ := range events.Types {

@@ -61,7 +61,7 @@ func Jobs(s *State) []Job {
 				continue
 			}
 			// The turn is in the id: call ids are the provider's, and
-			// some reuse them across turns (contract, dedup ids).
+			// some reuse them across turns (docs/protocol.md, "Dedup ids").
 			jobs = append(jobs, Job{ID: events.ToolJobID(s.TurnID, c.CallID), Subject: events.ToolSubject(c.Name), Root: s.Root(), Tool: &events.ToolJob{
 				TurnID: s.TurnID, SessionID: s.SessionID, Step: s.Step, CallID: c.CallID, Tool: c.Name,
 				Arguments: c.Arguments, Deadline: c.Deadline,

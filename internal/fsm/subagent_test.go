@@ -8,9 +8,9 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 )
 
-// The contract fixes a child's id; this one was computed apart from the
+// The protocol fixes a child's id; this one was computed apart from the
 // code (Python's hashlib and base64).
-func TestChildTurnIDIsTheContracts(t *testing.T) {
+func TestChildTurnIDIsTheProtocols(t *testing.T) {
 	if got := ChildTurnID("turn-1", "call_1"); got != "sub-brrwan7bpnoglswmsltpdq5l2h" {
 		t.Fatalf("ChildTurnID = %s", got)
 	}

@@ -233,7 +233,7 @@ func (o *outage) total(now time.Time) time.Duration {
 // of the streams' account (docs/accounts.md). It may write only the tools
 // bucket's keys of what it is granted, so a key seen there is what it may
 // serve, and the orchestrator, trusted, makes that consumer with the
-// contract's settings. A consumer that exists is left as it is: a worker
+// protocol's settings (docs/protocol.md). A consumer that exists is left as it is: a worker
 // that may make its own (on an open server) made it to its own settings.
 type jobConsumers struct {
 	js  jetstream.JetStream

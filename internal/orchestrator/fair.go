@@ -5,7 +5,7 @@ import (
 )
 
 // Fairness shares the handling of inputs among the tenants one process
-// serves (contract, "Isolation": orchestrators schedule fairly across
+// serves (docs/tenants.md: orchestrators schedule fairly across
 // tenants). Each tenant's orchestrator has its own consumers, shards and
 // model runners, so no tenant's input ever waits in another's queue; what
 // they still share is the machine. A tenant alone may handle as many

@@ -66,7 +66,7 @@ Echo and ask.
 `
 
 // harness is a real embedded server with a real orchestrator and a real tool
-// worker. Every turn log in the server is checked against the contract's
+// worker. Every turn log in the server is checked against the protocol's
 // invariants when the test ends.
 type harness struct {
 	t     *testing.T

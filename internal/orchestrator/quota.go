@@ -9,7 +9,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Quota bounds what one tenant's clients may start (contract, "Isolation":
+// Quota bounds what one tenant's clients may start (docs/tenants.md, "Quotas":
 // storage, turns in flight, submissions per second). A submission past a
 // bound is refused: its turn or workflow ends rejected with the reason, as
 // `jetloop submit` reports, and the submission is kept as a dead letter,

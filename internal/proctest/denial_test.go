@@ -39,7 +39,7 @@ type roleConn struct {
 	own bool
 }
 
-// streamsOf are every stream of the contract, the buckets' included.
+// streamsOf are every stream of the protocol, the buckets' included.
 var streamsOf = []string{events.StreamInbox, events.StreamJobs, events.StreamEvents, events.StreamDead,
 	"KV_JETLOOP_TOOLS", "KV_JETLOOP_WORKERS", "KV_JETLOOP_CHECKPOINTS", "OBJ_JETLOOP_BLOBS"}
 

@@ -28,7 +28,7 @@ func jsSync(t *testing.T, s *server.Server) (always bool, interval time.Duration
 
 // TestShippedServersSyncAlways starts every server jetloop ships — the
 // development and production configs and the embedded server — and checks
-// that each fsyncs before it acknowledges (contract, "Durability"), and
+// that each fsyncs before it acknowledges (docs/durability.md), and
 // that the embedded server's opt-out does what it says.
 func TestShippedServersSyncAlways(t *testing.T) {
 	root := repoRoot(t)

@@ -214,7 +214,7 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 // TestTSWorkerJobs sends jobs straight to the TypeScript worker and checks
-// each answer the contract asks for, down to the order of a result and its
+// each answer the protocol asks for, down to the order of a result and its
 // acknowledgement, which a core subscription to the ack subjects sees.
 func TestTSWorkerJobs(t *testing.T) {
 	tsWorkerDir(t)
@@ -241,7 +241,7 @@ func TestTSWorkerJobs(t *testing.T) {
 		t.Errorf("result of c-ok: %+v", r.res)
 	}
 	// The dedup id names the turn: call ids are a provider's, and some
-	// reuse them across turns (contract, Streams and subjects).
+	// reuse them across turns (docs/protocol.md, "Dedup ids").
 	if id := r.header.Get(jetstream.MsgIDHeader); id != "result:t-ok:c-ok" {
 		t.Errorf("result of c-ok has Nats-Msg-Id %q, want result:t-ok:c-ok", id)
 	}
@@ -627,7 +627,7 @@ func TestTSWorkerAsItsDeployment(t *testing.T) {
 // served by the TypeScript worker (--audit) as exampleworker on the
 // repository's nats.conf: the hook is advertised under hook.audit, stores
 // every task's checkpoint (the last included), answers continue under the
-// contract's message id, and is withdrawn when its worker stops.
+// protocol's message id, and is withdrawn when its worker stops.
 func TestTSWorkerServesAHook(t *testing.T) {
 	tsWorkerDir(t)
 	root := repoRoot(t)
@@ -708,7 +708,7 @@ policy: {hooks: [audit]}
 	if want := []string{"2:continue", "3:continue"}; !slices.Equal(by, want) {
 		t.Errorf("gated by audit: %v, want %v", by, want)
 	}
-	// The answer went under its contract id: the same id again is a
+	// The answer went under its protocol id: the same id again is a
 	// duplicate the stream drops.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

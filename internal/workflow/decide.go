@@ -95,7 +95,7 @@ type Decision struct {
 // --default-workflow-timeout changes it; a submission may set up to 30 days.
 const DefaultTimeout = 7 * 24 * time.Hour
 
-// EffectiveLimits are a submission's limits with the contract's defaults:
+// EffectiveLimits are a submission's limits with the protocol's defaults:
 // max_tasks 50 unless set, never over 1000.
 func EffectiveLimits(l *events.WorkflowLimits) events.WorkflowLimits {
 	var out events.WorkflowLimits
@@ -254,7 +254,7 @@ func (d *decider) metrics() events.WorkflowMetrics {
 	return m
 }
 
-// gate applies the contract's rules in order; the first that holds wins.
+// gate applies the protocol's rules in order; the first that holds wins.
 // An abort (rule 1) is a Command and never reaches the gate.
 func (d *decider) gate() {
 	s := d.s
