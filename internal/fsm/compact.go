@@ -16,9 +16,9 @@ const CompactionNote = "[%d earlier messages were compacted away]"
 // own messages, as a model call sends them) to its first user message, the
 // turn's own input, and its last keep steps. turn is the index in msgs where
 // the turn's own messages begin (the history's length). It returns the
-// messages to send and how many of msgs it left out. A keep below 1 leaves the conversation whole; so does a
-// conversation with no more than keep steps. The result never shares its
-// backing array with msgs.
+// messages to send and how many of msgs it left out. A keep below 1 leaves
+// the conversation whole; so does a conversation with no more than keep
+// steps. The result never shares its backing array with msgs.
 //
 // Compact reads the conversation in three parts:
 //

@@ -96,13 +96,9 @@ type settings struct {
 }
 
 // DefaultShards is how many inputs of different turns a process handles at
-// once. A shard holds an input through its synced append (an fsync under
-// sync always), so it is sized for inputs waiting on the server, not for
-// cores: with 16, turns sharing a shard waited on each other's appends. With
-// 128 the deployed benchmark took 15–43 % more steps a second at 200 turns
-// in flight, but a burst of 10,000 submissions left the process 11–19 KB per
-// paused turn, over the 10 KB target; 64 keeps it at 8–9 KB and most of
-// the gain (BENCHMARKS.md, "Before and after").
+// once. A shard holds an input through its synced append, so it is sized
+// for inputs waiting on the server, not for cores; more shards cost memory
+// per paused turn (BENCHMARKS.md).
 const DefaultShards = 64
 
 // submissionsBuffer is how many submissions a process pulls ahead of its
