@@ -374,3 +374,36 @@ func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFun
 	}
 	return context.WithTimeout(ctx, tailTimeout)
 }
+
+// Follow delivers the stored messages of stream that match filter, from
+// start, to a channel until ctx ends; its error channel says why it stopped
+// otherwise. It reads by get (Tail): a reader creates no consumer.
+func Follow(ctx context.Context, js jetstream.JetStream, stream, filter string, start Start) (<-chan TailMsg, <-chan error, func(), error) {
+	tail, err := NewTail(ctx, js, stream, filter, start)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	msgs := make(chan TailMsg, 64)
+	errs := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer tail.Close()
+		for {
+			m, err := tail.Next(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					errs <- err
+				}
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return msgs, errs, func() { cancel(); <-done }, nil
+}

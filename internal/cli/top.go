@@ -70,7 +70,7 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 	// Follow from the start of the window, then list: an event in between
 	// is counted once and its turn read again, never missed.
 	start := time.Now().Add(-*window)
-	msgs, errs, stop, err := follow(ctx, js, events.StreamEvents, "jetloop.events.>", bus.Start{Time: start})
+	msgs, errs, stop, err := bus.Follow(ctx, js, events.StreamEvents, "jetloop.events.>", bus.Start{Time: start})
 	if err != nil {
 		return c.fail("follow %s: %v", events.StreamEvents, err)
 	}
@@ -292,37 +292,4 @@ func latency(d time.Duration) string {
 func quantile(sorted []time.Duration, q float64) time.Duration {
 	i := int(float64(len(sorted))*q+0.5) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
-// follow delivers the stored messages of stream that match filter, from
-// start, to a channel until ctx ends; its error channel says why it stopped
-// otherwise. It reads by get (bus.Tail): a reader creates no consumer.
-func follow(ctx context.Context, js jetstream.JetStream, stream, filter string, start bus.Start) (<-chan bus.TailMsg, <-chan error, func(), error) {
-	tail, err := bus.NewTail(ctx, js, stream, filter, start)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	msgs := make(chan bus.TailMsg, 64)
-	errs := make(chan error, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer tail.Close()
-		for {
-			m, err := tail.Next(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					errs <- err
-				}
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return msgs, errs, func() { cancel(); <-done }, nil
 }

@@ -224,7 +224,7 @@ func (t *Trace) detail(e events.Envelope) string {
 	case events.ToolRequested:
 		var d events.ToolRequestedData
 		_ = json.Unmarshal(e.Data, &d)
-		s := fmt.Sprintf("%s %s", d.Name, clip(unescapeHTML(string(d.Arguments)), 60))
+		s := fmt.Sprintf("%s %s", d.Name, Clip(unescapeHTML(string(d.Arguments)), 60))
 		if d.ChildTurnID != "" {
 			s += " → subagent turn " + d.ChildTurnID
 		}
@@ -239,21 +239,21 @@ func (t *Trace) detail(e events.Envelope) string {
 		if d.Final {
 			status += " final"
 		}
-		return fmt.Sprintf("%s %s %dms by %s: %s", d.Name, status, d.DurationMs, d.Worker, clip(d.Output, 60))
+		return fmt.Sprintf("%s %s %dms by %s: %s", d.Name, status, d.DurationMs, d.Worker, Clip(d.Output, 60))
 	case events.TurnPaused:
 		var d events.TurnPausedData
 		_ = json.Unmarshal(e.Data, &d)
 		if d.Kind == events.PauseInput {
 			return fmt.Sprintf("waits for a reply to %s: %s", d.CallID, d.Question)
 		}
-		return fmt.Sprintf("waits for approval of %s %s (%s)", d.Tool, clip(string(d.Arguments), 40), d.CallID)
+		return fmt.Sprintf("waits for approval of %s %s (%s)", d.Tool, Clip(string(d.Arguments), 40), d.CallID)
 	case events.TurnResumed:
 		var d events.TurnResumedData
 		_ = json.Unmarshal(e.Data, &d)
 		if d.Approved != nil {
 			return fmt.Sprintf("approved=%t %s", *d.Approved, d.Note)
 		}
-		return "answer: " + clip(d.Answer, 60)
+		return "answer: " + Clip(d.Answer, 60)
 	case events.StepChecked:
 		var d events.StepCheckedData
 		_ = json.Unmarshal(e.Data, &d)
@@ -264,14 +264,14 @@ func (t *Trace) detail(e events.Envelope) string {
 	case events.TurnSentinel:
 		var d events.TurnSentinelData
 		_ = json.Unmarshal(e.Data, &d)
-		return fmt.Sprintf("%s: %s", d.Kind, clip(d.Text, 70))
+		return fmt.Sprintf("%s: %s", d.Kind, Clip(d.Text, 70))
 	case events.TurnCompacted:
 		var d events.TurnCompactedData
 		_ = json.Unmarshal(e.Data, &d)
 		if d.Error != "" {
 			return fmt.Sprintf("steps 1-%d not summarized: %s", d.ThroughStep, t.style(d.Error, red))
 		}
-		return fmt.Sprintf("steps 1-%d summarized by turn %s: %s", d.ThroughStep, d.ChildTurnID, clip(d.Summary, 60))
+		return fmt.Sprintf("steps 1-%d summarized by turn %s: %s", d.ThroughStep, d.ChildTurnID, Clip(d.Summary, 60))
 	case events.TurnFinished:
 		var d events.TurnFinishedData
 		_ = json.Unmarshal(e.Data, &d)
@@ -288,7 +288,7 @@ func (t *Trace) summary(e events.Envelope) {
 	var d events.TurnFinishedData
 	_ = json.Unmarshal(e.Data, &d)
 	if d.Output != "" {
-		fmt.Fprintf(t.w, "\n%s\n%s\n", t.style("output:", bold), indent(d.Output))
+		fmt.Fprintf(t.w, "\n%s\n%s\n", t.style("output:", bold), Indent(d.Output))
 	}
 	m := d.Metrics
 	colour := green
@@ -305,9 +305,11 @@ func Success(r events.StopReason) bool {
 	return r == events.StopCompleted || r == events.StopSynthesisDone
 }
 
-func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
+// Indent indents every line of s by two spaces.
+func Indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
 
-func clip(s string, n int) string {
+// Clip makes one line of s, cut to n runes.
+func Clip(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"

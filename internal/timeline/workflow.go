@@ -294,7 +294,7 @@ func WorkflowDetail(e events.Envelope) string {
 	case *events.WorkflowResumedData:
 		return fmt.Sprintf("approved %t %s", d.Approved, d.Note)
 	case *events.WorkflowFinishedData:
-		s := fmt.Sprintf("%s after %d tasks: %s", d.StopReason, len(d.Tasks), clip(d.Output, 60))
+		s := fmt.Sprintf("%s after %d tasks: %s", d.StopReason, len(d.Tasks), Clip(d.Output, 60))
 		if d.Error != "" {
 			s += " — " + d.Error
 		}

@@ -137,7 +137,7 @@ func (u *Server) turnsLive(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	// Follow first, list second: an event between the two is seen twice
 	// rather than missed, and a row is always read whole from the stream.
-	msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, "jetloop.events.>", bus.Start{New: true})
+	msgs, errs, stop, err := bus.Follow(ctx, u.js, events.StreamEvents, "jetloop.events.>", bus.Start{New: true})
 	if err != nil {
 		uiError(w, http.StatusBadGateway, "follow %s: %v", events.StreamEvents, err)
 		return
@@ -241,7 +241,7 @@ func viewOf(turn string, log []events.Envelope, children map[string][]events.Env
 	}
 	for _, e := range log {
 		v.Rows = append(v.Rows, timeline.Row{Seq: e.Seq, Step: e.Step, Type: e.Type, Time: e.Time,
-			SinceMs: e.Time.Sub(log[0].Time).Milliseconds(), Detail: clip(string(e.Data), 300)})
+			SinceMs: e.Time.Sub(log[0].Time).Milliseconds(), Detail: timeline.Clip(string(e.Data), 300)})
 	}
 	return v
 }
@@ -262,7 +262,7 @@ func (u *Server) turnLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, events.TurnEventsFilter(turn), bus.Start{})
+	msgs, errs, stop, err := bus.Follow(ctx, u.js, events.StreamEvents, events.TurnEventsFilter(turn), bus.Start{})
 	if err != nil {
 		uiError(w, http.StatusBadGateway, "follow turn %s: %v", turn, err)
 		return
@@ -397,7 +397,7 @@ func (u *Server) workflowLive(w http.ResponseWriter, r *http.Request) {
 		if s.send("workflow", workflowViewOf(id, nil)) != nil {
 			return
 		}
-		msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, events.TurnEventsFilter(id), bus.Start{})
+		msgs, errs, stop, err := bus.Follow(ctx, u.js, events.StreamEvents, events.TurnEventsFilter(id), bus.Start{})
 		if err != nil {
 			_ = s.send("failure", map[string]string{"error": err.Error()})
 			return
@@ -423,7 +423,7 @@ func (u *Server) workflowLive(w http.ResponseWriter, r *http.Request) {
 		}
 		stop()
 	}
-	msgs, errs, stop, err := follow(ctx, u.js, events.StreamEvents, events.SessionEventsFilter(session), bus.Start{})
+	msgs, errs, stop, err := bus.Follow(ctx, u.js, events.StreamEvents, events.SessionEventsFilter(session), bus.Start{})
 	if err != nil {
 		_ = s.send("failure", map[string]string{"error": err.Error()})
 		return

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/timeline"
@@ -287,39 +286,6 @@ func (s *sse) ping() error {
 
 const ssePing = 20 * time.Second
 
-// follow delivers the stored messages of stream that match filter, from
-// start, to a channel until ctx ends; its error channel says why it stopped
-// otherwise. It reads by get (bus.Tail): a reader creates no consumer.
-func follow(ctx context.Context, js jetstream.JetStream, stream, filter string, start bus.Start) (<-chan bus.TailMsg, <-chan error, func(), error) {
-	tail, err := bus.NewTail(ctx, js, stream, filter, start)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	msgs := make(chan bus.TailMsg, 64)
-	errs := make(chan error, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer tail.Close()
-		for {
-			m, err := tail.Next(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					errs <- err
-				}
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return msgs, errs, func() { cancel(); <-done }, nil
-}
-
 // Serve serves the pages and the API on ln until ctx ends, then stops
 // within a few seconds. A listener bound to other than loopback serves any
 // host name: whoever reaches it reads every turn.
@@ -347,12 +313,3 @@ func (u *Server) Serve(ctx context.Context, ln net.Listener) error {
 // CanControl reports whether the credentials may send control messages:
 // whether the pages show their buttons.
 func (u *Server) CanControl() bool { return u.canControl.Load() }
-
-// clip makes one line of s, cut to n runes.
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
