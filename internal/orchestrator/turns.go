@@ -122,7 +122,7 @@ func (t turns) publish(ctx context.Context, log *slog.Logger, st *step[*fsm.Stat
 		// between the two is mended by the submission's coming again.
 		if err := o.index.started(ctx, turn); err != nil {
 			if unstorable(err) {
-				// A turn no restart could find is finished, as one whose
+				// A turn no restart could find is ended, as one whose
 				// jobs cannot be stored is.
 				return &unstorableError{err}
 			}
