@@ -27,7 +27,7 @@ func TestPutCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &Orchestrator{checkpoints: kv}
+	o := &effects{checkpoints: kv}
 	gets, err := nc.SubscribeSync("$JS.API.DIRECT.GET.KV_" + bus.BucketCheckpoints + ".>")
 	if err != nil {
 		t.Fatal(err)

@@ -159,7 +159,7 @@ func advance[S, I any](ctx context.Context, s *shard, m logMachine[S, I], log *s
 				if !cached {
 					return true, nil
 				}
-				_, seq, _, err := s.o.store.Last(ctx, id)
+				_, seq, _, err := s.store.Last(ctx, id)
 				return seq == e.seq, err
 			}
 			if cached && len(d.events) == 0 {
@@ -192,7 +192,7 @@ func advance[S, I any](ctx context.Context, s *shard, m logMachine[S, I], log *s
 			switch {
 			case err == nil:
 			case errors.Is(err, bus.ErrConflict):
-				s.o.metrics.AppendConflict()
+				s.obs.metrics.AppendConflict()
 				log.Debug("lost the race for the log; deciding again", "err", err)
 				cache.Delete(id)
 				continue
@@ -239,7 +239,7 @@ func advance[S, I any](ctx context.Context, s *shard, m logMachine[S, I], log *s
 func load[S, I any](ctx context.Context, s *shard, m logMachine[S, I], id string) (e *entry[S], cached bool, err error) {
 	cache := m.cache()
 	if e, ok := cache.Get(id); ok {
-		if e.gen == s.o.owner.gen(id) {
+		if e.gen == s.owner.gen(id) {
 			return e, true, nil
 		}
 		cache.Delete(id) // another process owned the log since
@@ -273,10 +273,10 @@ func perform[S, I any](ctx context.Context, s *shard, m logMachine[S, I], log *s
 // keep caches a log's state when this process owns its partition, or
 // forgets it (e nil): the log's next input goes to its owner.
 func keep[S any](s *shard, cache *locked[*entry[S]], id string, e *entry[S]) {
-	if e == nil || !s.o.owner.owned(id) {
+	if e == nil || !s.owner.owned(id) {
 		cache.Delete(id)
 		return
 	}
-	e.gen = s.o.owner.gen(id)
+	e.gen = s.owner.gen(id)
 	cache.Put(id, e)
 }

@@ -21,7 +21,7 @@ import (
 // and its consumers bound.
 func WithMetrics(m *metrics.Metrics) Option {
 	return func(o *Orchestrator) error {
-		o.metrics = m
+		o.obs.metrics = m
 		return nil
 	}
 }
@@ -31,18 +31,28 @@ func WithMetrics(m *metrics.Metrics) Option {
 // job so the worker's span joins the turn's trace.
 func WithTracer(t *tracing.Tracer) Option {
 	return func(o *Orchestrator) error {
-		o.tracer = t
+		o.obs.tracer = t
 		return nil
 	}
 }
 
+// observer records what the orchestrator does as metrics and spans; a nil
+// Metrics or Tracer is off.
+type observer struct {
+	metrics *metrics.Metrics
+	tracer  *tracing.Tracer
+	// providers are the registered ones: a model call's label names one of
+	// them or metrics.Other.
+	providers map[string]model.Provider
+}
+
 // observeSetup registers what the metrics need to know of the orchestrator.
 func (o *Orchestrator) observeSetup() {
-	if o.metrics == nil {
+	if o.obs.metrics == nil {
 		return
 	}
-	o.metrics.KnowAgents(o.agents.Names()...)
-	o.metrics.AddCheck("orchestrator", o.readiness)
+	o.obs.metrics.KnowAgents(o.starter.agents.Names()...)
+	o.obs.metrics.AddCheck("orchestrator", o.readiness)
 }
 
 // readiness is nil once the orchestrator serves (connected, streams
@@ -74,12 +84,12 @@ func inputOutcome(err error, delivered uint64) string {
 }
 
 // countInput counts an input's handling.
-func (o *Orchestrator) countInput(kind events.Input, err error, delivered uint64) {
-	if o.metrics == nil {
+func (ob *observer) countInput(kind events.Input, err error, delivered uint64) {
+	if ob.metrics == nil {
 		return
 	}
 	if outcome := inputOutcome(err, delivered); outcome != "" {
-		o.metrics.Input(string(kind), outcome)
+		ob.metrics.Input(string(kind), outcome)
 	}
 }
 
@@ -87,11 +97,11 @@ func (o *Orchestrator) countInput(kind events.Input, err error, delivered uint64
 // finished, steps, calls the orchestrator answered itself, and the turn's
 // spans. It reads only the decision and the state before it, so whichever
 // process appends an event counts it, once.
-func (o *Orchestrator) observe(before *fsm.State, d fsm.Decision) {
-	if o.metrics == nil && o.tracer == nil {
+func (ob *observer) observe(before *fsm.State, d fsm.Decision) {
+	if ob.metrics == nil && ob.tracer == nil {
 		return
 	}
-	m, st := o.metrics, d.State
+	m, st := ob.metrics, d.State
 	stepStarted := before.StepStarted
 	var requested map[string]time.Time // calls requested by this decision
 	for _, e := range d.Events {
@@ -116,7 +126,7 @@ func (o *Orchestrator) observe(before *fsm.State, d fsm.Decision) {
 				requested[r.CallID] = e.Time
 			}
 		case events.ToolCompleted:
-			o.observeAnswer(before, st, e, requested)
+			ob.observeAnswer(before, st, e, requested)
 		case events.TurnFinished:
 			if f := st.Finished; f != nil {
 				m.TurnFinished(st.Agent, string(f.StopReason))
@@ -130,7 +140,7 @@ func (o *Orchestrator) observe(before *fsm.State, d fsm.Decision) {
 						x.ParentCall = "" // a summary's turn: no call runs it
 					}
 				}
-				o.tracer.Turn(x)
+				ob.tracer.Turn(x)
 			}
 		}
 	}
@@ -141,7 +151,7 @@ func (o *Orchestrator) observe(before *fsm.State, d fsm.Decision) {
 // observeAnswer emits a call's span, and counts a call the orchestrator
 // answered itself (ask_user, a refused or denied call, a deadline no worker
 // met); the tool workers count the calls they run.
-func (o *Orchestrator) observeAnswer(before, st *fsm.State, e events.Envelope, requested map[string]time.Time) {
+func (ob *observer) observeAnswer(before, st *fsm.State, e events.Envelope, requested map[string]time.Time) {
 	// Only what is needed: an output is never copied.
 	var c struct {
 		CallID   string `json:"call_id"`
@@ -173,27 +183,27 @@ func (o *Orchestrator) observeAnswer(before, st *fsm.State, e events.Envelope, r
 		start = e.Time
 	}
 	label := offered(st, c.Name)
-	o.tracer.Tool(tracing.Tool{TurnID: st.TurnID, Root: st.Root(), CallID: c.CallID, Name: c.Name, Label: label,
+	ob.tracer.Tool(tracing.Tool{TurnID: st.TurnID, Root: st.Root(), CallID: c.CallID, Name: c.Name, Label: label,
 		Start: start, End: e.Time, IsError: c.IsError, Worker: c.Worker, Attempts: c.Attempts})
 	switch {
 	case c.Worker == fsm.Orchestrator:
-		o.metrics.ToolCall(label, outcome, e.Time.Sub(start))
+		ob.metrics.ToolCall(label, outcome, e.Time.Sub(start))
 	case fsm.FromSubagent(c.Worker) && label != metrics.Other:
 		// A subagent call, counted by its agent: agent:<Name>, a name
 		// the turn was offered, so the label stays bounded.
-		o.metrics.ToolCall(c.Worker, outcome, e.Time.Sub(start))
+		ob.metrics.ToolCall(c.Worker, outcome, e.Time.Sub(start))
 	}
 }
 
 // observeModelCall records one model call attempt: its metrics and its
 // chat span. ctx is the call's, stop the process's.
-func (o *Orchestrator) observeModelCall(ctx, stop context.Context, job *events.ModelJob, attempt int, began time.Time, resp model.Response, err error) {
-	if o.metrics == nil && o.tracer == nil {
+func (ob *observer) observeModelCall(ctx, stop context.Context, job *events.ModelJob, attempt int, began time.Time, resp model.Response, err error) {
+	if ob.metrics == nil && ob.tracer == nil {
 		return
 	}
 	took := time.Since(began)
 	provider, name, _ := model.Spec(job.Model)
-	if _, ok := o.providers[provider]; !ok {
+	if _, ok := ob.providers[provider]; !ok {
 		provider = metrics.Other
 	}
 	var me *model.Error
@@ -213,11 +223,11 @@ func (o *Orchestrator) observeModelCall(ctx, stop context.Context, job *events.M
 		}
 	}
 	if err == nil {
-		o.metrics.ModelCall(provider, outcome, took, resp.Usage.InputTokens, resp.Usage.OutputTokens)
+		ob.metrics.ModelCall(provider, outcome, took, resp.Usage.InputTokens, resp.Usage.OutputTokens)
 	} else {
-		o.metrics.ModelCall(provider, outcome, took, 0, 0)
+		ob.metrics.ModelCall(provider, outcome, took, 0, 0)
 	}
-	if o.tracer == nil {
+	if ob.tracer == nil {
 		return
 	}
 	if provider == "script" {
@@ -230,13 +240,13 @@ func (o *Orchestrator) observeModelCall(ctx, stop context.Context, job *events.M
 	if err != nil {
 		c.Error, c.ErrorType = err.Error(), errType
 	}
-	o.tracer.Chat(c)
+	ob.tracer.Chat(c)
 }
 
 // jobHeader is the header of a job: a tool job carries the traceparent of
 // its call's span when this process traces.
-func (o *Orchestrator) jobHeader(j fsm.Job) nats.Header {
-	if o.tracer == nil || j.Tool == nil {
+func (ob *observer) jobHeader(j fsm.Job) nats.Header {
+	if ob.tracer == nil || j.Tool == nil {
 		return nil
 	}
 	return nats.Header{tracing.Header: []string{tracing.Traceparent(j.Root, j.Tool.TurnID, j.Tool.CallID)}}
@@ -268,13 +278,13 @@ func b2i(b bool) int {
 // start, when no other orchestrator serves: then every unfinished turn is
 // this process's to see. With others serving, each counts only the changes
 // it makes, and the sum over them stays right.
-func (o *Orchestrator) seedTurns(alone bool, unfinished, paused int) {
+func (ob *observer) seedTurns(alone bool, unfinished, paused int) {
 	if !alone {
 		return
 	}
-	o.metrics.TurnsActive(unfinished)
-	o.metrics.TurnsPaused(paused)
+	ob.metrics.TurnsActive(unfinished)
+	ob.metrics.TurnsPaused(paused)
 }
 
 // countDeadLetter counts a dead letter written.
-func (o *Orchestrator) countDeadLetter(kind events.Input) { o.metrics.DeadLetter(string(kind)) }
+func (ob *observer) countDeadLetter(kind events.Input) { ob.metrics.DeadLetter(string(kind)) }

@@ -62,7 +62,7 @@ func BenchmarkObserveStep(b *testing.B) {
 	resp := model.Response{FinishReason: "stop", Usage: events.Usage{InputTokens: 100, OutputTokens: 10}}
 	for _, on := range []bool{false, true} {
 		b.Run(fmt.Sprintf("metrics=%v", on), func(b *testing.B) {
-			o := &Orchestrator{providers: map[string]model.Provider{"script": model.Scripted{}}}
+			o := &observer{providers: map[string]model.Provider{"script": model.Scripted{}}}
 			if on {
 				o.metrics = metrics.New()
 				o.metrics.KnowAgents("Bench")

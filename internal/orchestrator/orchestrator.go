@@ -20,9 +20,7 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/logstore"
-	"github.com/jetloop/jetloop/internal/metrics"
 	"github.com/jetloop/jetloop/internal/model"
-	"github.com/jetloop/jetloop/internal/tracing"
 	"github.com/jetloop/jetloop/internal/workflow"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,45 +36,34 @@ const defaultIOTimeout = 5 * time.Second
 // publishes the jobs the new state waits on, arms its timers, and only then
 // acknowledges the input.
 type Orchestrator struct {
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	log    *slog.Logger
-	agents *agents.Set
-
-	cfg       settings
-	providers map[string]model.Provider
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	log *slog.Logger
+	cfg settings
 
 	store   *logstore.Store
-	tools   *toolCatalog
-	timers  *timers
-	history *historyCache
 	cancels *bus.Cancels
-	calls   *calls
 	// runner makes model calls (nil with no model runners); serving are
 	// the shards while they serve, to which it hands the answers of calls
 	// made here.
 	runner  *modelRunners
 	serving atomic.Pointer[[]*shard]
-	// stranded are inputs whose deliveries ran out while no dead letter
-	// could be written.
-	stranded *stranded
-	// checkpoints is KV JETLOOP_CHECKPOINTS, the workflows' last checkpoints.
-	checkpoints jetstream.KeyValue
-	index       *liveIndex
 	// jobsStream is JETLOOP_JOBS as found at start: made again as it was
 	// if the server loses it.
 	jobsStream jetstream.StreamConfig
 
-	// owner is which partitions this process pulls from.
-	owner *ownership
+	// The parts: which partitions this process pulls from (owner), what
+	// a tenant may start (admit), what a submission resolves against
+	// (starter), what a decision makes happen (eff), the metrics and spans
+	// (obs) and the dead letters (graves).
+	owner   *ownership
+	admit   *admission
+	starter *starter
+	eff     *effects
+	obs     *observer
+	graves  *graves
 
-	// admit is what the tenant this process serves through its connection
-	// may start, and its share of the process.
-	admit *admission
-
-	metrics *metrics.Metrics // nil: metrics off
-	tracer  *tracing.Tracer  // nil: tracing off
-	ready   atomic.Bool      // set up and serving, for /readyz
+	ready atomic.Bool // set up and serving, for /readyz
 }
 
 // Option configures an Orchestrator.
@@ -84,15 +71,12 @@ type Option func(*Orchestrator) error
 
 // settings are how a process serves, as its options set them.
 type settings struct {
-	shards    int
-	cacheSize int
-	ackWait   time.Duration
-	// clock and workflowClock are the timeouts of turns whose agent, and
-	// workflows whose submission, set none.
-	clock, workflowClock time.Duration
-	runners              int
-	beforeAck            func(stage string) error
-	drainGrace           time.Duration
+	shards     int
+	cacheSize  int
+	ackWait    time.Duration
+	runners    int
+	beforeAck  func(stage string) error
+	drainGrace time.Duration
 }
 
 // DefaultShards is how many inputs of different turns a process handles at
@@ -158,7 +142,7 @@ func WithModelRunners(n int) Option {
 // "anthropic"); the scripted model is always there.
 func WithProvider(name string, p model.Provider) Option {
 	return func(o *Orchestrator) error {
-		o.providers[name] = p
+		o.obs.providers[name] = p
 		return nil
 	}
 }
@@ -188,18 +172,9 @@ func WithClocks(turn, wf time.Duration) Option {
 				return fmt.Errorf("orchestrator: a default timeout must be positive and at most %s, got %s", agents.MaxTimeout, d)
 			}
 		}
-		o.cfg.clock, o.cfg.workflowClock = turn, wf
+		o.starter.clock, o.starter.workflowClock = turn, wf
 		return nil
 	}
-}
-
-// clockOf is the timeout a turn of agent a starts with, before its
-// submission tightens it.
-func (o *Orchestrator) clockOf(a *agents.Agent) time.Duration {
-	if a.Timeout > 0 {
-		return a.Timeout
-	}
-	return o.cfg.clock
 }
 
 // WithDrainGrace bounds how long a graceful stop waits for in-flight work.
@@ -230,16 +205,17 @@ func WithCrashHook(hook func(stage string) error) Option {
 // New makes an orchestrator for the agents in set.
 func New(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, set *agents.Set, opts ...Option) (*Orchestrator, error) {
 	o := &Orchestrator{
-		nc: nc, js: js, log: log, agents: set,
+		nc: nc, js: js, log: log,
 		cfg: settings{shards: DefaultShards, cacheSize: 100_000, ackWait: bus.DefaultAckWait, runners: 32,
-			clock: agents.DefaultTimeout, workflowClock: workflow.DefaultTimeout, drainGrace: 10 * time.Second},
-		providers: map[string]model.Provider{"script": model.Scripted{}},
-		cancels:   bus.NewCancels(),
-		calls:     newCalls(),
-		stranded:  newStranded(),
-		owner:     &ownership{name: defaultName()},
-		admit:     &admission{},
+			drainGrace: 10 * time.Second},
+		cancels: bus.NewCancels(),
+		owner:   &ownership{name: defaultName()},
+		admit:   &admission{},
+		obs:     &observer{providers: map[string]model.Provider{"script": model.Scripted{}}},
 	}
+	o.starter = &starter{agents: set, providers: o.obs.providers, admit: o.admit,
+		clock: agents.DefaultTimeout, workflowClock: workflow.DefaultTimeout}
+	o.graves = &graves{js: js, log: log, obs: o.obs, stranded: newStranded()}
 	for _, opt := range opts {
 		if err := opt(o); err != nil {
 			return nil, err
@@ -271,22 +247,24 @@ func (o *Orchestrator) run(ctx context.Context) error {
 	if o.store, err = logstore.New(setup, o.js); err != nil {
 		return err
 	}
-	if o.tools, err = watchTools(ctx, o.js, o.log); err != nil {
+	tools, err := watchTools(ctx, o.js, o.log)
+	if err != nil {
 		return err
 	}
-	if o.checkpoints, err = o.js.KeyValue(setup, bus.BucketCheckpoints); err != nil {
+	checkpoints, err := o.js.KeyValue(setup, bus.BucketCheckpoints)
+	if err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketCheckpoints, err)
 	}
-	o.history = newHistoryCache(o.store, 1024)
-	o.timers = newTimers(o.nc, o.js, o.log)
-	defer o.timers.stopAll()
-
 	index, err := o.js.KeyValue(setup, bus.BucketLive)
 	if err != nil {
 		return fmt.Errorf("orchestrator: bucket %s: %w", bus.BucketLive, err)
 	}
-	o.index = &liveIndex{kv: index, log: o.log}
-	o.admit.serve(o.log, o.metrics, o.store, o.index, o.js, o.agents.Dir())
+	history := newHistoryCache(o.store, 1024)
+	o.eff = &effects{nc: o.nc, js: o.js, log: o.log, store: o.store, owner: o.owner, obs: o.obs, calls: newCalls(),
+		timers: newTimers(o.nc, o.js, o.log), history: history, index: &liveIndex{kv: index, log: o.log}, checkpoints: checkpoints}
+	defer o.eff.timers.stopAll()
+	o.starter.tools, o.starter.store, o.starter.history = tools, o.store, history
+	o.admit.serve(o.log, o.obs.metrics, o.store, o.eff.index, o.js, o.starter.agents.Dir())
 	// The submissions' consumer first: it gives up the partitions'
 	// subjects before their consumers take them.
 	inbox, err := o.js.CreateOrUpdateConsumer(setup, events.StreamInbox, bus.InboxConsumerConfig(o.cfg.ackWait))
@@ -351,16 +329,16 @@ func (o *Orchestrator) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		pn, pp, failed, err := o.rearm(setup, p, orphaned)
+		pn, pp, failed, err := o.eff.rearm(setup, p, orphaned)
 		if err != nil {
 			return err
 		}
 		if len(failed) > 0 {
-			go o.rearmRetrying(ctx, p, failed, orphaned)
+			go o.eff.rearmRetrying(ctx, p, failed, orphaned)
 		}
 		n, paused = n+pn, paused+pp
 	}
-	o.seedTurns(alone, n, paused)
+	o.obs.seedTurns(alone, n, paused)
 	if n > 0 {
 		o.log.Info("re-armed the timers of unfinished turns", "turns", n)
 	}
@@ -374,15 +352,16 @@ func (o *Orchestrator) run(ctx context.Context) error {
 		}
 		r.stop = gctx
 		o.runner = r
+		o.eff.runner = r
 		g.Go(func() error { return r.run(gctx) })
 	}
 	g.Go(func() error { return o.serve(gctx, inbox, parts, first, live) })
-	g.Go(func() error { return o.retryStranded(gctx, strandedInterval) })
+	g.Go(func() error { return o.graves.retryStranded(gctx, strandedInterval) })
 	g.Go(func() error { return o.watchRestarts(gctx) })
 	g.Go(func() error { return o.admit.watch(gctx) })
 	o.ready.Store(true)
 	defer o.ready.Store(false)
-	o.log.Info("serving", "name", o.owner.name, "agents", o.agents.Names(), "shards", o.cfg.shards, "model_runners", o.cfg.runners,
+	o.log.Info("serving", "name", o.owner.name, "agents", o.starter.agents.Names(), "shards", o.cfg.shards, "model_runners", o.cfg.runners,
 		"orchestrators", len(live), "partitions", len(first))
 	err = g.Wait()
 	if o.runner != nil {
@@ -405,10 +384,10 @@ func (o *Orchestrator) newRunners(ctx context.Context, alone bool) (*modelRunner
 	}
 	return newModelRunners(modelDeps{
 		js: o.js, nc: o.nc, log: o.log, cons: cons, repair: o.repairJobs,
-		runners: o.cfg.runners, providers: o.providers,
-		calls: o.calls, store: o.store, history: o.history, cancels: o.cancels,
+		runners: o.cfg.runners, providers: o.obs.providers,
+		calls: o.eff.calls, store: o.store, history: o.eff.history, cancels: o.cancels,
 		ackWait: o.cfg.ackWait, drainGrace: o.cfg.drainGrace,
-		deliver: o.deliver, bury: o.deadLetter, observe: o.observeModelCall,
+		deliver: o.deliver, bury: o.graves.deadLetter, observe: o.obs.observeModelCall,
 	}), nil
 }
 
@@ -547,7 +526,7 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 			}
 			o.log.Info("took a partition over", "partition", p)
 			// Its deadlines are armed while its inputs are already served.
-			go o.rearmRetrying(ctx, p, nil, orphaned)
+			go o.eff.rearmRetrying(ctx, p, nil, orphaned)
 		}
 		live = now
 	}
@@ -614,66 +593,6 @@ func shardIndex(turn string, n int) int {
 // env is the outside world the pure machine may not reach itself.
 func env() fsm.Env {
 	return fsm.Env{Now: time.Now().UTC(), NewID: func() string { return uuid.Must(uuid.NewV7()).String() }}
-}
-
-// look asks the owner of a turn's partition to decide the turn again with
-// a wake-up: it publishes the jobs the turn waits on that it did not
-// publish or begin itself (turns.publish).
-func (o *Orchestrator) look(ctx context.Context, turn string) error {
-	return o.publishTimer(ctx, events.Timer{TurnID: turn, Kind: events.TimerWake, At: time.Now().UTC()})
-}
-
-// publishTimer sends a turn a deadline's message now, through its
-// partition of the inbox.
-func (o *Orchestrator) publishTimer(ctx context.Context, tm events.Timer) error {
-	data, err := events.Marshal(tm)
-	if err != nil {
-		return err
-	}
-	msg := &nats.Msg{Subject: events.TimerSubject(tm.TurnID), Data: data, Header: nats.Header{}}
-	msg.Header.Set(nats.MsgIdHdr, events.TimerID(tm))
-	_, err = o.js.PublishMsg(ctx, msg)
-	return err
-}
-
-// publishJobs publishes the jobs a turn's state waits on.
-func (o *Orchestrator) publishJobs(ctx context.Context, st *fsm.State) error {
-	jobs := fsm.Jobs(st)
-	if slices.ContainsFunc(jobs, func(j fsm.Job) bool { return j.Model != nil }) {
-		// A model call's conversation includes the session's earlier turns.
-		if err := o.history.fill(ctx, st); err != nil {
-			return err
-		}
-		jobs = fsm.Jobs(st)
-	}
-	for _, j := range jobs {
-		// A call this process began itself, deciding a redelivered input
-		// of the partition while this ran, is not made again as a job.
-		if j.Model != nil && o.runner != nil && o.runner.begun.mark(j.ID, func() bool { return false }) {
-			continue
-		}
-		// A tool job is published again only while the jobs stream would
-		// drop it as a copy: past that, one its worker ran long ago, whose
-		// result waits in the inbox, would run a second time. (A job
-		// never published then is answered by the call's deadline.)
-		if j.Tool != nil && !requestedWithin(st, j.Tool.CallID, bus.JobsDuplicates-time.Minute) {
-			continue
-		}
-		if err := o.publishJob(ctx, j); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// requestedWithin reports whether a turn's call was requested within d.
-func requestedWithin(st *fsm.State, callID string, d time.Duration) bool {
-	for _, c := range st.Calls {
-		if c.CallID == callID {
-			return time.Since(c.Requested) < d
-		}
-	}
-	return false
 }
 
 // defaultName names an orchestrator by where it runs: host-pid.

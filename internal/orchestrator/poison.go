@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"strings"
 	"sync"
@@ -43,9 +44,9 @@ func (o *Orchestrator) watchExhausted() (*nats.Subscription, error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), defaultIOTimeout)
 		defer cancel()
-		if err := o.buryExhausted(ctx, adv.StreamSeq, adv.Deliveries); err != nil {
+		if err := o.graves.buryExhausted(ctx, adv.StreamSeq, adv.Deliveries); err != nil {
 			o.log.Error("cannot dead-letter an input that exhausted its deliveries; trying again until it can be", "seq", adv.StreamSeq, "err", err)
-			o.stranded.add(adv.StreamSeq, adv.Deliveries)
+			o.graves.stranded.add(adv.StreamSeq, adv.Deliveries)
 		}
 	})
 	if err != nil {
@@ -54,14 +55,14 @@ func (o *Orchestrator) watchExhausted() (*nats.Subscription, error) {
 	return sub, nil
 }
 
-func (o *Orchestrator) buryExhausted(ctx context.Context, seq uint64, deliveries int) error {
-	stream, err := o.js.Stream(ctx, events.StreamInbox)
+func (g *graves) buryExhausted(ctx context.Context, seq uint64, deliveries int) error {
+	stream, err := g.js.Stream(ctx, events.StreamInbox)
 	if err != nil {
 		return err
 	}
 	raw, err := stream.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		o.stranded.done(seq)
+		g.stranded.done(seq)
 		return nil // another orchestrator handled it
 	}
 	if err != nil {
@@ -69,19 +70,37 @@ func (o *Orchestrator) buryExhausted(ctx context.Context, seq uint64, deliveries
 	}
 	kind, _ := inputKind(raw.Subject)
 	reason := fmt.Sprintf("delivered %d times, and the process handling it stopped each time", deliveries)
-	if last := o.stranded.lastError(seq); last != "" {
+	if last := g.stranded.lastError(seq); last != "" {
 		reason = last
 	}
-	o.log.Error("dead letter", "input", kind, "seq", seq, "reason", reason)
-	if err := bus.DeadLetter(ctx, o.js, storedMsg{raw}, string(kind), reason); err != nil {
+	g.log.Error("dead letter", "input", kind, "seq", seq, "reason", reason)
+	if err := bus.DeadLetter(ctx, g.js, storedMsg{raw}, string(kind), reason); err != nil {
 		return err
 	}
-	o.countDeadLetter(kind)
+	g.obs.countDeadLetter(kind)
 	if err := stream.DeleteMsg(ctx, seq); err != nil {
 		return fmt.Errorf("orchestrator: delete input %d: %w", seq, err)
 	}
-	o.stranded.done(seq)
+	g.stranded.done(seq)
 	return nil
+}
+
+// graves keep the inputs that can never be handled as dead letters, with
+// their reasons, and try again those whose dead letter could not be written.
+type graves struct {
+	js       jetstream.JetStream
+	log      *slog.Logger
+	obs      *observer
+	stranded *stranded
+}
+
+// deadLetter keeps an input that cannot be handled, with the reason.
+func (g *graves) deadLetter(ctx context.Context, msg jetstream.Msg, kind events.Input, reason string) error {
+	err := bus.DeadLetter(ctx, g.js, msg, string(kind), reason)
+	if err == nil {
+		g.obs.countDeadLetter(kind)
+	}
+	return err
 }
 
 // storedMsg is a message read from a stream, as DeadLetter takes it.
@@ -140,8 +159,8 @@ func (s *stranded) done(seq uint64) {
 }
 
 // retry tries to bury every stranded input every interval until ctx ends.
-func (o *Orchestrator) retryStranded(ctx context.Context, interval time.Duration) error {
-	s := o.stranded
+func (g *graves) retryStranded(ctx context.Context, interval time.Duration) error {
+	s := g.stranded
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -155,10 +174,10 @@ func (o *Orchestrator) retryStranded(ctx context.Context, interval time.Duration
 		s.mu.Unlock()
 		for seq, deliveries := range pending {
 			ictx, cancel := context.WithTimeout(ctx, defaultIOTimeout)
-			err := o.buryExhausted(ictx, seq, deliveries)
+			err := g.buryExhausted(ictx, seq, deliveries)
 			cancel()
 			if err != nil {
-				o.log.Debug("stranded input still cannot be dead-lettered", "seq", seq, "err", err)
+				g.log.Debug("stranded input still cannot be dead-lettered", "seq", seq, "err", err)
 			}
 		}
 	}

@@ -68,21 +68,21 @@ func (o *Orchestrator) reclaim(ctx context.Context, stream string, c jetstream.C
 // It returns the turns and workflows it could not re-arm, a read or a
 // publish having failed (the server away, a node failing over, a full
 // store), for rearmRetrying.
-func (o *Orchestrator) rearm(ctx context.Context, p int, orphaned bool) (n, paused int, failed []string, err error) {
-	ids, err := o.index.ids(ctx, p)
+func (ef *effects) rearm(ctx context.Context, p int, orphaned bool) (n, paused int, failed []string, err error) {
+	ids, err := ef.index.ids(ctx, p)
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	n, paused, failed = o.rearmIDs(ctx, ids, orphaned)
+	n, paused, failed = ef.rearmIDs(ctx, ids, orphaned)
 	return n, paused, failed, nil
 }
 
 // rearmIDs is rearm of the turns and workflows ids.
-func (o *Orchestrator) rearmIDs(ctx context.Context, ids []string, orphaned bool) (n, paused int, failed []string) {
+func (ef *effects) rearmIDs(ctx context.Context, ids []string, orphaned bool) (n, paused int, failed []string) {
 	for _, id := range ids {
-		turn, isPaused, err := o.rearmOne(ctx, id, orphaned)
+		turn, isPaused, err := ef.rearmOne(ctx, id, orphaned)
 		if err != nil {
-			o.log.Warn("cannot re-arm a turn or workflow; trying again", "turn", id, "err", err)
+			ef.log.Warn("cannot re-arm a turn or workflow; trying again", "turn", id, "err", err)
 			failed = append(failed, id)
 			continue
 		}
@@ -94,40 +94,40 @@ func (o *Orchestrator) rearmIDs(ctx context.Context, ids []string, orphaned bool
 
 // rearmOne re-arms one turn or workflow of the index. It reports whether
 // it is an unfinished turn, and a paused one.
-func (o *Orchestrator) rearmOne(ctx context.Context, id string, orphaned bool) (turn, paused bool, err error) {
-	last, _, ok, err := o.store.Last(ctx, id)
+func (ef *effects) rearmOne(ctx context.Context, id string, orphaned bool) (turn, paused bool, err error) {
+	last, _, ok, err := ef.store.Last(ctx, id)
 	if err != nil {
 		return false, false, err
 	}
 	if ok && last.Type == events.TurnFinished {
 		// The handling that finished it stopped short of leaving the
 		// index, maybe of telling its workflow too.
-		if err := o.notifyFinished(ctx, id); err != nil {
+		if err := ef.notifyFinished(ctx, id); err != nil {
 			return false, false, fmt.Errorf("tell its workflow it finished: %w", err)
 		}
 	}
 	if !ok || last.Type == events.TurnFinished || last.Type == events.WorkflowFinished {
-		o.index.done(ctx, id)
+		ef.index.done(ctx, id)
 		return false, false, nil
 	}
 	if last.Type.Workflow() {
-		st, _, err := o.store.LoadWorkflow(ctx, id)
+		st, _, err := ef.store.LoadWorkflow(ctx, id)
 		if err != nil {
 			return false, false, err
 		}
-		o.timers.arm(st.ID, workflow.Timers(st))
+		ef.timers.arm(st.ID, workflow.Timers(st))
 		return false, false, nil
 	}
-	st, _, err := o.store.Load(ctx, id)
+	st, _, err := ef.store.Load(ctx, id)
 	if err != nil {
 		return false, false, err
 	}
-	o.timers.set(st)
+	ef.timers.set(st)
 	if orphaned {
-		if err := o.publishJobs(ctx, st); err != nil {
+		if err := ef.publishJobs(ctx, st); err != nil {
 			return false, false, fmt.Errorf("publish the jobs it waits on: %w", err)
 		}
-		if err := o.nudge(ctx, st); err != nil {
+		if err := ef.nudge(ctx, st); err != nil {
 			return false, false, fmt.Errorf("complete its last decision: %w", err)
 		}
 	}
@@ -139,26 +139,26 @@ func (o *Orchestrator) rearmOne(ctx context.Context, id string, orphaned bool) (
 // given up (its new owner re-arms it) or ctx ends. (A tool job whose
 // publish failed may have been stored: publishJobs publishes one again
 // only within the jobs stream's deduplication window.)
-func (o *Orchestrator) rearmRetrying(ctx context.Context, p int, ids []string, orphaned bool) {
+func (ef *effects) rearmRetrying(ctx context.Context, p int, ids []string, orphaned bool) {
 	retry := backoff.Policy{First: 500 * time.Millisecond, Max: 10 * time.Second}
 	if ids != nil && !backoff.Sleep(ctx, retry.First) { // they failed a moment ago
 		return
 	}
 	_ = retry.Do(ctx, func(int) error {
-		if !o.owner.holds(p) {
+		if !ef.owner.holds(p) {
 			return nil
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		if ids == nil {
 			var err error
-			if _, _, ids, err = o.rearm(rctx, p, orphaned); err != nil {
+			if _, _, ids, err = ef.rearm(rctx, p, orphaned); err != nil {
 				ids = nil
-				o.log.Warn("cannot read the index of a partition's unfinished turns; trying again", "partition", p, "err", err)
+				ef.log.Warn("cannot read the index of a partition's unfinished turns; trying again", "partition", p, "err", err)
 				return err
 			}
 		} else {
-			_, _, ids = o.rearmIDs(rctx, ids, orphaned)
+			_, _, ids = ef.rearmIDs(rctx, ids, orphaned)
 		}
 		if len(ids) > 0 {
 			return fmt.Errorf("%d turns or workflows not re-armed", len(ids))
@@ -169,18 +169,18 @@ func (o *Orchestrator) rearmRetrying(ctx context.Context, p int, ids []string, o
 
 // notifyFinished tells the workflow of a finished turn, if it is a task,
 // that it finished. Its id makes a notice sent before nothing.
-func (o *Orchestrator) notifyFinished(ctx context.Context, turn string) error {
-	st, _, err := o.store.Load(ctx, turn)
+func (ef *effects) notifyFinished(ctx context.Context, turn string) error {
+	st, _, err := ef.store.Load(ctx, turn)
 	if err != nil {
 		return err
 	}
-	if err := o.ended(ctx, o.log.With("turn", turn), st); err != nil {
+	if err := ef.ended(ctx, ef.log.With("turn", turn), st); err != nil {
 		return err
 	}
 	if st.Workflow == nil || st.Finished == nil {
 		return nil
 	}
-	return o.notifyTask(ctx, st.Workflow, turn, *st.Finished)
+	return ef.notifyTask(ctx, st.Workflow, turn, *st.Finished)
 }
 
 // nudge completes a decision a dead owner left half-appended. Such a
@@ -188,10 +188,10 @@ func (o *Orchestrator) notifyFinished(ctx context.Context, turn string) error {
 // the state alone implies first); the input that caused it comes again
 // when it is an inbox message, but not when it was the answer of a model
 // call made in the dead process: a wake-up is sent instead.
-func (o *Orchestrator) nudge(ctx context.Context, st *fsm.State) error {
+func (ef *effects) nudge(ctx context.Context, st *fsm.State) error {
 	tm := events.Timer{TurnID: st.TurnID, Kind: events.TimerWake, At: time.Now().UTC()}
 	if d, err := fsm.Decide(st, fsm.Tick(tm), env()); err != nil || len(d.Events) == 0 {
 		return nil
 	}
-	return o.publishTimer(ctx, tm)
+	return ef.publishTimer(ctx, tm)
 }

@@ -62,7 +62,7 @@ func (o *Orchestrator) rederive(ctx context.Context) error {
 	jobs := 0
 	for _, p := range o.Partitions() {
 		rctx, cancel := bound()
-		ids, err := o.index.ids(rctx, p)
+		ids, err := o.eff.index.ids(rctx, p)
 		cancel()
 		if err != nil {
 			return err
@@ -82,7 +82,7 @@ func (o *Orchestrator) rederive(ctx context.Context) error {
 			}
 			for _, j := range fsm.Jobs(st) {
 				rctx, cancel := bound()
-				err := o.publishJob(rctx, j)
+				err := o.eff.publishJob(rctx, j)
 				cancel()
 				if err != nil {
 					return err
@@ -104,8 +104,8 @@ func (o *Orchestrator) repairJobs(ctx context.Context) (jetstream.Consumer, erro
 	if err := bus.EnsureStream(ctx, o.js, o.jobsStream); err != nil {
 		return nil, err
 	}
-	if o.tools != nil {
-		o.tools.consumers.remake(ctx)
+	if o.starter.tools != nil {
+		o.starter.tools.consumers.remake(ctx)
 	}
 	return o.js.CreateOrUpdateConsumer(ctx, events.StreamJobs, bus.ModelConsumerConfig(o.cfg.ackWait))
 }

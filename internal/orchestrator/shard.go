@@ -29,8 +29,18 @@ import (
 // stalls (a stream failing over, a 5 s timeout) thus holds up its own
 // inputs only, never a result of another turn of the shard.
 type shard struct {
-	o        *Orchestrator
-	admit    admitter
+	// The parts it depends on (Orchestrator), never the Orchestrator.
+	log     *slog.Logger
+	store   *logstore.Store
+	owner   *ownership
+	admit   admitter
+	starter *starter
+	eff     *effects
+	obs     *observer
+	graves  *graves
+	// crashAt, when set, is the crash hook (WithCrashHook).
+	crashAt func(stage string) error
+
 	in       *queue
 	cache    *locked[*entry[*fsm.State]]
 	flows    *locked[*entry[*workflow.State]] // workflows, uncapped: few and small
@@ -71,7 +81,8 @@ const maxLanes = 64
 const earlyResults = 4096
 
 func newShard(o *Orchestrator, cacheSize int, stopping *atomic.Bool) *shard {
-	return &shard{o: o, admit: o.admit, in: newQueue(), cache: newLocked[*entry[*fsm.State]](cacheSize), flows: newLocked[*entry[*workflow.State]](0),
+	return &shard{log: o.log, store: o.store, owner: o.owner, admit: o.admit, starter: o.starter, eff: o.eff, obs: o.obs,
+		graves: o.graves, crashAt: o.cfg.beforeAck, in: newQueue(), cache: newLocked[*entry[*fsm.State]](cacheSize), flows: newLocked[*entry[*workflow.State]](0),
 		preloaded: newLocked[*preloaded](0), early: newLocked[struct{}](earlyResults), stopping: stopping,
 		slot: make(chan struct{}, 1), lanes: make(chan struct{}, maxLanes), waiting: map[string][]input{}}
 }
@@ -321,12 +332,12 @@ func (s *shard) answer(res events.ModelResult) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*defaultIOTimeout)
 	defer cancel()
-	err := s.apply(ctx, s.o.log.With("input", "model", "turn", res.TurnID), res.TurnID, fsm.ModelAnswer(res), false)
+	err := s.apply(ctx, s.log.With("input", "model", "turn", res.TurnID), res.TurnID, fsm.ModelAnswer(res), false)
 	if errors.Is(err, errCrashed) {
 		s.dead.Store(true)
 	}
 	if err == nil {
-		s.o.countInput("model", nil, 1)
+		s.obs.countInput("model", nil, 1)
 	}
 	return err
 }
@@ -346,7 +357,7 @@ func (s *shard) applyEarly(r events.ToolResult) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*defaultIOTimeout)
 	defer cancel()
-	log := s.o.log.With("input", "result", "turn", r.TurnID, "early", true)
+	log := s.log.With("input", "result", "turn", r.TurnID, "early", true)
 	switch err := advance[*fsm.State, fsm.Input](ctx, s, turns{s}, log, r.TurnID, fsm.ToolAnswer(r), false, true); {
 	case err == nil:
 		s.early.Put(earlyKey(r.TurnID, r.CallID), struct{}{})
@@ -375,13 +386,12 @@ func (d *deadLetter) Error() string { return d.reason }
 var errCrashed = errors.New("orchestrator: crash hook")
 
 func (s *shard) handle(msg jetstream.Msg) {
-	o := s.o
 	// The input is finished even when the process is stopping: it was taken,
 	// so it is completed or handed back, never half done.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*defaultIOTimeout)
 	defer cancel()
 	kind, turn := inputKind(msg.Subject())
-	log := o.log.With("input", kind)
+	log := s.log.With("input", kind)
 	if turn != "" {
 		log = log.With("turn", turn)
 	}
@@ -395,7 +405,7 @@ func (s *shard) handle(msg jetstream.Msg) {
 	} else {
 		err = s.dispatch(ctx, log, msg, kind, turn, delivered)
 	}
-	o.countInput(kind, err, delivered)
+	s.obs.countInput(kind, err, delivered)
 	var r *retry
 	var d *deadLetter
 	switch {
@@ -446,10 +456,10 @@ func storedCopy(h nats.Header) string {
 func (s *shard) bury(log *slog.Logger, msg jetstream.Msg, kind events.Input, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadLetterTimeout)
 	defer cancel()
-	if err := s.o.deadLetter(ctx, msg, kind, reason); err != nil {
+	if err := s.graves.deadLetter(ctx, msg, kind, reason); err != nil {
 		log.Error("cannot write the dead letter; the input comes again", "err", err)
 		if md, err := msg.Metadata(); err == nil {
-			s.o.stranded.failed(md.Sequence.Stream, reason)
+			s.graves.stranded.failed(md.Sequence.Stream, reason)
 		}
 		_ = msg.NakWithDelay(redeliveryDelay(bus.InboxMaxDeliver))
 		return
@@ -571,7 +581,7 @@ func (s *shard) dispatch(ctx context.Context, log *slog.Logger, msg jetstream.Ms
 		in = fsm.ToolAnswer(r)
 		if fsm.FromSubagent(r.Worker) {
 			// A subagent's notice: the result is the child's log's.
-			if in, err = s.o.childAnswer(ctx, turn, r.CallID); err != nil {
+			if in, err = s.eff.childAnswer(ctx, turn, r.CallID); err != nil {
 				return err
 			}
 		}
@@ -602,38 +612,20 @@ type preloaded struct {
 	err  error
 }
 
-// loadEntry folds a turn from its log, history included. It touches no
-// shard's state, so a read ahead of an input's decision runs it too.
-func (o *Orchestrator) loadEntry(ctx context.Context, turn string) (*entry[*fsm.State], error) {
-	st, seq, err := o.store.Load(ctx, turn)
-	if errors.Is(err, logstore.ErrIsWorkflow) {
-		return nil, &deadLetter{fmt.Sprintf("%q is a workflow, not a turn", turn)}
-	}
-	if err != nil {
-		return nil, &retry{err}
-	}
-	if st.Exists() && !st.Done() {
-		if err := o.history.fill(ctx, st); err != nil {
-			return nil, &retry{err}
-		}
-	}
-	return &entry[*fsm.State]{state: st, seq: seq}, nil
-}
-
 // append appends a decision's events. Under a crash hook, a decision of
 // several events is appended in two parts with StagePartial between them.
 func (s *shard) append(ctx context.Context, last uint64, evs []events.Envelope) (uint64, error) {
-	if s.o.cfg.beforeAck == nil || len(evs) < 2 {
-		return s.o.store.Append(ctx, last, evs)
+	if s.crashAt == nil || len(evs) < 2 {
+		return s.store.Append(ctx, last, evs)
 	}
-	seq, err := s.o.store.Append(ctx, last, evs[:1])
+	seq, err := s.store.Append(ctx, last, evs[:1])
 	if err != nil {
 		return seq, err
 	}
 	if err := s.crash(StagePartial); err != nil {
 		return seq, err
 	}
-	return s.o.store.Append(ctx, seq, evs[1:])
+	return s.store.Append(ctx, seq, evs[1:])
 }
 
 // unstorableError is a decision that cannot be stored as it is: an event
@@ -674,58 +666,15 @@ const (
 )
 
 func (s *shard) crash(stage string) error {
-	if s.o.cfg.beforeAck == nil {
+	if s.crashAt == nil {
 		return nil
 	}
 	if s.dead.Load() {
 		// Another lane of the shard died already: so did this one.
 		return errCrashed
 	}
-	if err := s.o.cfg.beforeAck(stage); err != nil {
+	if err := s.crashAt(stage); err != nil {
 		return errCrashed
 	}
 	return nil
-}
-
-// callHere makes a model call of a turn this process owns in this process,
-// without a job, when a runner is free; fresh says whether the decision
-// asking for it appended the events that do.
-func (o *Orchestrator) callHere(j fsm.Job, fresh bool) bool {
-	return o.runner != nil && o.inProcessCalls() && o.owner.owned(j.Model.TurnID) &&
-		o.runner.local(j.Model, j.ID, fresh)
-}
-
-// inProcessCalls reports whether the deployment makes model calls in the
-// processes that own their turns: on a single server, not on a cluster.
-// Every orchestrator of a deployment shares the events stream, so all
-// agree, those without runners included. On a cluster every call goes as a
-// job: the cluster test (a node and an orchestrator lost under 300 turns)
-// still saw, rarely, a call made twice or a turn left waiting with calls
-// made in-process, and a job's id and redelivery are what it was proven
-// with.
-func (o *Orchestrator) inProcessCalls() bool { return !o.store.Replicated() }
-
-// publishJob publishes one job. A model call is held for this process's
-// runners, which would otherwise derive it from the turn's log.
-func (o *Orchestrator) publishJob(ctx context.Context, j fsm.Job) error {
-	data, err := encodeJob(j)
-	if err != nil {
-		return fmt.Errorf("orchestrator: encode job %s: %w", j.ID, err)
-	}
-	if j.Model != nil {
-		o.calls.put(j.ID, j.Model)
-	}
-	if _, err := bus.PublishAgain(ctx, o.js, &nats.Msg{Subject: j.Subject, Data: data, Header: o.jobHeader(j)}, jetstream.WithMsgID(j.ID)); err != nil {
-		return fmt.Errorf("orchestrator: publish job %s: %w", j.ID, err)
-	}
-	return nil
-}
-
-// deadLetter keeps an input that cannot be handled, with the reason.
-func (o *Orchestrator) deadLetter(ctx context.Context, msg jetstream.Msg, kind events.Input, reason string) error {
-	err := bus.DeadLetter(ctx, o.js, msg, string(kind), reason)
-	if err == nil {
-		o.countDeadLetter(kind)
-	}
-	return err
 }

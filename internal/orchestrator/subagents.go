@@ -30,10 +30,10 @@ import (
 
 // subagentSpecs are the agent tools an agent offers: <Name>, with the
 // agent's description and {"task": string}.
-func (o *Orchestrator) subagentSpecs(a *agents.Agent) []events.ToolSpec {
+func (sr *starter) subagentSpecs(a *agents.Agent) []events.ToolSpec {
 	out := make([]events.ToolSpec, 0, len(a.Subagents))
 	for _, name := range a.Subagents {
-		child, ok := o.agents.Get(name)
+		child, ok := sr.agents.Get(name)
 		if !ok {
 			continue // the load checked it; a reload may not have
 		}
@@ -57,7 +57,7 @@ func (o *Orchestrator) subagentSpecs(a *agents.Agent) []events.ToolSpec {
 // else's, and the turn is rejected. It also refuses a child whose agent is
 // one of its ancestors'; genuine says the submission is the parent's own,
 // whose end the parent waits for, refused or not.
-func (o *Orchestrator) checkChild(ctx context.Context, sub *events.Submit) (genuine bool, err error) {
+func (sr *starter) checkChild(ctx context.Context, sub *events.Submit) (genuine bool, err error) {
 	p := sub.Parent
 	notOurs := func(why string) error {
 		return &deadLetter{fmt.Sprintf("turn %q is not a subagent's turn the orchestrator submitted: %s", sub.TurnID, why)}
@@ -66,12 +66,12 @@ func (o *Orchestrator) checkChild(ctx context.Context, sub *events.Submit) (genu
 		return false, notOurs("turn ids that start with " + fsm.ChildPrefix + " are kept for subagents")
 	}
 	if through, ok := fsm.CompactThrough(p.CallID); ok && fsm.CompactChildID(p.TurnID, through) == sub.TurnID {
-		return o.checkCompaction(ctx, sub, through, notOurs)
+		return sr.checkCompaction(ctx, sub, through, notOurs)
 	}
 	if want := fsm.ChildTurnID(p.TurnID, p.CallID); want != sub.TurnID {
 		return false, notOurs(fmt.Sprintf("call %q of turn %q runs turn %q", p.CallID, p.TurnID, want))
 	}
-	parent, _, err := o.store.Load(ctx, p.TurnID)
+	parent, _, err := sr.store.Load(ctx, p.TurnID)
 	if err != nil {
 		return false, &retry{err}
 	}
@@ -89,7 +89,7 @@ func (o *Orchestrator) checkChild(ctx context.Context, sub *events.Submit) (genu
 	// most MaxDepth turns, each a read of its log).
 	chain := []string{parent.Agent}
 	for up := parent; up.Parent != nil && len(chain) <= fsm.MaxDepth; {
-		next, _, err := o.store.Load(ctx, up.Parent.TurnID)
+		next, _, err := sr.store.Load(ctx, up.Parent.TurnID)
 		if err != nil {
 			return false, &retry{err}
 		}
@@ -105,9 +105,9 @@ func (o *Orchestrator) checkChild(ctx context.Context, sub *events.Submit) (genu
 
 // checkCompaction accepts the submission of a summarizing compaction's
 // child only when the parent's log waits for that very summary.
-func (o *Orchestrator) checkCompaction(ctx context.Context, sub *events.Submit, through int, notOurs func(string) error) (bool, error) {
+func (sr *starter) checkCompaction(ctx context.Context, sub *events.Submit, through int, notOurs func(string) error) (bool, error) {
 	p := sub.Parent
-	parent, _, err := o.store.Load(ctx, p.TurnID)
+	parent, _, err := sr.store.Load(ctx, p.TurnID)
 	if err != nil {
 		return false, &retry{err}
 	}
@@ -134,8 +134,8 @@ func specOf(st *fsm.State, name string) (events.ToolSpec, bool) {
 // notifyParent tells a subagent's parent that its child's turn finished,
 // when its log says so. The notice's id makes it one; the parent reads the
 // result from the child's log.
-func (o *Orchestrator) notifyParent(ctx context.Context, p *events.ParentRef, child, agent string) error {
-	last, _, ok, err := o.store.Last(ctx, child)
+func (ef *effects) notifyParent(ctx context.Context, p *events.ParentRef, child, agent string) error {
+	last, _, ok, err := ef.store.Last(ctx, child)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (o *Orchestrator) notifyParent(ctx context.Context, p *events.ParentRef, ch
 	}
 	msg := &nats.Msg{Subject: events.ResultSubject(p.TurnID), Data: data, Header: nats.Header{}}
 	msg.Header.Set(nats.MsgIdHdr, events.ResultID(p.TurnID, p.CallID))
-	if _, err := o.js.PublishMsg(ctx, msg); err != nil {
+	if _, err := ef.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("orchestrator: tell turn %s its subagent finished: %w", p.TurnID, err)
 	}
 	return nil
@@ -162,13 +162,13 @@ func (o *Orchestrator) notifyParent(ctx context.Context, p *events.ParentRef, ch
 
 // childAnswer turns a subagent's notice into the parent's input, read from
 // the child's log.
-func (o *Orchestrator) childAnswer(ctx context.Context, turn, callID string) (fsm.Input, error) {
+func (ef *effects) childAnswer(ctx context.Context, turn, callID string) (fsm.Input, error) {
 	child := fsm.ChildTurnID(turn, callID)
 	through, compaction := fsm.CompactThrough(callID)
 	if compaction {
 		child = fsm.CompactChildID(turn, through)
 	}
-	last, _, ok, err := o.store.Last(ctx, child)
+	last, _, ok, err := ef.store.Last(ctx, child)
 	if err != nil {
 		return nil, &retry{err}
 	}
@@ -188,12 +188,12 @@ func (o *Orchestrator) childAnswer(ctx context.Context, turn, callID string) (fs
 // ended does what a turn's end owes its relatives: its parent's call gets
 // its result, and its children still running are aborted. Both are
 // idempotent, so it runs again whenever it may not have run.
-func (o *Orchestrator) ended(ctx context.Context, log *slog.Logger, st *fsm.State) error {
+func (ef *effects) ended(ctx context.Context, log *slog.Logger, st *fsm.State) error {
 	if st.Finished == nil {
 		return nil
 	}
 	if p := st.Parent; p != nil {
-		if err := o.notifyParent(ctx, p, st.TurnID, st.Agent); err != nil {
+		if err := ef.notifyParent(ctx, p, st.TurnID, st.Agent); err != nil {
 			// A child's clock is what was left of its parent's: past it,
 			// the parent has ended on its own clock and waits for no
 			// notice, so the child may leave the index without one.
@@ -211,7 +211,7 @@ func (o *Orchestrator) ended(ctx context.Context, log *slog.Logger, st *fsm.Stat
 		}
 		msg := &nats.Msg{Subject: events.ControlSubject(child), Data: data, Header: nats.Header{}}
 		msg.Header.Set(nats.MsgIdHdr, "parent-ended:"+child)
-		if _, err := o.js.PublishMsg(ctx, msg); err != nil {
+		if _, err := ef.js.PublishMsg(ctx, msg); err != nil {
 			return fmt.Errorf("orchestrator: abort subagent turn %s: %w", child, err)
 		}
 		log.Info("aborting a subagent's turn: its parent ended", "child", child)

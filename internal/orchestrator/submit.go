@@ -10,13 +10,31 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/schemas"
 )
+
+// starter is what a submission is checked and resolved against: the
+// agents, the tools the live workers serve, the model providers, the
+// default clocks, and the logs of the turns it names (its parent, its
+// workflow, the turn it forks, its session's history).
+type starter struct {
+	agents    *agents.Set
+	tools     *toolCatalog
+	providers map[string]model.Provider
+	store     *logstore.Store
+	history   *historyCache
+	admit     admitter
+	// clock and workflowClock are the timeouts of turns whose agent, and
+	// workflows whose submission, set none.
+	clock, workflowClock time.Duration
+}
 
 // submit starts a turn, or records why it cannot start: the submission goes
 // to the dead-letter stream and, when its turn id is usable and new, the turn
@@ -46,10 +64,10 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 	// What a start reads (the agent's history, the turn's log) does not
 	// depend on whether a task's workflow started it: they are read
 	// together, a round trip each, at once.
-	r := s.o.readStart(ctx, &sub, !s.cache.Contains(sub.TurnID))
+	r := s.starter.readStart(ctx, &sub, !s.cache.Contains(sub.TurnID))
 	defer r.wait()
 	if sub.Workflow != nil {
-		if err := s.o.startedTask(ctx, &sub); err != nil {
+		if err := s.starter.startedTask(ctx, &sub); err != nil {
 			var d *deadLetter
 			if errors.As(err, &d) {
 				return s.reject(ctx, log, sub.TurnID, sub.SessionID, d.reason, redelivered)
@@ -60,7 +78,7 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 		err := s.start(ctx, log, &sub, data, r, redelivered)
 		var d *deadLetter
 		if errors.As(err, &d) {
-			if nerr := s.o.notifyTask(ctx, sub.Workflow, sub.TurnID, events.TurnFinishedData{
+			if nerr := s.eff.notifyTask(ctx, sub.Workflow, sub.TurnID, events.TurnFinishedData{
 				StopReason: events.StopRejected, Error: d.reason}); nerr != nil {
 				return &retry{nerr}
 			}
@@ -75,9 +93,9 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 // submission — started, refused, or found squatted by a client's earlier
 // one — the parent's call hears of the child's end once there is one.
 func (s *shard) startChild(ctx context.Context, log *slog.Logger, sub *events.Submit, data []byte, redelivered bool) error {
-	genuine, err := s.o.checkChild(ctx, sub)
+	genuine, err := s.starter.checkChild(ctx, sub)
 	if err == nil {
-		r := s.o.readStart(ctx, sub, !s.cache.Contains(sub.TurnID))
+		r := s.starter.readStart(ctx, sub, !s.cache.Contains(sub.TurnID))
 		err = s.start(ctx, log, sub, data, r, redelivered)
 		r.wait()
 	} else if d := (*deadLetter)(nil); errors.As(err, &d) {
@@ -90,7 +108,7 @@ func (s *shard) startChild(ctx context.Context, log *slog.Logger, sub *events.Su
 	if errors.As(err, &r) || errors.Is(err, errCrashed) {
 		return err
 	}
-	if nerr := s.o.notifyParent(ctx, sub.Parent, sub.TurnID, sub.Agent); nerr != nil {
+	if nerr := s.eff.notifyParent(ctx, sub.Parent, sub.TurnID, sub.Agent); nerr != nil {
 		return &retry{nerr}
 	}
 	var d *deadLetter
@@ -102,6 +120,15 @@ func (s *shard) startChild(ctx context.Context, log *slog.Logger, sub *events.Su
 		return nil
 	}
 	return err
+}
+
+// clockOf is the timeout a turn of agent a starts with, before its
+// submission tightens it.
+func (sr *starter) clockOf(a *agents.Agent) time.Duration {
+	if a.Timeout > 0 {
+		return a.Timeout
+	}
+	return sr.clock
 }
 
 // startReads is what starting a turn reads from the server, read in
@@ -117,14 +144,32 @@ type startReads struct {
 	lerr  error
 }
 
-func (o *Orchestrator) readStart(ctx context.Context, sub *events.Submit, readLog bool) *startReads {
+func (sr *starter) readStart(ctx context.Context, sub *events.Submit, readLog bool) *startReads {
 	r := &startReads{sub: *sub}
 	turn := sub.TurnID
-	r.wg.Go(func() { r.start, r.err = o.resolve(ctx, &r.sub) })
+	r.wg.Go(func() { r.start, r.err = sr.resolve(ctx, &r.sub) })
 	if readLog {
-		r.wg.Go(func() { r.log, r.lerr = o.loadEntry(ctx, turn) })
+		r.wg.Go(func() { r.log, r.lerr = sr.loadEntry(ctx, turn) })
 	}
 	return r
+}
+
+// loadEntry folds a turn from its log, history included. It touches no
+// shard's state, so a read ahead of an input's decision runs it too.
+func (sr *starter) loadEntry(ctx context.Context, turn string) (*entry[*fsm.State], error) {
+	st, seq, err := sr.store.Load(ctx, turn)
+	if errors.Is(err, logstore.ErrIsWorkflow) {
+		return nil, &deadLetter{fmt.Sprintf("%q is a workflow, not a turn", turn)}
+	}
+	if err != nil {
+		return nil, &retry{err}
+	}
+	if st.Exists() && !st.Done() {
+		if err := sr.history.fill(ctx, st); err != nil {
+			return nil, &retry{err}
+		}
+	}
+	return &entry[*fsm.State]{state: st, seq: seq}, nil
 }
 
 // wait waits for the reads; it may be called more than once.
@@ -190,7 +235,7 @@ func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit,
 // never started: no step ran, no session history names it, nothing else
 // refers to its log. It reports whether it removed one.
 func (s *shard) clearRejected(ctx context.Context, log *slog.Logger, turn string) (bool, error) {
-	last, seq, ok, err := s.o.store.Last(ctx, turn)
+	last, seq, ok, err := s.store.Last(ctx, turn)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -204,7 +249,7 @@ func (s *shard) clearRejected(ctx context.Context, log *slog.Logger, turn string
 	subject := events.EventsSubject(last.SessionID, turn)
 	// The purge removes the rejection and nothing after it: were the log to
 	// have moved on meanwhile, the start's expected sequence would fail.
-	if err := s.o.store.PurgeThrough(ctx, subject, seq); err != nil {
+	if err := s.store.PurgeThrough(ctx, subject, seq); err != nil {
 		return false, fmt.Errorf("orchestrator: clear the rejection of %s: %w", turn, err)
 	}
 	s.cache.Delete(turn)
@@ -231,14 +276,14 @@ func digest(data []byte) string { return events.SubmitDigest(data) }
 
 // resolve turns a submission into the machine's Start: the agent, its model
 // and script, the effective limits, the tools offered now, the history.
-func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Start, error) {
+func (sr *starter) resolve(ctx context.Context, sub *events.Submit) (fsm.Start, error) {
 	if sub.ForkedFrom != nil {
-		return o.resolveFork(ctx, sub)
+		return sr.resolveFork(ctx, sub)
 	}
 	if sub.SessionID == "" {
 		sub.SessionID = sub.TurnID
 	}
-	a, err := o.agent(sub.Agent)
+	a, err := sr.agent(sub.Agent)
 	if err != nil {
 		return fsm.Start{}, err
 	}
@@ -247,18 +292,18 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 		modelName = a.Model
 	}
 	ownModel := sub.Model == "" && len(sub.Script) == 0
-	script, err := o.script(ctx, modelName, sub.Script, ownModel)
+	script, err := sr.script(ctx, modelName, sub.Script, ownModel)
 	if err != nil {
 		return fsm.Start{}, err
 	}
-	limits := fsm.EffectiveLimits(a.Steps, a.Budget, o.clockOf(a), a.DoomLoop, sub.Limits)
-	history, turns, err := o.history.session(ctx, sub.SessionID, sub.TurnID)
+	limits := fsm.EffectiveLimits(a.Steps, a.Budget, sr.clockOf(a), a.DoomLoop, sub.Limits)
+	history, turns, err := sr.history.session(ctx, sub.SessionID, sub.TurnID)
 	if err != nil {
 		return fsm.Start{}, &retry{err}
 	}
 	if w := sub.Workflow; w != nil && w.KeepTasks > 0 {
 		turns = keptTasks(turns, w)
-		if history, err = o.history.taskMessages(ctx, turns, w); err != nil {
+		if history, err = sr.history.taskMessages(ctx, turns, w); err != nil {
 			return fsm.Start{}, &retry{err}
 		}
 	}
@@ -269,7 +314,7 @@ func (o *Orchestrator) resolve(ctx context.Context, sub *events.Submit) (fsm.Sta
 	return fsm.Start{
 		TurnID: sub.TurnID, SessionID: sub.SessionID, Input: input, History: history,
 		Setup: fsm.Setup{Agent: a.Name, Model: modelName, System: a.Prompt,
-			Limits: limits, Tools: o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
+			Limits: limits, Tools: sr.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
 			HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
 			KeepSteps: a.KeepSteps, Summarizer: a.Summarizer, OverTokens: a.OverTokens, Workflow: sub.Workflow, Parent: sub.Parent},
 	}, nil
@@ -309,8 +354,8 @@ func taskOf(turn, workflow string) (int, bool) {
 // the fork runs in the original's session with the original's agent, and
 // with the original's model and script when it keeps the agent; its limits
 // are its agent's, counted afresh.
-func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm.Start, error) {
-	point, history, err := o.history.fork(ctx, *sub.ForkedFrom, 0)
+func (sr *starter) resolveFork(ctx context.Context, sub *events.Submit) (fsm.Start, error) {
+	point, history, err := sr.history.fork(ctx, *sub.ForkedFrom, 0)
 	if err != nil {
 		var fe *fsm.ForkError
 		if errors.As(err, &fe) {
@@ -325,7 +370,7 @@ func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm
 	if name == "" {
 		name = point.Agent
 	}
-	a, err := o.agent(name)
+	a, err := sr.agent(name)
 	if err != nil {
 		return fsm.Start{}, err
 	}
@@ -342,7 +387,7 @@ func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm
 	// The original's model is the agent's own only when the agents file
 	// still names it and no script of a submission comes along with it.
 	ownModel := sub.Model == "" && len(inline) == 0 && modelName == a.Model
-	script, err := o.script(ctx, modelName, inline, ownModel)
+	script, err := sr.script(ctx, modelName, inline, ownModel)
 	if err != nil {
 		return fsm.Start{}, err
 	}
@@ -360,25 +405,25 @@ func (o *Orchestrator) resolveFork(ctx context.Context, sub *events.Submit) (fsm
 	return fsm.Start{
 		TurnID: sub.TurnID, SessionID: sub.SessionID, Input: input, History: history,
 		Setup: fsm.Setup{Agent: a.Name, Model: modelName, System: a.Prompt,
-			Limits: fsm.EffectiveLimits(a.Steps, a.Budget, o.clockOf(a), a.DoomLoop, sub.Limits),
-			Tools:  o.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
+			Limits: fsm.EffectiveLimits(a.Steps, a.Budget, sr.clockOf(a), a.DoomLoop, sub.Limits),
+			Tools:  sr.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
 			Script: script, Metadata: sub.Metadata, KeepSteps: a.KeepSteps, ScriptIndex: scriptIndex,
 			Summarizer: a.Summarizer, OverTokens: a.OverTokens,
 			ForkedFrom: &events.ForkedFrom{TurnID: sub.ForkedFrom.TurnID, Step: sub.ForkedFrom.Step}},
 	}, nil
 }
 
-func (o *Orchestrator) agent(name string) (*agents.Agent, error) {
+func (sr *starter) agent(name string) (*agents.Agent, error) {
 	if name == "" {
-		names := o.agents.Names()
+		names := sr.agents.Names()
 		if len(names) != 1 {
 			return nil, &deadLetter{"the submission names no agent"}
 		}
 		name = names[0]
 	}
-	a, ok := o.agents.Get(name)
+	a, ok := sr.agents.Get(name)
 	if !ok {
-		return nil, &deadLetter{fmt.Sprintf("unknown agent %q (known: %v)", name, o.agents.Names())}
+		return nil, &deadLetter{fmt.Sprintf("unknown agent %q (known: %v)", name, sr.agents.Names())}
 	}
 	return a, nil
 }
@@ -388,7 +433,7 @@ func (o *Orchestrator) agent(name string) (*agents.Agent, error) {
 // ownModel says the model is the agent's own, named by the agents file
 // alone: its script runs even where submissions may not run scripts (see
 // WithAllowScripts).
-func (o *Orchestrator) script(ctx context.Context, modelName string, inline json.RawMessage, ownModel bool) (json.RawMessage, error) {
+func (sr *starter) script(ctx context.Context, modelName string, inline json.RawMessage, ownModel bool) (json.RawMessage, error) {
 	if modelName == "" {
 		return nil, &deadLetter{"no model: the agent names none and the submission none"}
 	}
@@ -397,7 +442,7 @@ func (o *Orchestrator) script(ctx context.Context, modelName string, inline json
 		return nil, &deadLetter{err.Error()}
 	}
 	if provider != "script" {
-		if _, ok := o.providers[provider]; !ok {
+		if _, ok := sr.providers[provider]; !ok {
 			return nil, &deadLetter{fmt.Sprintf("model %q: provider %q is not configured", modelName, provider)}
 		}
 		if len(inline) > 0 {
@@ -406,13 +451,13 @@ func (o *Orchestrator) script(ctx context.Context, modelName string, inline json
 		return nil, nil
 	}
 	// A bare script comes from a submission whoever names the model.
-	if !o.admit.allowsScripts() && (!ownModel || name == "") {
+	if !sr.admit.allowsScripts() && (!ownModel || name == "") {
 		return nil, &deadLetter{ScriptsOff}
 	}
 	var sc *model.Script
 	switch {
 	case name != "":
-		sc, err = o.admit.loadScript(ctx, name, ownModel)
+		sc, err = sr.admit.loadScript(ctx, name, ownModel)
 		if err != nil {
 			return nil, err
 		}
@@ -428,11 +473,11 @@ func (o *Orchestrator) script(ctx context.Context, modelName string, inline json
 
 // offered lists the tools an agent may call that some worker serves now,
 // with ask_user where the agent allows it.
-func (o *Orchestrator) offered(a *agents.Agent) []events.ToolSpec {
+func (sr *starter) offered(a *agents.Agent) []events.ToolSpec {
 	// An agent tool is served by the orchestrator: no worker's tool of the
 	// same name is offered beside it.
-	out := o.subagentSpecs(a)
-	for _, t := range o.tools.live() {
+	out := sr.subagentSpecs(a)
+	for _, t := range sr.tools.live() {
 		if t.Name != fsm.AskUser && a.AllowsTool(t.Name) && !slices.Contains(a.Subagents, t.Name) {
 			out = append(out, t)
 		}

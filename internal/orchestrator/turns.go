@@ -27,7 +27,7 @@ func (t turns) fold(ctx context.Context, turn string) (*entry[*fsm.State], error
 		t.s.preloaded.Delete(turn) // a second load (a lost race) reads the log again
 		return p.e, p.err
 	}
-	return t.s.o.loadEntry(ctx, turn)
+	return t.s.starter.loadEntry(ctx, turn)
 }
 
 func (turns) decide(st *fsm.State, in fsm.Input) (decision[*fsm.State], error) {
@@ -57,11 +57,11 @@ func (turns) exists(st *fsm.State) bool { return st.Exists() }
 // is a redelivery cannot be told after a restart reset the inbox consumer.
 func (t turns) again(ctx context.Context, log *slog.Logger, st *fsm.State) error {
 	if st.Workflow != nil && st.Finished != nil {
-		if err := t.s.o.notifyTask(ctx, st.Workflow, st.TurnID, *st.Finished); err != nil {
+		if err := t.s.eff.notifyTask(ctx, st.Workflow, st.TurnID, *st.Finished); err != nil {
 			return err
 		}
 	}
-	return t.s.o.ended(ctx, log, st)
+	return t.s.eff.ended(ctx, log, st)
 }
 
 func (turns) prepare(_ context.Context, log *slog.Logger, st *step[*fsm.State, fsm.Input], _ func() (bool, error)) error {
@@ -83,8 +83,8 @@ func (turns) prepare(_ context.Context, log *slog.Logger, st *step[*fsm.State, f
 // the owner to look at the turn instead, which publishes the job unless it
 // began the call itself.
 func (t turns) publish(ctx context.Context, log *slog.Logger, st *step[*fsm.State, fsm.Input]) error {
-	o, turn, state := t.s.o, st.id, st.next.state
-	o.observe(st.prev.state, fsm.Decision{State: state, Events: st.next.events})
+	eff, turn, state := t.s.eff, st.id, st.next.state
+	t.s.obs.observe(st.prev.state, fsm.Decision{State: state, Events: st.next.events})
 	_, start := st.in.(fsm.Start)
 	// Jobs carry deterministic ids, so publishing one twice runs it once;
 	// publish only the new ones unless an earlier attempt may have failed
@@ -97,14 +97,14 @@ func (t turns) publish(ctx context.Context, log *slog.Logger, st *step[*fsm.Stat
 		if st.prev.published[j.ID] && !st.redelivered {
 			continue
 		}
-		if j.Model != nil && o.callHere(j, st.fresh()) {
+		if j.Model != nil && eff.callHere(j, st.fresh()) {
 			continue
 		}
-		if j.Model != nil && start && !st.fresh() && o.inProcessCalls() && !o.owner.owned(turn) {
+		if j.Model != nil && start && !st.fresh() && eff.inProcessCalls() && !eff.owner.owned(turn) {
 			look = true
 			continue
 		}
-		if err := o.publishJob(ctx, j); err != nil {
+		if err := eff.publishJob(ctx, j); err != nil {
 			if unstorable(err) {
 				return &unstorableError{err}
 			}
@@ -112,7 +112,7 @@ func (t turns) publish(ctx context.Context, log *slog.Logger, st *step[*fsm.Stat
 		}
 	}
 	if look {
-		if err := o.look(ctx, turn); err != nil {
+		if err := eff.look(ctx, turn); err != nil {
 			return &retry{err}
 		}
 	}
@@ -120,7 +120,7 @@ func (t turns) publish(ctx context.Context, log *slog.Logger, st *step[*fsm.Stat
 		// After the start's events and its first call, so neither waits
 		// for the index; before the submission is acknowledged, so a crash
 		// between the two is mended by the submission's coming again.
-		if err := o.index.started(ctx, turn); err != nil {
+		if err := eff.index.started(ctx, turn); err != nil {
 			if unstorable(err) {
 				// A turn no restart could find is ended, as one whose
 				// jobs cannot be stored is.
@@ -135,8 +135,8 @@ func (t turns) publish(ctx context.Context, log *slog.Logger, st *step[*fsm.Stat
 // settle arms the turn's deadlines or, when it finished, tells its
 // workflow, the live index and its calls' workers.
 func (t turns) settle(ctx context.Context, log *slog.Logger, st *step[*fsm.State, fsm.Input]) (*entry[*fsm.State], error) {
-	o, turn, state := t.s.o, st.id, st.next.state
-	o.timers.set(state)
+	eff, turn, state := t.s.eff, st.id, st.next.state
+	eff.timers.set(state)
 	if !state.Done() {
 		return &entry[*fsm.State]{state: state, seq: st.seq, published: st.published}, nil
 	}
@@ -148,11 +148,11 @@ func (t turns) settle(ctx context.Context, log *slog.Logger, st *step[*fsm.State
 		}
 	}
 	if st.fresh() && st.prev.state.Exists() {
-		o.history.finished(turn, st.seq, state.Transcript())
-		o.index.done(ctx, turn)
+		eff.history.finished(turn, st.seq, state.Transcript())
+		eff.index.done(ctx, turn)
 	}
 	if r := state.Finished.StopReason; r == events.StopAborted || r == events.StopTimeout {
-		if err := o.nc.Publish(events.CancelSubject(turn), nil); err != nil {
+		if err := eff.nc.Publish(events.CancelSubject(turn), nil); err != nil {
 			log.Warn("cannot broadcast the cancel", "err", err)
 		}
 	}

@@ -40,14 +40,14 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 	}
 	limits := workflow.EffectiveLimits(sub.Limits)
 	if limits.TimeoutMs <= 0 {
-		limits.TimeoutMs = s.o.cfg.workflowClock.Milliseconds()
+		limits.TimeoutMs = s.starter.workflowClock.Milliseconds()
 	}
 	for i, t := range sub.Tasks {
 		agent := t.Agent
 		if agent == "" {
 			agent = sub.Agent
 		}
-		if _, err := s.o.agent(agent); err != nil {
+		if _, err := s.starter.agent(agent); err != nil {
 			var d *deadLetter
 			if errors.As(err, &d) {
 				return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, fmt.Sprintf("task %d: %s", i+1, d.reason))
@@ -65,7 +65,7 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 		return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, reason)
 	}
 	defer settle() // its index entry is written by index.put, below
-	if err := s.o.index.put(ctx, sub.WorkflowID); err != nil {
+	if err := s.eff.index.put(ctx, sub.WorkflowID); err != nil {
 		if unstorable(err) {
 			return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, "cannot start the workflow: "+err.Error())
 		}
@@ -79,7 +79,7 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 		// The very submission that started it, sent again, changes nothing,
 		// but repairs what a handling that died may have left undone: the
 		// first task's turn, a checkpoint's gate.
-		if st, _, lerr := s.o.store.LoadWorkflow(ctx, sub.WorkflowID); lerr == nil && sameWorkflow(st, &sub) {
+		if st, _, lerr := s.store.LoadWorkflow(ctx, sub.WorkflowID); lerr == nil && sameWorkflow(st, &sub) {
 			return s.applyWorkflow(ctx, log, sub.WorkflowID, workflow.Gate{})
 		}
 		return &deadLetter{fmt.Sprintf("workflow %q already exists", sub.WorkflowID)}
@@ -112,7 +112,7 @@ func (s *shard) isWorkflow(ctx context.Context, id string) (bool, error) {
 	if s.cache.Contains(id) {
 		return false, nil
 	}
-	last, _, ok, err := s.o.store.Last(ctx, id)
+	last, _, ok, err := s.store.Last(ctx, id)
 	if err != nil {
 		return false, &retry{err}
 	}
@@ -134,7 +134,7 @@ func (flows) noun() string { return "workflow" }
 func (f flows) cache() *locked[*entry[*workflow.State]] { return f.s.flows }
 
 func (f flows) fold(ctx context.Context, id string) (*entry[*workflow.State], error) {
-	st, seq, err := f.s.o.store.LoadWorkflow(ctx, id)
+	st, seq, err := f.s.store.LoadWorkflow(ctx, id)
 	if errors.Is(err, logstore.ErrIsTurn) {
 		return nil, &deadLetter{fmt.Sprintf("%q is a turn, not a workflow", id)}
 	}
@@ -171,7 +171,7 @@ func (flows) exists(st *workflow.State) bool { return st.Exists() }
 // again sends the abort of a task's turn again: the input may be the one
 // whose first handling died before sending it.
 func (f flows) again(ctx context.Context, _ *slog.Logger, st *workflow.State) error {
-	return f.s.o.publishFlowJobs(ctx, st, false)
+	return f.s.eff.publishFlowJobs(ctx, st, false)
 }
 
 // prepare sends the hooks' final jobs before workflow.finished is stored:
@@ -189,7 +189,7 @@ func (f flows) prepare(ctx context.Context, _ *slog.Logger, st *step[*workflow.S
 	case !ok:
 		return bus.ErrConflict
 	}
-	if err := f.s.o.publishFlowJobList(ctx, final); err != nil {
+	if err := f.s.eff.publishFlowJobList(ctx, final); err != nil {
 		return &retry{err}
 	}
 	return nil
@@ -201,7 +201,7 @@ func (f flows) prepare(ctx context.Context, _ *slog.Logger, st *step[*workflow.S
 // second publish nothing. A hook is asked only once the checkpoint is in
 // KV too: by the Gate that follows it (follow), whatever the input.
 func (f flows) publish(ctx context.Context, _ *slog.Logger, st *step[*workflow.State, workflow.Input]) error {
-	if err := f.s.o.publishFlowJobs(ctx, st.next.state, gating(st.in)); err != nil {
+	if err := f.s.eff.publishFlowJobs(ctx, st.next.state, gating(st.in)); err != nil {
 		return &retry{err}
 	}
 	return nil
@@ -213,16 +213,16 @@ func gating(in workflow.Input) bool {
 }
 
 func (f flows) settle(ctx context.Context, log *slog.Logger, st *step[*workflow.State, workflow.Input]) (*entry[*workflow.State], error) {
-	o, state := f.s.o, st.next.state
-	o.timers.arm(state.ID, workflow.Timers(state))
+	eff, state := f.s.eff, st.next.state
+	eff.timers.arm(state.ID, workflow.Timers(state))
 	if !state.Done() {
 		return &entry[*workflow.State]{state: state, seq: st.seq, checkpoint: st.prev.checkpoint}, nil
 	}
 	if st.fresh() && st.prev.state.Exists() {
-		o.index.done(ctx, st.id)
+		eff.index.done(ctx, st.id)
 	}
 	if st.fresh() {
-		o.metrics.WorkflowFinished(string(state.Finished.StopReason))
+		f.s.obs.metrics.WorkflowFinished(string(state.Finished.StopReason))
 		log.Info("workflow finished", "stop_reason", state.Finished.StopReason, "tasks", len(state.Finished.Tasks))
 	}
 	return nil, nil
@@ -235,7 +235,7 @@ func (f flows) follow(ctx context.Context, st *step[*workflow.State, workflow.In
 	if !st.next.state.AwaitsGate() || gating(st.in) {
 		return nil, false, nil
 	}
-	rev, err := f.s.o.putCheckpoint(ctx, st.next.state, st.prev.checkpoint)
+	rev, err := f.s.eff.putCheckpoint(ctx, st.next.state, st.prev.checkpoint)
 	if err != nil {
 		return nil, false, &retry{err}
 	}
@@ -266,16 +266,16 @@ func (flows) unstorable(err error, started bool) string {
 // or, when hooks is set, the job of the hook its gate waits for
 // (hook:<workflow_id>:<task>:<name>): each id makes a second publish
 // nothing, whatever crashed between.
-func (o *Orchestrator) publishFlowJobs(ctx context.Context, st *workflow.State, hooks bool) error {
+func (ef *effects) publishFlowJobs(ctx context.Context, st *workflow.State, hooks bool) error {
 	jobs := workflow.Jobs(st)
 	if !hooks {
 		jobs = slices.DeleteFunc(jobs, func(j workflow.Job) bool { return j.Hook != nil })
 	}
-	return o.publishFlowJobList(ctx, jobs)
+	return ef.publishFlowJobList(ctx, jobs)
 }
 
 // publishFlowJobList publishes a workflow's jobs under their ids.
-func (o *Orchestrator) publishFlowJobList(ctx context.Context, jobs []workflow.Job) error {
+func (ef *effects) publishFlowJobList(ctx context.Context, jobs []workflow.Job) error {
 	for _, j := range jobs {
 		var v any = j.Submit
 		switch {
@@ -288,7 +288,7 @@ func (o *Orchestrator) publishFlowJobList(ctx context.Context, jobs []workflow.J
 		if err != nil {
 			return err
 		}
-		if _, err := o.js.Publish(ctx, j.Subject, data, jetstream.WithMsgID(j.ID)); err != nil {
+		if _, err := ef.js.Publish(ctx, j.Subject, data, jetstream.WithMsgID(j.ID)); err != nil {
 			return fmt.Errorf("orchestrator: publish %s: %w", j.Subject, err)
 		}
 	}
@@ -302,7 +302,7 @@ func (o *Orchestrator) publishFlowJobList(ctx context.Context, jobs []workflow.J
 // another process deciding on a stale state). rev is the revision this
 // shard wrote last, when it knows it: then one round trip, not a read and
 // a write, unless someone wrote since.
-func (o *Orchestrator) putCheckpoint(ctx context.Context, st *workflow.State, rev uint64) (uint64, error) {
+func (ef *effects) putCheckpoint(ctx context.Context, st *workflow.State, rev uint64) (uint64, error) {
 	cp := st.Checkpoint
 	data, err := events.Marshal(cp)
 	if err != nil {
@@ -310,7 +310,7 @@ func (o *Orchestrator) putCheckpoint(ctx context.Context, st *workflow.State, re
 	}
 	for range 5 {
 		if rev > 0 {
-			n, err := o.checkpoints.Update(ctx, st.ID, data, rev)
+			n, err := ef.checkpoints.Update(ctx, st.ID, data, rev)
 			if err == nil {
 				return n, nil
 			}
@@ -318,10 +318,10 @@ func (o *Orchestrator) putCheckpoint(ctx context.Context, st *workflow.State, re
 				return 0, fmt.Errorf("orchestrator: checkpoint %s: %w", st.ID, err)
 			}
 		}
-		e, err := o.checkpoints.Get(ctx, st.ID)
+		e, err := ef.checkpoints.Get(ctx, st.ID)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			n, err := o.checkpoints.Create(ctx, st.ID, data)
+			n, err := ef.checkpoints.Create(ctx, st.ID, data)
 			if err == nil {
 				return n, nil
 			}
@@ -345,9 +345,9 @@ func (o *Orchestrator) putCheckpoint(ctx context.Context, st *workflow.State, re
 // startedTask accepts a submission that claims to run a workflow's task only
 // when that workflow's log shows it started that task with this turn id: no
 // client can make its own turn report to someone's workflow.
-func (o *Orchestrator) startedTask(ctx context.Context, sub *events.Submit) error {
+func (sr *starter) startedTask(ctx context.Context, sub *events.Submit) error {
 	w := sub.Workflow
-	last, _, ok, err := o.store.Last(ctx, w.WorkflowID)
+	last, _, ok, err := sr.store.Last(ctx, w.WorkflowID)
 	if err != nil {
 		return &retry{err}
 	}
@@ -363,14 +363,14 @@ func (o *Orchestrator) startedTask(ctx context.Context, sub *events.Submit) erro
 
 // notifyTask tells a workflow that its task's turn finished. Its id makes a
 // second notice of the same turn one.
-func (o *Orchestrator) notifyTask(ctx context.Context, w *events.WorkflowRef, turn string, fin events.TurnFinishedData) error {
+func (ef *effects) notifyTask(ctx context.Context, w *events.WorkflowRef, turn string, fin events.TurnFinishedData) error {
 	data, err := events.Marshal(events.TaskDone{WorkflowID: w.WorkflowID, Task: w.Task, TurnID: turn, Finished: fin})
 	if err != nil {
 		return err
 	}
 	msg := &nats.Msg{Subject: events.TaskSubject(w.WorkflowID), Data: data, Header: nats.Header{}}
 	msg.Header.Set(nats.MsgIdHdr, events.TaskDoneID(turn))
-	if _, err := o.js.PublishMsg(ctx, msg); err != nil {
+	if _, err := ef.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("orchestrator: tell workflow %s: %w", w.WorkflowID, err)
 	}
 	return nil
