@@ -188,10 +188,11 @@ func TestWorkflowCostMeasuresEveryTask(t *testing.T) {
 }
 
 // TestDeployedShape runs the deployed shape in its smallest form: the
-// processes built from this module as make bench builds them, a nats-server with the repository's
-// nats.conf, streams applied with each jobs storage, a few turns one at a
-// time and a few in flight, a workflow of three tasks, and profiles of the
-// three processes. It keeps jetloop bench --deployed from rotting.
+// processes built from this module as make bench builds them, a
+// nats-server with the repository's nats.conf, streams applied with each
+// jobs storage, a few turns one at a time and a few in flight, a workflow
+// of three tasks, and profiles of the three processes. It keeps jetloop
+// bench --deployed from rotting.
 func TestDeployedShape(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the binaries")
