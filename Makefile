@@ -80,9 +80,14 @@ demo-subagents:
 
 # One line per benchmark; each prints its own table (BENCHMARKS.md). --deployed
 # adds the deployed shape (nats-server, orchestrator and toolworker as
-# processes, built here) beside the in-process figures.
+# processes) beside the in-process figures: the binaries are built here, as
+# make build does, with the nats-server go.mod pins, and passed with --bin.
+# BenchmarkSyncsPerStep counts the synced writes of a tool step by stream and
+# file, in-process on a FUSE filesystem that counts them (it needs FUSE).
 bench:
-	$(GO) run ./cmd/jetloop bench --deployed
+	$(GO) build -tags $(TAGS) -o $(BIN)/ ./cmd/... github.com/nats-io/nats-server/v2
+	$(BIN)/jetloop bench --deployed --bin $(BIN)
+	$(GO) test -run '^$$' -bench BenchmarkSyncsPerStep -benchtime 1x ./internal/bench/
 	$(GO) test -run '^$$' -bench BenchmarkToolScaling -benchtime 640x ./internal/proctest/
 	$(GO) test -run '^$$' -bench BenchmarkStartupAfterHistory -benchtime 1x ./internal/orchestrator/
 

@@ -44,8 +44,13 @@ type Config struct {
 	Metrics bool
 	// Deployed also measures the deployed shape (phase "deployed"): a
 	// nats-server process, an orchestrator process and a toolworker
-	// process built from the module this runs in, driven by this process.
+	// process, driven by this process, with the configuration of the
+	// checkout it runs in (nats.conf, deploy/).
 	Deployed bool
+	// Bin is the directory of the deployed shape's binaries (nats-server,
+	// orchestrator, toolworker, jetloop). Empty: beside the running
+	// executable, then on $PATH. The bench builds nothing.
+	Bin string
 }
 
 // Throughput is one run of N turns of K steps at concurrency C.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -187,16 +188,17 @@ func TestWorkflowCostMeasuresEveryTask(t *testing.T) {
 }
 
 // TestDeployedShape runs the deployed shape in its smallest form: the
-// processes built from this module, a nats-server with the repository's
-// nats.conf, streams applied with each jobs storage, a few turns one at a
-// time and a few in flight, a workflow of three tasks, and profiles of the
-// three processes. It keeps jetloop bench --deployed from rotting.
+// processes built from this module as make bench builds them, a
+// nats-server with the repository's nats.conf, streams applied with each
+// jobs storage, a few turns one at a time and a few in flight, a workflow
+// of three tasks, and profiles of the three processes. It keeps jetloop
+// bench --deployed from rotting.
 func TestDeployedShape(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the binaries")
 	}
 	profiles := t.TempDir()
-	b := &run{cfg: Config{ProfileDir: profiles, Progress: testWriter{t}}, log: discard()}
+	b := &run{cfg: Config{ProfileDir: profiles, Progress: testWriter{t}, Bin: buildDeployed(t)}, log: discard()}
 	sz := sizes{overheadTurns: 2, overheadSteps: 4, throughputTurns: 6, steps: 3, concurrency: []int{3},
 		workflowTasks: 3, profileFor: time.Second, floorSamples: 20}
 	if err := b.deployed(context.Background(), sz); err != nil {
@@ -242,6 +244,50 @@ func TestDeployedShape(t *testing.T) {
 	for _, want := range []string{"deployed shape", "jobs file", "jobs memory", "sequential step p50 ≤ 1.5 ms"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
+		}
+	}
+}
+
+// buildDeployed builds the deployed shape's binaries as make bench does,
+// into a directory of the test's, and returns it.
+func buildDeployed(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", dir+string(filepath.Separator),
+		"github.com/jetloop/jetloop/cmd/orchestrator", "github.com/jetloop/jetloop/cmd/toolworker",
+		"github.com/jetloop/jetloop/cmd/jetloop", "github.com/nats-io/nats-server/v2")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// TestFindPrograms: the deployed shape runs what it finds in --bin and
+// builds nothing; a missing binary is an error that says how to build it.
+func TestFindPrograms(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range deployedPrograms[:2] {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := &run{cfg: Config{Bin: dir}, log: discard()}
+	_, err := b.findPrograms()
+	if err == nil || !strings.Contains(err.Error(), deployedPrograms[2]) || !strings.Contains(err.Error(), "make bench") {
+		t.Fatalf("with %s missing: %v", deployedPrograms[2], err)
+	}
+	for _, name := range deployedPrograms[2:] {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found, err := b.findPrograms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range deployedPrograms {
+		if want := filepath.Join(dir, name); found[name] != want {
+			t.Errorf("%s: %q, want %q", name, found[name], want)
 		}
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -113,7 +112,7 @@ var syncModes = []string{"always", "default"}
 // deployed measures the deployed shape with each sync mode and storage of
 // the jobs stream, each on a server of its own.
 func (b *run) deployed(ctx context.Context, sz sizes) error {
-	bins, repo, err := b.buildBinaries(ctx)
+	bins, repo, err := b.deployment()
 	if err != nil {
 		return err
 	}
@@ -132,7 +131,7 @@ func (b *run) deployed(ctx context.Context, sz sizes) error {
 // label names a measured variant in the tables.
 func (d *Deployed) label() string { return "sync " + d.Sync + ", jobs " + d.JobsStorage }
 
-func (b *run) deployedWith(ctx context.Context, sz sizes, bins, repo, sync, storage string) (*Deployed, error) {
+func (b *run) deployedWith(ctx context.Context, sz sizes, bins programs, repo, sync, storage string) (*Deployed, error) {
 	fmt.Fprintf(b.cfg.Progress, "bench:   deployed, sync %s, jobs storage %s\n", sync, storage)
 	sh, err := b.startShape(ctx, bins, repo, sync, storage)
 	if err != nil {
@@ -167,52 +166,89 @@ func (b *run) deployedWith(ctx context.Context, sz sizes, bins, repo, sync, stor
 	return d, nil
 }
 
-// buildBinaries builds the orchestrator, the tool worker, jetloop and the
-// nats-server that go.mod's tool directive pins, from the module this
-// process runs in (go env GOMOD), into a directory kept between runs: go
-// build links again only what changed. It returns that directory and the
-// module's root.
-func (b *run) buildBinaries(ctx context.Context) (bins, repo string, err error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	gomod := strings.TrimSpace(string(out))
-	if err != nil || gomod == "" || gomod == os.DevNull {
-		return "", "", fmt.Errorf("the deployed shape is built from source: run jetloop bench --deployed inside the jetloop module (go env GOMOD: %q, %v)", gomod, err)
+// programs are the paths of the binaries the deployed shape runs, by name.
+type programs map[string]string
+
+// deployedPrograms are the binaries the deployed shape runs: the servers
+// and jetloop itself (streams apply), as deployed.
+var deployedPrograms = []string{"nats-server", "orchestrator", "toolworker", "jetloop"}
+
+// findPrograms finds the deployed shape's binaries: in the run's Bin
+// directory when it has one; otherwise beside the running executable, then
+// on $PATH. It builds nothing: make bench does.
+func (b *run) findPrograms() (programs, error) {
+	var dirs []string
+	if b.cfg.Bin != "" {
+		dirs = []string{b.cfg.Bin}
+	} else if self, err := os.Executable(); err == nil {
+		dirs = []string{filepath.Dir(self)}
 	}
-	repo = filepath.Dir(gomod)
-	// One directory per checkout, so worktrees do not relink each other's.
-	bins = filepath.Join(os.TempDir(), fmt.Sprintf("jetloop-bench-bin-%x", fnv32(repo)))
-	if err := os.MkdirAll(bins, 0o755); err != nil {
-		return "", "", err
+	found := programs{}
+	for _, name := range deployedPrograms {
+		for _, dir := range dirs {
+			if path := filepath.Join(dir, name); isExecutable(path) {
+				found[name] = path
+				break
+			}
+		}
+		if found[name] == "" && b.cfg.Bin == "" {
+			if path, err := exec.LookPath(name); err == nil {
+				found[name] = path
+			}
+		}
+		if found[name] == "" {
+			where := "on $PATH"
+			switch {
+			case b.cfg.Bin != "":
+				where = "in " + b.cfg.Bin
+			case len(dirs) > 0:
+				where = "in " + dirs[0] + " or on $PATH"
+			}
+			return nil, fmt.Errorf("the deployed shape runs %s, and there is none %s: build them with make bench, or go build -o DIR ./cmd/... github.com/nats-io/nats-server/v2 and jetloop bench --bin DIR", name, where)
+		}
 	}
-	// Runs at the same time take turns to build into it.
-	lock, err := os.OpenFile(filepath.Join(bins, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", "", err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", "", err
-	}
-	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
-	began := time.Now()
-	fmt.Fprintf(b.cfg.Progress, "bench:   building the processes into %s\n", bins)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bins+string(filepath.Separator),
-		"github.com/jetloop/jetloop/cmd/orchestrator", "github.com/jetloop/jetloop/cmd/toolworker",
-		"github.com/jetloop/jetloop/cmd/jetloop", "github.com/nats-io/nats-server/v2")
-	cmd.Dir = repo
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	fmt.Fprintf(b.cfg.Progress, "bench:   built in %.1fs\n", time.Since(began).Seconds())
-	return bins, repo, nil
+	return found, nil
 }
 
-func fnv32(s string) uint32 {
-	h := uint32(2166136261)
-	for i := range len(s) {
-		h = (h ^ uint32(s[i])) * 16777619
+// isExecutable reports whether path is a file someone may execute.
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// findRepo returns the checkout whose configuration the deployed shape
+// runs with (nats.conf, deploy/): the working directory or the nearest
+// directory above it that holds both.
+func findRepo() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
 	}
-	return h
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		_, err1 := os.Stat(filepath.Join(dir, "nats.conf"))
+		_, err2 := os.Stat(filepath.Join(dir, "deploy", "permissions.conf"))
+		if err1 == nil && err2 == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("the deployed shape runs with the repository's nats.conf and deploy/: run it inside a checkout of jetloop (none in %s or above)", wd)
+		}
+	}
+}
+
+// deployment is what the deployed shape runs: the binaries and the
+// checkout whose configuration they run with.
+func (b *run) deployment() (programs, string, error) {
+	bins, err := b.findPrograms()
+	if err != nil {
+		return nil, "", err
+	}
+	repo, err := findRepo()
+	if err != nil {
+		return nil, "", err
+	}
+	fmt.Fprintf(b.cfg.Progress, "bench:   running %s, %s, %s, %s\n", bins["nats-server"], bins["orchestrator"], bins["toolworker"], bins["jetloop"])
+	return bins, repo, nil
 }
 
 // shape is the deployed shape running: three processes and this one's two
@@ -243,7 +279,7 @@ type shape struct {
 // startShape starts a nats-server process with the repository's nats.conf
 // on a free port and a store of its own, provisions it with jetloop streams
 // apply as admin, then the orchestrator and the tool worker as their users.
-func (b *run) startShape(ctx context.Context, bins, repo, sync, storage string) (_ *shape, err error) {
+func (b *run) startShape(ctx context.Context, bins programs, repo, sync, storage string) (_ *shape, err error) {
 	dir, err := os.MkdirTemp("", "jetloop-deployed-")
 	if err != nil {
 		return nil, err
@@ -264,7 +300,7 @@ func (b *run) startShape(ctx context.Context, bins, repo, sync, storage string) 
 	if b.cfg.ProfileDir != "" {
 		args = append(args, "--profile", "-1")
 	}
-	if sh.server, err = sh.start("nats-server", filepath.Join(bins, "nats-server"), args...); err != nil {
+	if sh.server, err = sh.start("nats-server", bins["nats-server"], args...); err != nil {
 		return nil, err
 	}
 	ports, err := sh.serverPorts(ctx)
@@ -283,7 +319,7 @@ func (b *run) startShape(ctx context.Context, bins, repo, sync, storage string) 
 	}
 	// Every stream, bucket and consumer of docs/protocol.md, as an operator
 	// provisions them.
-	apply := exec.CommandContext(ctx, filepath.Join(bins, "jetloop"), append([]string{"streams"},
+	apply := exec.CommandContext(ctx, bins["jetloop"], append([]string{"streams"},
 		append(sh.as("admin"), "--jobs-storage", storage, "apply")...)...)
 	if out, err := apply.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("jetloop streams apply --jobs-storage %s: %v\n%s", storage, err, out)
@@ -320,10 +356,10 @@ func (b *run) startShape(ctx context.Context, bins, repo, sync, storage string) 
 			sh.pprof[p.name] = "http://" + addr
 		}
 	}
-	if sh.worker, err = sh.start("toolworker", filepath.Join(bins, "toolworker"), workerArgs...); err != nil {
+	if sh.worker, err = sh.start("toolworker", bins["toolworker"], workerArgs...); err != nil {
 		return nil, err
 	}
-	if sh.orch, err = sh.start("orchestrator", filepath.Join(bins, "orchestrator"), orchArgs...); err != nil {
+	if sh.orch, err = sh.start("orchestrator", bins["orchestrator"], orchArgs...); err != nil {
 		return nil, err
 	}
 	if err := stack.WaitTool(ctx, sh.ajs, "echo"); err != nil {

@@ -57,11 +57,20 @@ type site struct {
 var serverOptions []embedded.Option
 
 func startServer(ctx context.Context, log *slog.Logger) (*site, error) {
+	return startServerOn(ctx, log, "")
+}
+
+// startServerOn starts the site's server with its store in store, or in
+// the site's directory when store is empty.
+func startServerOn(ctx context.Context, log *slog.Logger, store string) (*site, error) {
 	dir, err := os.MkdirTemp("", "jetloop-bench-")
 	if err != nil {
 		return nil, err
 	}
-	srv, err := embedded.Start("", filepath.Join(dir, "js"), serverOptions...)
+	if store == "" {
+		store = filepath.Join(dir, "js")
+	}
+	srv, err := embedded.Start("", store, serverOptions...)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

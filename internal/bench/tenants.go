@@ -74,7 +74,7 @@ func median(xs []float64) float64 {
 
 // tenancy measures the multi-tenant deployment.
 func (b *run) tenancy(ctx context.Context, sz sizes) error {
-	bins, repo, err := b.buildBinaries(ctx)
+	bins, repo, err := b.deployment()
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func (sh *tenantShape) stop() {
 // deploy/tenants (its tenants a and b, their seeds), provisions each
 // tenant's streams as its admin, then a tool worker per tenant and one
 // orchestrator serving both.
-func (b *run) startTenantShape(ctx context.Context, bins, repo string) (_ *tenantShape, err error) {
+func (b *run) startTenantShape(ctx context.Context, bins programs, repo string) (_ *tenantShape, err error) {
 	dir, err := os.MkdirTemp("", "jetloop-tenants-")
 	if err != nil {
 		return nil, err
@@ -201,7 +201,7 @@ func (b *run) startTenantShape(ctx context.Context, bins, repo string) (_ *tenan
 		return nil, err
 	}
 	sh.seedPath = func(tenant, role string) string { return tenants.SeedPath(file, tenant, role) }
-	if sh.b.server, err = sh.b.start("nats-server", filepath.Join(bins, "nats-server"), "-c", conf, "--ports_file_dir", dir, "-m", "-1"); err != nil {
+	if sh.b.server, err = sh.b.start("nats-server", bins["nats-server"], "-c", conf, "--ports_file_dir", dir, "-m", "-1"); err != nil {
 		return nil, err
 	}
 	ports, err := sh.b.serverPorts(ctx)
@@ -250,13 +250,13 @@ func (b *run) startTenantShape(ctx context.Context, bins, repo string) (_ *tenan
 	worker := func(tenant string) []string {
 		return []string{"--nats", sh.b.url, "--creds", sh.seedPath(tenant, tenants.Toolworker), "--root", root, "--concurrency", "64"}
 	}
-	if sh.aworker, err = sh.b.start("toolworker-a", filepath.Join(bins, "toolworker"), worker("a")...); err != nil {
+	if sh.aworker, err = sh.b.start("toolworker-a", bins["toolworker"], worker("a")...); err != nil {
 		return nil, err
 	}
-	if sh.b.worker, err = sh.b.start("toolworker", filepath.Join(bins, "toolworker"), worker("b")...); err != nil {
+	if sh.b.worker, err = sh.b.start("toolworker", bins["toolworker"], worker("b")...); err != nil {
 		return nil, err
 	}
-	if sh.b.orch, err = sh.b.start("orchestrator", filepath.Join(bins, "orchestrator"), "--nats", sh.b.url, "--tenants", file,
+	if sh.b.orch, err = sh.b.start("orchestrator", bins["orchestrator"], "--nats", sh.b.url, "--tenants", file,
 		"--agents", filepath.Join(dir, "AGENTS.md"), "--allow-scripts"); err != nil {
 		return nil, err
 	}

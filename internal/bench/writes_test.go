@@ -21,7 +21,9 @@ import (
 // A decision's events are one message: a tool step stores two event
 // messages (the call's decision, the result's decision), one job and one
 // result. Jobs are in memory storage (the default): stored, but not
-// synced, so a tool step makes three synced writes and a bit.
+// synced, so a tool step makes three synced writes and a bit. The server
+// syncs more than it stores (tombstones, consumer state, directories):
+// TestSyncsPerStep counts those.
 func TestStoredMessagesPerStep(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -21,7 +21,8 @@ func benchCmd(ctx context.Context, c *command, args []string) int {
 	profiles := c.flags.String("profile", "", "write CPU and allocation profiles of the orchestrator process of each throughput run to this directory (with --deployed also CPU profiles of the three processes)")
 	verbose := c.flags.Bool("v", false, "log what the processes do")
 	only := c.flags.String("only", "", "run only these phases, comma-separated: floor,overhead,local,replay,throughput,memory,recovery,workflow,deployed,tenants")
-	deployed := c.flags.Bool("deployed", false, "also measure the deployed shape: nats-server, orchestrator and toolworker as processes built from this module (go build), with jobs on file and on memory storage, and the multi-tenant deployment (deploy/tenants)")
+	deployed := c.flags.Bool("deployed", false, "also measure the deployed shape: nats-server, orchestrator and toolworker as processes (see --bin), with the nats.conf and deploy/ of the checkout it runs in, jobs on file and on memory storage, and the multi-tenant deployment (deploy/tenants)")
+	bin := c.flags.String("bin", "", "with --deployed, the directory of the binaries it runs: nats-server, orchestrator, toolworker and jetloop (default: this program's directory, then $PATH); make bench builds them")
 	// The orchestrator process the benchmark starts runs this command too.
 	orchestrator := c.flags.String("orchestrator", "", "internal: be the benchmark's orchestrator process on this server URL")
 	agentsPath := c.flags.String("agents", "", "internal: the orchestrator process's agents file")
@@ -55,7 +56,7 @@ func benchCmd(ctx context.Context, c *command, args []string) int {
 		childLog = c.stderr
 	}
 	res, err := bench.Run(ctx, bench.Config{Quick: *quick, Child: child, ChildLog: childLog,
-		ProfileDir: *profiles, Progress: c.stderr, Log: log, Only: phases(*only), Metrics: *withMetrics, Deployed: *deployed})
+		ProfileDir: *profiles, Progress: c.stderr, Log: log, Only: phases(*only), Metrics: *withMetrics, Deployed: *deployed, Bin: *bin})
 	if err != nil {
 		return c.fail("%v", err)
 	}

@@ -117,9 +117,9 @@ func (f *FS) Unmount() error {
 	return nil
 }
 
-// Fsyncs counts the fsyncs and fdatasyncs of each file since the mount, by
-// its path in the filesystem when it was synced; a write to a file opened
-// O_SYNC or O_DSYNC counts as one.
+// Fsyncs counts the fsyncs and fdatasyncs of each file and directory since
+// the mount, by its path in the filesystem when it was synced (the root's is
+// ""); a write to a file opened O_SYNC or O_DSYNC counts as one.
 func (f *FS) Fsyncs() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -145,7 +145,8 @@ func TestCrashDropsUnsyncedData(t *testing.T) {
 }
 
 // fdatasync and a write to a file opened O_SYNC or O_DSYNC sync as fsync
-// does; each counts as a sync of its file.
+// does; each counts as a sync of its file, and a directory's fsync as one
+// of the directory.
 func TestEverySyncSurvives(t *testing.T) {
 	d := newDisk(t)
 	a := d.write("fdatasync", pattern(4097, 'a'), 0)
@@ -165,11 +166,31 @@ func TestEverySyncSurvives(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
+	// A directory's fsync counts too (a rename made durable, as
+	// nats-server's writeAtomically does), and its entries still read.
+	if err := os.Mkdir(d.path("dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d.write("dir/f", pattern(10, 'e'), 0).Close()
+	dir, err := os.Open(d.path("dir"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := dir.Readdirnames(-1); err != nil || len(names) != 1 || names[0] != "f" {
+		t.Errorf("the synced directory reads %q, %v", names, err)
+	}
+	dir.Close()
 	counts := d.fs.Fsyncs()
-	for _, name := range []string{"fdatasync", "osync", "odsync", "other"} {
-		if counts[name] < 1 {
-			t.Errorf("%s: %d syncs counted", name, counts[name])
+	for _, name := range []string{"fdatasync", "osync", "odsync", "other", "dir"} {
+		if counts[name] != 1 {
+			t.Errorf("%s: %d syncs counted, want 1", name, counts[name])
 		}
+	}
+	if counts["dir/f"] != 0 {
+		t.Errorf("dir/f: %d syncs counted, want 0", counts["dir/f"])
 	}
 	d.reboot()
 	d.want("fdatasync", pattern(4097, 'a'))

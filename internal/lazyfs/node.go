@@ -305,7 +305,39 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 		return nil, 0, syscall.EIO
 	}
 	defer n.fs.exit()
-	return n.LoopbackNode.OpendirHandle(ctx, flags)
+	h, fl, errno := n.LoopbackNode.OpendirHandle(ctx, flags)
+	if s, ok := h.(dirStream); ok && errno == 0 {
+		return &dir{dirStream: s, n: n}, fl, 0
+	}
+	return h, fl, errno
+}
+
+// dirStream is what go-fuse's loopback directory handle does.
+type dirStream interface {
+	fs.FileReaddirenter
+	fs.FileSeekdirer
+	fs.FileReleasedirer
+	fs.FileFsyncdirer
+	fs.FileIoctler
+}
+
+// dir is an open directory, whose fsyncs are counted. Metadata is never
+// lost (doc.go), so they sync nothing more.
+type dir struct {
+	dirStream
+	n *node
+}
+
+func (d *dir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	if !d.n.fs.enter() {
+		return syscall.EIO
+	}
+	defer d.n.fs.exit()
+	if errno := d.dirStream.Fsyncdir(ctx, flags); errno != 0 {
+		return errno
+	}
+	d.n.fs.synced(d.n.Path(nil))
+	return 0
 }
 
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {

@@ -8,7 +8,7 @@
 // each with a line once done:
 //
 //	SIGUSR1           crash: drop every unsynced byte, fail every operation ("crashed")
-//	SIGUSR2           write the fsyncs of each file, as JSON, to the stats file ("stats")
+//	SIGUSR2           write the fsyncs of each file and directory, as JSON, to the stats file ("stats")
 //	SIGTERM, SIGINT   unmount and exit
 package main
 
