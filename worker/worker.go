@@ -232,6 +232,9 @@ type Worker struct {
 	calls      *bus.Ran[events.ToolResult]
 
 	obs observer
+	// directOff is when handing results to their owners directly may be
+	// tried again (unix nanoseconds), after one went unanswered.
+	directOff atomic.Int64
 
 	mu      sync.Mutex
 	tools   map[string]tool
@@ -735,8 +738,20 @@ const (
 	publishPauseMax = 5 * time.Second
 )
 
-// answer publishes a call's result, trying again when a publish fails,
-// until it is stored, the call's deadline passes (the turn has answered the
+// directWait bounds how long a worker waits for the owner of a call's turn
+// to answer a result handed to it directly before it publishes the result
+// to the inbox: far above an append's time, far below a call's.
+const directWait = 2 * time.Second
+
+// directPause is how long a worker hands no result directly after one went
+// unanswered: an owner failing over, or a deployment whose permissions
+// predate direct results, costs one wait, not one for every call.
+const directPause = 10 * time.Second
+
+// answer hands a call's result to the orchestrator that owns its turn,
+// which answers once the result is in the turn's log (handOver); failing
+// that, it publishes the result to the inbox, trying again when a publish
+// fails, until it is stored, the call's deadline passes (the turn has answered the
 // call itself then), a stop's drain grace runs out or the connection
 // closes. A job handed back would run its call a second time (a shell
 // command, a write) on whichever worker takes it; a publish whose
@@ -756,8 +771,15 @@ func (w *Worker) answer(stop context.Context, msg jetstream.Msg, r events.ToolRe
 	// The tries go on through a drain (the call's work is done; only its
 	// answer is left), for its grace.
 	defer context.AfterFunc(stop, func() { time.AfterFunc(w.opts.drainGrace, cancel) })()
+	data, err := encodeResult(r)
+	if err != nil {
+		return err
+	}
+	if w.handOver(r, data) {
+		return nil
+	}
 	return backoff.Policy{First: publishPause, Max: publishPauseMax}.Do(ctx, func(try int) error {
-		err := w.publish(r)
+		err := w.publishData(r, data)
 		if err != nil && w.nc.IsClosed() {
 			return backoff.Permanent(err)
 		}
@@ -770,18 +792,53 @@ func (w *Worker) answer(stop context.Context, msg jetstream.Msg, r events.ToolRe
 
 func deadlinePassed(d time.Time) bool { return !d.IsZero() && !time.Now().Before(d) }
 
-func (w *Worker) publish(r events.ToolResult) error {
-	// Without HTML escaping an output of '<' and '&' keeps its size: a
-	// capped output must still fit in one message.
+// handOver hands a result to the orchestrator that owns its turn, as a
+// request on jetloop.direct.result@<tool>.<turn_id>, and reports whether it
+// answered that the result is in the turn's log. Nothing stores the request:
+// an answer that never comes (no owner, an owner that died before or after
+// its append) is met by publishing the result to the inbox, where a result
+// already applied is a repeat that changes nothing.
+func (w *Worker) handOver(r events.ToolResult, data []byte) bool {
+	if until := w.directOff.Load(); until != 0 && time.Now().UnixNano() < until {
+		return false
+	}
+	reply, err := w.nc.RequestMsg(&nats.Msg{Subject: events.DirectResultSubject(r.Tool, r.TurnID), Data: data}, directWait)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return false
+	case err != nil:
+		w.directOff.Store(time.Now().Add(directPause).UnixNano())
+		return false
+	}
+	return reply.Header.Get(events.HeaderError) == ""
+}
+
+// encodeResult is a result as it goes on the wire. Without HTML escaping
+// an output of '<' and '&' keeps its size: a capped output must still fit
+// in one message.
+func encodeResult(r events.ToolResult) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(r); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// publish publishes a result to the inbox.
+func (w *Worker) publish(r events.ToolResult) error {
+	data, err := encodeResult(r)
+	if err != nil {
 		return err
 	}
+	return w.publishData(r, data)
+}
+
+func (w *Worker) publishData(r events.ToolResult, data []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	defer cancel()
-	_, err := w.js.Publish(ctx, events.ToolResultSubject(r.Tool, r.TurnID), bytes.TrimSuffix(buf.Bytes(), []byte("\n")), jetstream.WithMsgID(events.ResultID(r.TurnID, r.CallID)))
+	_, err := w.js.Publish(ctx, events.ToolResultSubject(r.Tool, r.TurnID), data, jetstream.WithMsgID(events.ResultID(r.TurnID, r.CallID)))
 	return err
 }
 

@@ -73,19 +73,21 @@ const (
 	// The call's decision and the result's decision, one message each, and
 	// the turn's submission, start and end spread over its ten steps.
 	maxEventsBlocks = 2.2
-	// The tool result and the tombstone its acknowledgement writes, and the
-	// turn's submission and its tombstone spread over its steps.
-	maxInboxBlocks = 2.2
+	// The turn's submission and the tombstone its acknowledgement writes,
+	// spread over its steps: a result handed to its turn's owner directly
+	// is stored in the log alone (the worker's handOver).
+	maxInboxBlocks = 0.2
 	// The index of unfinished turns: a put at a turn's start and a delete
 	// at its end.
 	maxLiveBlocks = 0.2
 	// The inbox consumers' state files, each written with O_SYNC and its
 	// directory fsynced after the rename: at most one write per delivery
 	// and one per acknowledgement (each kicks the consumer's flusher) of
-	// the 1.1 inputs of a step, and at most ten a second per consumer
-	// (nats-server's consumerFileStore.flushLoop), so how many there are
-	// below this depends on how long the steps take (boundConsumers).
-	maxInboxConsumerState = 2.2
+	// the 0.1 inputs of a step (its turn's submission), and at most ten a
+	// second per consumer (nats-server's consumerFileStore.flushLoop), so
+	// how many there are below this depends on how long the steps take
+	// (boundConsumers).
+	maxInboxConsumerState = 0.2
 	maxInboxDirs          = maxInboxConsumerState
 )
 

@@ -63,6 +63,38 @@ func ToolResultSubject(tool, turn string) string {
 	return "jetloop.inbox.result" + answerMark + tool + "." + turn
 }
 
+// DirectResultSubject is where a worker hands a result of tool for turn to
+// the orchestrator that owns the turn, as a request:
+// jetloop.direct.result@<tool>.<turn_id>. No stream stores it: the owner
+// appends the result's decision, then answers (an empty reply: applied;
+// one with HeaderError: not applied), and a worker that hears no answer
+// publishes the result on ToolResultSubject as before. The tool is in the
+// subject for the reason it is in ToolResultSubject.
+func DirectResultSubject(tool, turn string) string {
+	return DirectPrefix + "result" + answerMark + tool + "." + turn
+}
+
+// DirectPrefix begins the subjects of requests to a turn's owner.
+const DirectPrefix = "jetloop.direct."
+
+// ParseDirect reads a direct result's subject: the tool it answers and the
+// turn; ok is false for any other subject.
+func ParseDirect(subject string) (tool, turn string, ok bool) {
+	rest, found := strings.CutPrefix(subject, DirectPrefix)
+	if !found {
+		return "", "", false
+	}
+	kind, turn, found := strings.Cut(rest, ".")
+	if !found || strings.Contains(turn, ".") || !ValidID(turn) {
+		return "", "", false
+	}
+	base, by, ok := SplitKind(kind)
+	if !ok || base != "result" || by == "" {
+		return "", "", false
+	}
+	return by, turn, true
+}
+
 // answerMark joins an answer's kind and the tool or hook it answers for.
 const answerMark = "@"
 

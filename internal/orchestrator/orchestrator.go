@@ -459,10 +459,14 @@ func (o *Orchestrator) serve(ctx context.Context, inbox jetstream.Consumer, part
 		}
 		wg.Wait()
 	}
-	if sub, err := o.watchResults(shards); err != nil {
+	if subs, err := o.watchResults(shards); err != nil {
 		o.log.Warn("results are taken from the inbox only", "err", err)
 	} else {
-		defer func() { _ = sub.Unsubscribe() }()
+		defer func() {
+			for _, sub := range subs {
+				_ = sub.Unsubscribe()
+			}
+		}()
 	}
 	submissions, err := pump(inbox, min(4*o.cfg.shards, submissionsBuffer))
 	if err != nil {
@@ -552,35 +556,63 @@ func inputTurn(msg jetstream.Msg) string {
 }
 
 // watchResults hands each tool result for a turn of this process's
-// partitions to the turn's shard as the worker publishes it, while the inbox
-// stores it. The result's decision is then appended while the inbox syncs
-// the result, not after: under sync always one fsync less in series on
-// every tool step. The log, not the inbox, is what keeps an applied result,
-// so applying it before it is stored loses nothing; and nothing depends on
-// this early copy — the stored one still comes, and alone is retried or
-// dead-lettered (shard.applyEarly). It takes only what the stored copy's
-// handling would take: a result of a valid turn id it owns, not a copy of
-// a stored message, that decodes as a result of that turn.
-func (o *Orchestrator) watchResults(shards []*shard) (*nats.Subscription, error) {
-	// A worker answers on its tool's subject (jetloop.inbox.result@<tool>.<turn>),
-	// which no wildcard picks out of the other inputs.
-	return o.nc.Subscribe("jetloop.inbox.*.*", func(m *nats.Msg) {
-		if !strings.HasPrefix(m.Subject, "jetloop.inbox.result") {
-			return
-		}
-		kind, turn, _ := events.ParseInbox(m.Subject)
-		if kind != events.InputResult {
-			return
-		}
+// partitions to the turn's shard as it comes: handed to this process
+// directly by its worker (jetloop.direct.result@<tool>.<turn_id>, a request
+// the shard answers once the result's decision is appended), or seen as
+// the worker publishes it to the inbox, while the inbox stores it. A
+// direct result is stored only in the turn's log: under sync always two
+// synced writes less on every tool step (the inbox's copy, and the removal
+// its acknowledgement writes). An inbox result's decision is appended while
+// the inbox syncs it, not after. The log, not the inbox, is what keeps an
+// applied result, so applying it before it is stored loses nothing; and
+// nothing depends on this early copy — a worker told nothing publishes to
+// the inbox, and a stored copy alone is retried or dead-lettered
+// (shard.applyEarly). It takes only what a stored copy's handling would
+// take: a result of a valid turn id it owns, not a copy of a stored
+// message, that decodes as a result of that turn and that tool.
+func (o *Orchestrator) watchResults(shards []*shard) ([]*nats.Subscription, error) {
+	take := func(m *nats.Msg, turn, by string, direct bool) {
 		if !events.ValidID(turn) || !o.owner.owned(turn) || storedCopy(m.Header) != "" {
 			return
 		}
 		r, err := decodeToolResult(m.Data)
-		if err != nil || r.TurnID != turn || fsm.FromSubagent(r.Worker) || misbound(m.Subject, r) != "" {
+		if err != nil || r.TurnID != turn || fsm.FromSubagent(r.Worker) || misboundTo(by, r) != "" {
+			if direct {
+				answerDirect(m, fmt.Errorf("not a result of this turn and tool: the inbox judges it"))
+			}
 			return
 		}
-		shards[shardIndex(turn, len(shards))].in.push(input{early: &r})
+		in := input{early: &r}
+		if direct {
+			in.direct = m
+		}
+		if !shards[shardIndex(turn, len(shards))].in.push(in) && direct {
+			answerDirect(m, errNotHere)
+		}
+	}
+	// A worker answers on its tool's subject (jetloop.inbox.result@<tool>.<turn>),
+	// which no wildcard picks out of the other inputs.
+	inbox, err := o.nc.Subscribe("jetloop.inbox.*.*", func(m *nats.Msg) {
+		if !strings.HasPrefix(m.Subject, "jetloop.inbox.result") {
+			return
+		}
+		if kind, turn, by := events.ParseInbox(m.Subject); kind == events.InputResult {
+			take(m, turn, by, false)
+		}
 	})
+	if err != nil {
+		return nil, err
+	}
+	direct, err := o.nc.Subscribe(events.DirectPrefix+"*.*", func(m *nats.Msg) {
+		if tool, turn, ok := events.ParseDirect(m.Subject); ok {
+			take(m, turn, tool, true)
+		}
+	})
+	if err != nil {
+		_ = inbox.Unsubscribe()
+		return nil, err
+	}
+	return []*nats.Subscription{inbox, direct}, nil
 }
 
 // shardIndex is the shard of n that handles a turn's inputs.

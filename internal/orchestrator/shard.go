@@ -145,7 +145,10 @@ func (s *shard) take(in input) {
 	case in.early != nil:
 		s.admit.acquire() // a tenant's results take their turn too
 		defer s.admit.release()
-		s.applyEarly(*in.early)
+		err := s.applyEarly(*in.early)
+		if in.direct != nil && !errors.Is(err, errCrashed) {
+			answerDirect(in.direct, err)
+		}
 	case s.dead.Load():
 	case s.stopping.Load():
 		_ = in.msg.Nak() // not started: another process takes it now
@@ -217,8 +220,10 @@ type input struct {
 	msg    jetstream.Msg
 	answer *answer
 	// early is a tool result seen as it was published, before the inbox
-	// stored it (Orchestrator.watchResults).
-	early *events.ToolResult
+	// stored it, or handed to this process as a request (direct), whose
+	// sender waits for the answer (Orchestrator.watchResults).
+	early  *events.ToolResult
+	direct *nats.Msg
 }
 
 // turn is the turn (or workflow) whose lane handles the input.
@@ -342,23 +347,30 @@ func (s *shard) answer(res events.ModelResult) error {
 	return err
 }
 
-// applyEarly applies a tool result seen on its way to the inbox, as the
-// stored copy would be applied. It reports nothing: whatever keeps it from
-// being applied here — a repeat, a forged or misrouted result, a crash, a
-// turn this process no longer owns — is met again by the stored copy,
-// which is retried or dead-lettered as any input is; and what only a read
-// of the log could judge is left to it (errDoubt), so a flood of forged
-// results costs no more reads than before. Once it is applied
-// (its decision appended), the stored copy is acknowledged as a repeat
-// without another decision (dispatch).
-func (s *shard) applyEarly(r events.ToolResult) {
-	if s.dead.Load() || s.stopping.Load() {
-		return
+// applyEarly applies a tool result seen on its way to the inbox, or handed
+// to this process directly by its worker, as a stored copy would be
+// applied, and returns nil once the result's decision is in the log.
+// Whatever keeps it from being applied here — a repeat, a forged or
+// misrouted result, a crash, a turn this process no longer owns — is met
+// again by a stored copy (a direct result's worker, told it was not
+// applied or told nothing, publishes it to the inbox), which is retried or
+// dead-lettered as any input is; and what only a read of the log could
+// judge is left to it (errDoubt), so a flood of forged results costs no
+// more reads than before. Once it is applied (its decision appended), a
+// stored copy is acknowledged as a repeat without another decision
+// (dispatch).
+func (s *shard) applyEarly(r events.ToolResult) error {
+	switch {
+	case s.dead.Load():
+		return errCrashed
+	case s.stopping.Load():
+		return errNotHere
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*defaultIOTimeout)
 	defer cancel()
 	log := s.log.With("input", "result", "turn", r.TurnID, "early", true)
-	switch err := advance[*fsm.State, fsm.Input](ctx, s, turns{s}, log, r.TurnID, fsm.ToolAnswer(r), false, true); {
+	err := advance[*fsm.State, fsm.Input](ctx, s, turns{s}, log, r.TurnID, fsm.ToolAnswer(r), false, true)
+	switch {
 	case err == nil:
 		s.early.Put(earlyKey(r.TurnID, r.CallID), struct{}{})
 	case errors.Is(err, errCrashed):
@@ -366,6 +378,31 @@ func (s *shard) applyEarly(r events.ToolResult) {
 	default:
 		log.Debug("a result not applied before it was stored: its stored copy will be", "err", err)
 	}
+	return err
+}
+
+// answerDirect answers a worker that handed a result directly: an empty
+// reply once its decision is in the log, one with HeaderError otherwise,
+// on which the worker publishes the result to the inbox. A reply goes
+// only to a requester's inbox: a reply subject is whatever the sender
+// wrote, and this process may publish where no worker may
+// (docs/accounts.md).
+func answerDirect(req *nats.Msg, err error) {
+	if !replyable(req.Reply) {
+		return
+	}
+	reply := &nats.Msg{Subject: req.Reply}
+	if err != nil {
+		reply.Header = nats.Header{events.HeaderError: []string{bus.Truncate(err.Error(), 256)}}
+	}
+	_ = req.RespondMsg(reply)
+}
+
+// replyable reports whether a reply subject is a requester's inbox: the
+// client library's (_INBOX., or a custom _INBOX_<name>. prefix) or one a
+// service import maps replies through (_R_.).
+func replyable(subject string) bool {
+	return strings.HasPrefix(subject, "_INBOX") || strings.HasPrefix(subject, "_R_.")
 }
 
 // earlyKey names a call whose result was applied before it was stored.
@@ -490,7 +527,11 @@ func answerer(subject string) string {
 // a subagent's notice, which hands the turn its child's log, only from the
 // orchestrators, on the unbound subject.
 func misbound(subject string, r events.ToolResult) string {
-	by := answerer(subject)
+	return misboundTo(answerer(subject), r)
+}
+
+// misboundTo is misbound of a result whose subject names tool by.
+func misboundTo(by string, r events.ToolResult) string {
 	switch {
 	case by == "":
 		return ""

@@ -213,6 +213,8 @@ func deniedTo(role string) []denied {
 	for _, tool := range others {
 		add("answer a call of tool "+tool, events.ToolResultSubject(tool, "x"),
 			map[string]any{"turn_id": "x", "call_id": "c1", "tool": tool, "output": "forged", "final": true})
+		add("hand an answer of tool "+tool+" to the turn's owner", events.DirectResultSubject(tool, "x"),
+			map[string]any{"turn_id": "x", "call_id": "c1", "tool": tool, "output": "forged", "final": true})
 	}
 	if role != "orchestrator" {
 		add("answer on the unbound result subject", events.ResultSubject("x"),

@@ -245,6 +245,19 @@ func TestForeignToolResultIsDeadLettered(t *testing.T) {
 			return err == nil && strings.Contains(msg.Header.Get(events.HeaderError), tc.dead)
 		})
 	}
+	// Handed to the turn's owner: refused on its own tool's subject (a
+	// result of sleep there is not its to give), and the sleep's subject
+	// is not in its account.
+	forged, err := json.Marshal(events.ToolResult{TurnID: turn, CallID: call, Tool: "sleep", Output: "forged", Final: true, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := other.nc.Request(events.DirectResultSubject("word_count", turn), forged, 5*time.Second); err != nil || m.Header.Get(events.HeaderError) == "" {
+		t.Errorf("a result of sleep handed over on word_count's subject: %v %v, want a refusal", m, err)
+	}
+	if m, err := other.nc.Request(events.DirectResultSubject("sleep", turn), forged, 5*time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("a result of sleep handed over on sleep's subject: %v %v, want no responders", m, err)
+	}
 	log, fin := s.finished(turn)
 	done := of[events.ToolCompletedData](t, log, events.ToolCompleted)
 	if fin.StopReason != events.StopCompleted || len(done) != 1 || done[0].Output == "forged" {

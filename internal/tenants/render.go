@@ -108,12 +108,14 @@ func Exports() []Export {
 
 // AnswerExports are the subjects on which the deployment of account answers
 // its tools and hooks, offered to it alone: a result is taken only on its
-// tool's subject (jetloop.inbox.result@<tool>.<turn_id>), a hook's answer on
-// its hook's, so no deployment can answer for another's tools or hooks.
+// tool's subjects (jetloop.direct.result@<tool>.<turn_id>, handed to the
+// turn's owner, and jetloop.inbox.result@<tool>.<turn_id>), a hook's answer
+// on its hook's, so no deployment can answer for another's tools or hooks.
 func AnswerExports(account string, tools, hooks []string) []Export {
 	var es []Export
 	for _, t := range tools {
-		es = append(es, Export{Subject: "jetloop.inbox.result@" + t + ".*", Only: account})
+		es = append(es, Export{Subject: "jetloop.direct.result@" + t + ".*", Only: account},
+			Export{Subject: "jetloop.inbox.result@" + t + ".*", Only: account})
 	}
 	for _, h := range hooks {
 		es = append(es, Export{Subject: "jetloop.inbox.hook@" + h + ".*", Only: account})
@@ -167,7 +169,7 @@ func WorkerImports(tools, hooks []string) []Import {
 		api("STREAM.INFO.KV_JETLOOP_TOOLS"),
 		api("STREAM.INFO.KV_JETLOOP_WORKERS"),
 	}
-	served := func(consumer, key, answers string) {
+	served := func(consumer, key string, answers ...string) {
 		is = append(is,
 			api("CONSUMER.INFO.JETLOOP_JOBS.%s", consumer),
 			api("CONSUMER.MSG.NEXT.JETLOOP_JOBS.%s", consumer),
@@ -176,11 +178,13 @@ func WorkerImports(tools, hooks []string) []Import {
 			Import{Subject: "$KV.JETLOOP_WORKERS." + key + ".*", Prefixed: true},
 			api("DIRECT.GET.KV_JETLOOP_TOOLS.$KV.JETLOOP_TOOLS.%s", key),
 			api("DIRECT.GET.KV_JETLOOP_WORKERS.$KV.JETLOOP_WORKERS.%s.*", key),
-			Import{Subject: answers},
 		)
+		for _, a := range answers {
+			is = append(is, Import{Subject: a})
+		}
 	}
 	for _, t := range tools {
-		served("tool_"+t, t, "jetloop.inbox.result@"+t+".*")
+		served("tool_"+t, t, "jetloop.direct.result@"+t+".*", "jetloop.inbox.result@"+t+".*")
 	}
 	for _, h := range hooks {
 		served("hook_"+h, "hook."+h, "jetloop.inbox.hook@"+h+".*")

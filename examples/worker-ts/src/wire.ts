@@ -60,6 +60,8 @@ export const subjects = {
   job: (tool: string) => `jetloop.jobs.tool.${tool}`,
   /** A tool's answers: the tool is in the subject, so a deployment's account is granted its own tools' only. */
   result: (tool: string, turn: string) => `jetloop.inbox.result@${tool}.${turn}`,
+  /** A tool's answers handed to the turn's owner as a request, stored by no stream: an empty reply says the result is in the turn's log. */
+  direct: (tool: string, turn: string) => `jetloop.direct.result@${tool}.${turn}`,
   cancel: (turn: string) => `jetloop.cancel.${turn}`,
   dead: (kind: string) => `jetloop.dead.${kind}`,
   /** JetStream's word that a job hit its consumer's max deliveries (it stays in the stream). */

@@ -15,7 +15,7 @@ import {
   type JsMsg,
 } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { headers, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { headers, RequestError, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { hookNames, parseHookJob, validHookName, type Decision, type Hook, type HookAnswer, type HookJob } from "./hook.js";
 import type { Logger } from "./log.js";
 import { Registry } from "./registry.js";
@@ -67,6 +67,9 @@ export const defaults: Options = {
 // of every other request to the server.
 const PULL_EXPIRES_MS = 5_000;
 const IO_TIMEOUT_MS = 5_000;
+/** How long a result handed to its turn's owner waits for the answer, and how long hand-overs pause after one went unanswered. */
+const DIRECT_WAIT_MS = 2_000;
+const DIRECT_PAUSE_MS = 10_000;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 // Outputs are cut here, with a note saying how much was dropped.
 const MAX_OUTPUT_BYTES = 256 * 1024;
@@ -570,8 +573,36 @@ export class Worker {
     }
   }
 
+  /**
+   * publish hands a result to the orchestrator that owns its turn (handOver)
+   * and, failing that, stores it in the inbox, where a result the owner
+   * applied already is a repeat that changes nothing.
+   */
   private async publish(r: ToolResult): Promise<void> {
-    await this.js.publish(subjects.result(r.tool, r.turn_id), JSON.stringify(r), { msgID: `result:${r.turn_id}:${r.call_id}` });
+    const data = JSON.stringify(r);
+    if (await this.handOver(r, data)) return;
+    await this.js.publish(subjects.result(r.tool, r.turn_id), data, { msgID: `result:${r.turn_id}:${r.call_id}` });
+  }
+
+  /** Until when (ms since the epoch) results go to the inbox only, after a hand-over went unanswered. */
+  private directOffUntil = 0;
+
+  /**
+   * handOver sends a result as a request on jetloop.direct.result@<tool>.<turn_id>
+   * and reports whether the turn's owner answered that the result is in the
+   * turn's log. An unanswered one (no owner, an owner failing over, a
+   * deployment not granted the subject) pauses hand-overs for a while, so
+   * it costs one wait, not one for every call.
+   */
+  private async handOver(r: ToolResult, data: string): Promise<boolean> {
+    if (Date.now() < this.directOffUntil) return false;
+    try {
+      const reply = await this.nc.request(subjects.direct(r.tool, r.turn_id), data, { timeout: DIRECT_WAIT_MS });
+      return !reply.headers?.get(names.headerError);
+    } catch (err) {
+      if (!(err instanceof RequestError && err.isNoResponders())) this.directOffUntil = Date.now() + DIRECT_PAUSE_MS;
+      return false;
+    }
   }
 
   /**
