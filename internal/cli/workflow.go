@@ -11,13 +11,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/client/workflowfile"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/timeline"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/jetloop/jetloop/internal/workflow"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -50,15 +49,19 @@ func workflowCmd(ctx context.Context, c *command, args []string) int {
 	}
 	switch sub {
 	case "watch", "show":
-		nc, js, err := c.connect()
+		nc, _, err := c.connect()
 		if err != nil {
 			return c.fail("%v", err)
 		}
 		defer nc.Close()
-		if sub == "show" {
-			return c.showWorkflow(ctx, js, arg)
+		cl, err := c.sdk(nc)
+		if err != nil {
+			return c.fail("%v", err)
 		}
-		return c.followWorkflow(ctx, nc, js, arg)
+		if sub == "show" {
+			return c.showWorkflow(ctx, cl, arg)
+		}
+		return c.followWorkflow(ctx, cl, arg)
 	case "abort":
 		return c.workflowControl(ctx, arg, events.Control{Action: events.ActionAbort, Reason: *reason})
 	case "approve", "deny":
@@ -100,15 +103,15 @@ func workflowRun(ctx context.Context, c *command, path, id string, follow bool) 
 	if !follow {
 		return ExitOK
 	}
-	return c.followWorkflow(ctx, nc, js, w.WorkflowID)
+	return c.followWorkflow(ctx, cl, w.WorkflowID)
 }
 
 // followWorkflow prints a workflow's events as they come, each task's turn
 // traced live and indented under its task, until the workflow finishes.
-func (c *command) followWorkflow(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, id string) int {
+func (c *command) followWorkflow(ctx context.Context, cl *client.Client, id string) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for e, err := range turnlog.Follow(ctx, js, id, turnlog.FromFirst) {
+	for e, err := range cl.FollowLog(ctx, id) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return interrupted(ctx)
@@ -123,7 +126,7 @@ func (c *command) followWorkflow(ctx context.Context, nc *nats.Conn, js jetstrea
 		case events.TaskStarted:
 			var d events.TaskStartedData
 			_ = json.Unmarshal(e.Data, &d)
-			if _, err := Watch(ctx, nc, js, d.TurnID, timeline.NewTrace(timeline.Indented(c.stdout), c.color())); err != nil {
+			if _, err := Watch(ctx, cl, d.TurnID, timeline.NewTrace(timeline.Indented(c.stdout), c.color())); err != nil {
 				if ctx.Err() != nil {
 					return interrupted(ctx)
 				}
@@ -141,8 +144,8 @@ func (c *command) followWorkflow(ctx context.Context, nc *nats.Conn, js jetstrea
 	return interrupted(ctx)
 }
 
-func (c *command) showWorkflow(ctx context.Context, js jetstream.JetStream, id string) int {
-	st, err := loadWorkflow(ctx, js, id)
+func (c *command) showWorkflow(ctx context.Context, cl *client.Client, id string) int {
+	st, err := loadWorkflow(ctx, cl, id)
 	if err != nil {
 		return c.fail("%v", err)
 	}
@@ -168,19 +171,21 @@ func (c *command) showWorkflow(ctx context.Context, js jetstream.JetStream, id s
 	return ExitOK
 }
 
-func loadWorkflow(ctx context.Context, js jetstream.JetStream, id string) (*workflow.State, error) {
+func loadWorkflow(ctx context.Context, cl *client.Client, id string) (*workflow.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	store, err := logstore.New(ctx, js)
-	if err != nil {
+	log, err := cl.Log(ctx, id)
+	switch {
+	case errors.Is(err, client.ErrTurnNotFound):
+		return nil, fmt.Errorf("no workflow %q", id)
+	case err != nil:
 		return nil, err
-	}
-	st, _, err := store.LoadWorkflow(ctx, id)
-	if errors.Is(err, logstore.ErrIsTurn) {
+	case !log[0].Type.Workflow():
 		return nil, fmt.Errorf("%s is a turn, not a workflow", id)
 	}
+	st, err := workflow.Fold(log)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("fold workflow %s: %w", id, err)
 	}
 	if !st.Exists() {
 		return nil, fmt.Errorf("no workflow %q", id)
