@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,4 +50,83 @@ func TestCommandsSubmitThroughTheClient(t *testing.T) {
 			return true
 		})
 	}
+}
+
+// TestCommandsReadThroughTheClient: no command reads a turn's or a
+// workflow's log itself; watch, replay, export, show, turns, fork and the
+// rest read through client (Log, Last, FollowLog, Turns), which decides in
+// one place where a log is stored. What still reads around it is listed in
+// aroundTheClient, with why.
+func TestCommandsReadThroughTheClient(t *testing.T) {
+	// The readers of logs the client wraps.
+	readers := map[string][]string{
+		"turnlog":  {"Follow", "NewLister", "Lister"},
+		"logstore": {"New", "Store"},
+		"bus":      {"NewStore", "Store", "NewTail", "Tail", "Follow"},
+		"events":   {"StreamEvents", "TurnEventsFilter", "SessionEventsFilter"},
+	}
+	// Declarations that still read logs around the client, and why.
+	aroundTheClient := map[string]string{
+		"top":          "top follows every log at once, which client cannot yet",
+		"topCmd":       "top follows every log at once, which client cannot yet",
+		"workflowsCmd": "client lists turns (Turns), not workflows, yet",
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	used := map[string]bool{}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			name := declName(decl)
+			ast.Inspect(decl, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				x, ok := sel.X.(*ast.Ident)
+				if !ok || !slices.Contains(readers[x.Name], sel.Sel.Name) {
+					return true
+				}
+				if _, ok := aroundTheClient[name]; ok {
+					used[name] = true
+					return true
+				}
+				t.Errorf("%s: %s uses %s.%s: read logs through client", fset.Position(sel.Pos()), name, x.Name, sel.Sel.Name)
+				return true
+			})
+		}
+	}
+	for name, why := range aroundTheClient {
+		if !used[name] {
+			t.Errorf("%s reads through client now (it was excused: %s): take it off aroundTheClient", name, why)
+		}
+	}
+}
+
+// declName names a top-level declaration: a function's or method's name,
+// or the first name a type, var or const declaration declares.
+func declName(d ast.Decl) string {
+	switch d := d.(type) {
+	case *ast.FuncDecl:
+		return d.Name.Name
+	case *ast.GenDecl:
+		for _, s := range d.Specs {
+			switch s := s.(type) {
+			case *ast.TypeSpec:
+				return s.Name.Name
+			case *ast.ValueSpec:
+				return s.Names[0].Name
+			}
+		}
+	}
+	return ""
 }
