@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -34,9 +33,9 @@ type WorkflowSummary struct {
 func (c *Client) Workflows(ctx context.Context) ([]WorkflowSummary, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	l, err := turnlog.NewLister(ctx, c.js)
+	l, err := c.summaries(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+		return nil, err
 	}
 	var (
 		mu  sync.Mutex

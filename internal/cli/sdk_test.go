@@ -53,10 +53,9 @@ func TestCommandsSubmitThroughTheClient(t *testing.T) {
 }
 
 // TestCommandsReadThroughTheClient: no command reads a turn's or a
-// workflow's log itself; watch, replay, export, show, turns, fork and the
-// rest read through client (Log, Last, FollowLog, Turns), which decides in
-// one place where a log is stored. What still reads around it is listed in
-// aroundTheClient, with why.
+// workflow's log itself; watch, replay, export, show, turns, top, fork and
+// the rest read through client (Log, Last, FollowLog, OpenFeed, Turns,
+// Workflows), which decides in one place where a log is stored.
 func TestCommandsReadThroughTheClient(t *testing.T) {
 	// The readers of logs the client wraps.
 	readers := map[string][]string{
@@ -65,17 +64,11 @@ func TestCommandsReadThroughTheClient(t *testing.T) {
 		"bus":      {"NewStore", "Store", "NewTail", "Tail", "Follow"},
 		"events":   {"StreamEvents", "TurnEventsFilter", "SessionEventsFilter"},
 	}
-	// Declarations that still read logs around the client, and why.
-	aroundTheClient := map[string]string{
-		"top":    "top follows every log at once, which client cannot yet",
-		"topCmd": "top follows every log at once, which client cannot yet",
-	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	fset := token.NewFileSet()
-	used := map[string]bool{}
 	for _, path := range files {
 		if strings.HasSuffix(path, "_test.go") {
 			continue
@@ -95,18 +88,9 @@ func TestCommandsReadThroughTheClient(t *testing.T) {
 				if !ok || !slices.Contains(readers[x.Name], sel.Sel.Name) {
 					return true
 				}
-				if _, ok := aroundTheClient[name]; ok {
-					used[name] = true
-					return true
-				}
 				t.Errorf("%s: %s uses %s.%s: read logs through client", fset.Position(sel.Pos()), name, x.Name, sel.Sel.Name)
 				return true
 			})
-		}
-	}
-	for name, why := range aroundTheClient {
-		if !used[name] {
-			t.Errorf("%s reads through client now (it was excused: %s): take it off aroundTheClient", name, why)
 		}
 	}
 }
