@@ -109,7 +109,12 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 				continue
 			}
 		}
-		if err := t.refresh(cctx); err != nil {
+		// Each screen's reads get a deadline of their own: top runs for as
+		// long as it is left to, past cctx's minute.
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		err := t.refresh(rctx)
+		rcancel()
+		if err != nil {
 			return c.fail("%v", err)
 		}
 		if tty {
