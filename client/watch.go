@@ -162,14 +162,15 @@ func (c *Client) StreamDeltas(ctx context.Context, turnID string) (iter.Seq[Delt
 	// Nobody may range over the sequence: the subscription ends with ctx
 	// all the same.
 	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
-	// The end of the turn, watched from its last event on.
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		_, _ = c.Wait(ctx, turnID)
-	}()
 	return func(yield func(Delta) bool) {
 		defer cancel()
+		// The end of the turn, watched from its last event on once the
+		// deltas are read: what arrives before is buffered.
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			_, _ = c.Wait(ctx, turnID)
+		}()
 		send := func(m *nats.Msg) bool {
 			d, ok := bus.DeltaOf(m, turnID)
 			if !ok {

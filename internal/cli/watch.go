@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
@@ -28,7 +29,7 @@ func Watch(ctx context.Context, cl *client.Client, turn string, t *timeline.Trac
 // started later is on it. Opened before a turn is submitted, it has the
 // text of every step.
 type deltaFeed struct {
-	ch     chan client.Delta // closed once the turn has finished
+	deltas iter.Seq[client.Delta] // ends once the turn has finished
 	cancel context.CancelFunc
 	after  int
 }
@@ -45,7 +46,7 @@ func openDeltas(ctx context.Context, cl *client.Client, turn string) (*deltaFeed
 		cancel()
 		return nil, fmt.Errorf("watch: subscribe deltas: %w", err)
 	}
-	f := &deltaFeed{ch: make(chan client.Delta), cancel: cancel}
+	f := &deltaFeed{deltas: deltas, cancel: cancel}
 	last, err := cl.Last(ctx, turn)
 	switch {
 	case errors.Is(err, client.ErrTurnNotFound):
@@ -55,16 +56,6 @@ func openDeltas(ctx context.Context, cl *client.Client, turn string) (*deltaFeed
 	default:
 		f.after = last.Seq
 	}
-	go func() {
-		defer close(f.ch)
-		for d := range deltas {
-			select {
-			case f.ch <- d:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
 	return f, nil
 }
 
@@ -73,11 +64,23 @@ func (f *deltaFeed) close() { f.cancel() }
 // watchFrom is Watch on a feed opened already.
 func watchFrom(ctx context.Context, feed *deltaFeed, cl *client.Client, turn string, t *timeline.Trace) (events.TurnFinishedData, error) {
 	var fin events.TurnFinishedData
-	deltas := feed.ch
 	t.StreamAfter(feed.after)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The deltas are read on a goroutine of their own, as the log is
+	// below, so that they print between its events.
+	deltas := make(chan client.Delta)
+	go func() {
+		defer close(deltas)
+		for d := range feed.deltas {
+			select {
+			case deltas <- d:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	if t.Children == nil {
 		t.Children = func(child string) ([]events.Envelope, error) { return readFinished(ctx, cl, child) }
 	}
@@ -85,8 +88,6 @@ func watchFrom(ctx context.Context, feed *deltaFeed, cl *client.Client, turn str
 		e   events.Envelope
 		err error
 	}
-	// The log is read on its own goroutine so that deltas print between
-	// its events.
 	evs := make(chan item)
 	go func() {
 		for e, err := range cl.FollowLog(ctx, turn) {
