@@ -111,3 +111,36 @@ func (f *Feed) CaughtUp() bool { return f.caughtUp }
 
 // Close ends the feed.
 func (f *Feed) Close() { f.tail.Close() }
+
+// FeedEvent is an event a feed read, and whether the feed had caught up
+// once it was read (CaughtUp).
+type FeedEvent struct {
+	Record
+	CaughtUp bool
+}
+
+// Chan delivers the feed's events to a channel until ctx ends, to wait for
+// them in a select beside other channels; the error channel says why it
+// stopped otherwise. The feed is then Chan's: call neither Next nor
+// CaughtUp, which each event repeats.
+func (f *Feed) Chan(ctx context.Context) (<-chan FeedEvent, <-chan error) {
+	out := make(chan FeedEvent, 64)
+	errs := make(chan error, 1)
+	go func() {
+		for {
+			r, err := f.Next(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					errs <- err
+				}
+				return
+			}
+			select {
+			case out <- FeedEvent{r, f.CaughtUp()}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, errs
+}

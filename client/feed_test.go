@@ -101,6 +101,27 @@ func TestFeed(t *testing.T) {
 		}
 	}
 
+	// Chan delivers the same, each event saying whether the feed had
+	// caught up: only the last of what is stored does.
+	feed, err := c.OpenFeed(ctx, client.FeedFilter{SessionID: session})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	events, errs := feed.Chan(fctx)
+	for i := range 2 * len(want) {
+		select {
+		case e := <-events:
+			if e.TurnID != ids[i/len(want)] || e.Seq != i%len(want)+1 || e.CaughtUp != (i == 2*len(want)-1) {
+				t.Errorf("Chan: event %d is %s seq %d, caught up %v", i, e.TurnID, e.Seq, e.CaughtUp)
+			}
+		case err := <-errs:
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	feed.Close()
+
 	for _, f := range []client.FeedFilter{{TurnID: client.NewID()}, {Since: time.Now().Add(time.Hour)}} {
 		feed, err := c.OpenFeed(ctx, f)
 		if err != nil {

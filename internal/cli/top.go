@@ -74,7 +74,7 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 	}
 	defer feed.Close()
 	caughtUp := feed.CaughtUp()
-	msgs, errs := feedOf(ctx, feed)
+	msgs, errs := feed.Chan(ctx)
 	all, err := t.cl.Turns(cctx, client.TurnFilter{})
 	if err != nil {
 		return c.fail("%v", err)
@@ -97,8 +97,8 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 		case err := <-errs:
 			return c.fail("%v", err)
 		case m := <-msgs:
-			t.add(m.r)
-			if !caughtUp && m.caughtUp {
+			t.add(m.Record)
+			if !caughtUp && m.CaughtUp {
 				caughtUp = true
 			}
 			if !*once || !caughtUp {
@@ -114,7 +114,10 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
 		err := t.refresh(rctx)
 		rcancel()
-		if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return interrupted(ctx) // stopped while it read: quietly, as in the select
+		case err != nil:
 			return c.fail("%v", err)
 		}
 		if tty {
@@ -128,36 +131,6 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 			fmt.Fprintln(c.stdout)
 		}
 	}
-}
-
-// fed is an event a feed read, and whether the feed had caught up then.
-type fed struct {
-	r        client.Record
-	caughtUp bool
-}
-
-// feedOf delivers a feed's events to a channel until ctx ends; the error
-// channel says why it stopped otherwise.
-func feedOf(ctx context.Context, feed *client.Feed) (<-chan fed, <-chan error) {
-	msgs := make(chan fed, 64)
-	errs := make(chan error, 1)
-	go func() {
-		for {
-			r, err := feed.Next(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					errs <- err
-				}
-				return
-			}
-			select {
-			case msgs <- fed{r, feed.CaughtUp()}:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return msgs, errs
 }
 
 // add takes one event into the counts and marks its turn to be read again.
