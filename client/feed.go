@@ -8,6 +8,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -63,24 +64,25 @@ func (c *Client) OpenFeed(ctx context.Context, filter FeedFilter) (*Feed, error)
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	tail, err := bus.NewTail(ctx, c.js, events.StreamEvents, subject, bus.Start{Time: filter.Since})
+	l, err := c.summaries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tail, err := turnlog.Tail(ctx, c.js, subject, bus.Start{Time: filter.Since})
 	if err != nil {
 		return nil, fmt.Errorf("client: open feed: %w", err)
 	}
 	f := &Feed{tail: tail}
 	// Caught up from the start when nothing is stored from where it begins.
-	stream, err := c.js.Stream(ctx, events.StreamEvents)
-	if err == nil {
-		var m *jetstream.RawStreamMsg
-		m, err = stream.GetLastMsgForSubject(ctx, subject)
-		f.caughtUp = errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Time.Before(filter.Since)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			err = nil
-		}
-	}
-	if err != nil {
+	m, err := l.Stream().GetLastMsgForSubject(ctx, subject)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		f.caughtUp = true
+	case err != nil:
 		tail.Close()
 		return nil, fmt.Errorf("client: open feed: %w", err)
+	default:
+		f.caughtUp = m.Time.Before(filter.Since)
 	}
 	return f, nil
 }
