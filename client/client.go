@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/turnlog"
 
 	"github.com/google/uuid"
 	"github.com/jetloop/jetloop/internal/events"
@@ -76,8 +77,9 @@ type Client struct {
 	// apiPrefix is WithAPIPrefix's, "" to find it.
 	apiPrefix string
 
-	mu    sync.Mutex
-	store *logstore.Store // bound on first use: the stream may be created after New
+	mu     sync.Mutex
+	store  *logstore.Store // bound on first use: the stream may be created after New
+	lister *turnlog.Lister // as store
 }
 
 // Option configures a Client.
@@ -146,6 +148,21 @@ func (c *Client) events(ctx context.Context) (*logstore.Store, error) {
 	}
 	c.store = s
 	return s, nil
+}
+
+// summaries binds the lister of turns and workflows on first use.
+func (c *Client) summaries(ctx context.Context) (*turnlog.Lister, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lister != nil {
+		return c.lister, nil
+	}
+	l, err := turnlog.NewLister(ctx, c.js)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	c.lister = l
+	return l, nil
 }
 
 // Text is the input of a turn that says one thing as the user.

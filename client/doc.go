@@ -21,7 +21,10 @@
 //
 // A turn's log is the truth: Watch and Events decode it into one Go type
 // per event type (TurnStarted … TurnFinished), Wait returns its
-// TurnFinished, and Turns and Turn describe turns at a glance.
+// TurnFinished, and Turns and Turn describe turns at a glance. Log, Last
+// and FollowLog read the same log as it is stored, a Record per event, to
+// export it or fold it elsewhere; OpenFeed reads many logs at once (every
+// turn's, or a session's) as they are written.
 // StreamDeltas follows the model's text as it is written, which the log
 // does not keep. Abort, Reply, Approve and Deny steer a turn; each checks
 // first that the turn can take it, and says why not (ErrTurnNotFound,

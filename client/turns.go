@@ -55,9 +55,9 @@ func (c *Client) Turns(ctx context.Context, filter TurnFilter) ([]Turn, error) {
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	l, err := turnlog.NewLister(ctx, c.js)
+	l, err := c.summaries(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+		return nil, err
 	}
 	all, err := l.List(ctx, filter.SessionID)
 	if err != nil {
@@ -80,9 +80,9 @@ func (c *Client) Turn(ctx context.Context, turnID string) (Turn, error) {
 	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	l, err := turnlog.NewLister(ctx, c.js)
+	l, err := c.summaries(ctx)
 	if err != nil {
-		return Turn{}, fmt.Errorf("client: %w", err)
+		return Turn{}, err
 	}
 	t, err := l.Get(ctx, turnID)
 	if errors.Is(err, turnlog.ErrNoTurn) {

@@ -63,7 +63,7 @@ func (c *Client) Watch(ctx context.Context, turnID string, opts ...WatchOption) 
 	}
 }
 
-// follow types the events turnlog.Follow yields.
+// follow types the records of a log as they are written.
 func (c *Client) follow(ctx context.Context, turnID string, from turnlog.From) iter.Seq2[Event, error] {
 	return c.followOf(ctx, turnID, from, nil)
 }
@@ -71,9 +71,9 @@ func (c *Client) follow(ctx context.Context, turnID string, from turnlog.From) i
 // followOf is follow of a turn parent runs (nil: none, or not known).
 func (c *Client) followOf(ctx context.Context, turnID string, from turnlog.From, parent *ParentRef) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		for env, err := range turnlog.Follow(ctx, c.js, turnID, from) {
+		for env, err := range c.records(ctx, turnID, from) {
 			if err != nil {
-				yield(nil, fmt.Errorf("client: %w", err))
+				yield(nil, err)
 				return
 			}
 			ev, err := fromEnvelopeOf(env, nil, parent)
@@ -162,14 +162,15 @@ func (c *Client) StreamDeltas(ctx context.Context, turnID string) (iter.Seq[Delt
 	// Nobody may range over the sequence: the subscription ends with ctx
 	// all the same.
 	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
-	// The end of the turn, watched from its last event on.
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		_, _ = c.Wait(ctx, turnID)
-	}()
 	return func(yield func(Delta) bool) {
 		defer cancel()
+		// The end of the turn, watched from its last event on once the
+		// deltas are read: what arrives before is buffered.
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			_, _ = c.Wait(ctx, turnID)
+		}()
 		send := func(m *nats.Msg) bool {
 			d, ok := bus.DeltaOf(m, turnID)
 			if !ok {

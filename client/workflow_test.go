@@ -31,6 +31,25 @@ func TestRunWorkflow(t *testing.T) {
 		r.TaskResults[0].Metrics.ModelCalls != 1 || r.Metrics.BusyMs != r.TaskResults[0].Metrics.DurationMs+r.TaskResults[1].Metrics.DurationMs {
 		t.Fatalf("task results %+v of %+v", r.TaskResults, r.WorkflowFinishedData)
 	}
+	// Workflows lists it, finished, and no turn (its tasks' turns among
+	// them).
+	list, err := c.Workflows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *client.WorkflowSummary
+	for i, w := range list {
+		if w.WorkflowID == id {
+			found = &list[i]
+		}
+		if w.WorkflowID == id+"-1" || w.Last == client.TypeTurnFinished {
+			t.Errorf("Workflows lists a turn: %+v", w)
+		}
+	}
+	if found == nil || found.Status != client.StatusFinished || found.StopReason != client.StopCompleted ||
+		found.Task != 2 || found.Last != client.TypeWorkflowFinished || found.Updated.Before(found.Started) {
+		t.Errorf("Workflows: %+v", found)
+	}
 	bad, err := c.RunWorkflow(ctx, client.Workflow{Agent: "Nobody", Tasks: []client.Task{{Input: json.RawMessage(`"x"`)}}})
 	if err != nil {
 		t.Fatal(err)

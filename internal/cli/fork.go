@@ -10,8 +10,6 @@ import (
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
-	"github.com/jetloop/jetloop/internal/logstore"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // fork starts a new turn whose history is another turn's conversation up to
@@ -42,32 +40,32 @@ func fork(ctx context.Context, c *command, args []string) int {
 	if text := strings.Join(f.Args()[1:], " "); text != "" {
 		sub.Input = []events.Message{{Role: events.RoleUser, Content: text}}
 	}
-	nc, js, err := c.connect()
+	nc, _, err := c.connect()
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
+	cl, err := c.sdk(nc)
+	if err != nil {
+		return c.fail("%v", err)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// Say at once what the orchestrator would only say in a dead letter.
-	if err := checkFork(pctx, js, orig, *from); err != nil {
+	if err := checkFork(pctx, cl, orig, *from); err != nil {
 		return c.fail("%v", err)
 	}
-	return c.start(ctx, nc, js, sub, tf)
+	return c.start(ctx, nc, sub, tf)
 }
 
 // checkFork fails when the orchestrator would refuse to fork turn from step.
-func checkFork(ctx context.Context, js jetstream.JetStream, turn string, step int) error {
-	store, err := logstore.New(ctx, js)
-	if err != nil {
-		return err
-	}
-	log, _, err := store.Read(ctx, turn)
-	if err != nil {
-		return err
-	}
-	if len(log) == 0 {
+func checkFork(ctx context.Context, cl *client.Client, turn string, step int) error {
+	log, err := cl.Log(ctx, turn)
+	if errors.Is(err, client.ErrTurnNotFound) {
 		return fmt.Errorf("no turn %q", turn)
+	}
+	if err != nil {
+		return err
 	}
 	if _, err = fsm.ForkPoint(log, step); err != nil {
 		var fe *fsm.ForkError

@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
-	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/timeline"
 	"github.com/jetloop/jetloop/internal/workflow"
 )
@@ -35,29 +36,23 @@ func (c *command) readLog(ctx context.Context, turn, file string) ([]events.Enve
 // readLogs reads the logs of turns from the server over one connection,
 // every event checked against its schema; a turn without a log is left out.
 func (c *command) readLogs(ctx context.Context, turns ...string) (map[string][]events.Envelope, error) {
-	nc, js, err := c.connect()
+	nc, _, err := c.connect()
 	if err != nil {
 		return nil, err
 	}
 	defer nc.Close()
-	store, err := logstore.New(ctx, js)
+	cl, err := c.sdk(nc)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string][]events.Envelope, len(turns))
 	for _, turn := range turns {
-		log, _, err := store.Read(ctx, turn)
-		if err != nil {
-			return nil, err
-		}
-		if len(log) == 0 {
+		log, err := cl.Log(ctx, turn)
+		if errors.Is(err, client.ErrTurnNotFound) {
 			continue
 		}
-		for _, e := range log {
-			data, _ := json.Marshal(e)
-			if err := events.ValidateEvent(data); err != nil {
-				return nil, fmt.Errorf("turn %s: event %d: %w", turn, e.Seq, err)
-			}
+		if err != nil {
+			return nil, err
 		}
 		out[turn] = log
 	}

@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,4 +50,78 @@ func TestCommandsSubmitThroughTheClient(t *testing.T) {
 			return true
 		})
 	}
+}
+
+// TestCommandsReadThroughTheClient: no command, nor the web view, reads a
+// turn's or a workflow's log itself; watch, replay, export, show, turns,
+// top, fork and the rest read through client (Log, Last, FollowLog,
+// OpenFeed, Turns, Workflows), which decides in one place where a log is
+// stored.
+func TestCommandsReadThroughTheClient(t *testing.T) {
+	// The readers of logs the client wraps.
+	readers := map[string][]string{
+		"turnlog":  {"Follow", "NewLister", "Lister"},
+		"logstore": {"New", "Store"},
+		"bus":      {"NewStore", "Store"},
+		// bus.Follow and bus.NewTail read any stream: of the events
+		// stream, by its name or its subjects.
+		"events": {"StreamEvents", "TurnEventsFilter", "SessionEventsFilter"},
+	}
+	// The web view jetloop ui serves too, but for its turns page, which
+	// lists every log by subject, whatever its kind: the client lists turns
+	// and workflows only.
+	excused := map[string]bool{"../ui/ui.go Server": true, "../ui/ui.go Start": true, "../ui/turns.go row": true,
+		"../ui/turns.go turnsLive": true}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ui, err := filepath.Glob("../ui/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, path := range append(files, ui...) {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			name := declName(decl)
+			ast.Inspect(decl, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				x, ok := sel.X.(*ast.Ident)
+				if !ok || !slices.Contains(readers[x.Name], sel.Sel.Name) || excused[path+" "+name] {
+					return true
+				}
+				t.Errorf("%s: %s uses %s.%s: read logs through client", fset.Position(sel.Pos()), name, x.Name, sel.Sel.Name)
+				return true
+			})
+		}
+	}
+}
+
+// declName names a top-level declaration: a function's or method's name,
+// or the first name a type, var or const declaration declares.
+func declName(d ast.Decl) string {
+	switch d := d.(type) {
+	case *ast.FuncDecl:
+		return d.Name.Name
+	case *ast.GenDecl:
+		for _, s := range d.Specs {
+			switch s := s.(type) {
+			case *ast.TypeSpec:
+				return s.Name.Name
+			case *ast.ValueSpec:
+				return s.Names[0].Name
+			}
+		}
+	}
+	return ""
 }

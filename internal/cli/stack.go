@@ -162,20 +162,21 @@ func demo(ctx context.Context, c *command, args []string) int {
 			sub.Input = []events.Message{{Role: events.RoleUser, Content: *input}}
 		}
 	}
-	feed, err := openDeltas(ctx, s.nc, s.js, sub.TurnID)
+	cl, err := client.New(s.nc)
+	var feed *deltaFeed
+	if err == nil {
+		feed, err = openDeltas(ctx, cl, sub.TurnID)
+	}
 	if err == nil {
 		defer feed.close()
-		var cl *client.Client
-		if cl, err = client.New(s.nc); err == nil {
-			_, err = cl.Submit(ctx, sub)
-		}
+		_, err = cl.Submit(ctx, sub)
 	}
 	if err != nil {
 		stop()
 		_ = s.stop()
 		return c.fail("%v", err)
 	}
-	fin, werr := watchFrom(ctx, feed, s.js, sub.TurnID, timeline.NewTrace(c.stdout, c.color()))
+	fin, werr := watchFrom(ctx, feed, cl, sub.TurnID, timeline.NewTrace(c.stdout, c.color()))
 	stop()
 	if err := s.stop(); err != nil && werr == nil {
 		werr = err
@@ -272,5 +273,5 @@ func (c *command) demoWorkflow(ctx context.Context, s *devStack, path string) in
 	if _, err := cl.RunWorkflow(pctx, w); err != nil {
 		return c.fail("%v", err)
 	}
-	return c.followWorkflow(ctx, s.nc, s.js, w.WorkflowID)
+	return c.followWorkflow(ctx, cl, w.WorkflowID)
 }

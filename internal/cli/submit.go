@@ -12,15 +12,11 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/client"
-	"github.com/jetloop/jetloop/internal/logstore"
-	"github.com/jetloop/jetloop/internal/timeline"
-	"github.com/jetloop/jetloop/internal/turnlog"
-
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/model"
+	"github.com/jetloop/jetloop/internal/timeline"
 	"github.com/jetloop/jetloop/schemas"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
@@ -156,18 +152,18 @@ func submit(ctx context.Context, c *command, args []string) int {
 	if !events.ValidID(sub.TurnID) {
 		return c.usageErr("invalid turn id %q", sub.TurnID)
 	}
-	nc, js, err := c.connect()
+	nc, _, err := c.connect()
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
-	return c.start(ctx, nc, js, sub, tf)
+	return c.start(ctx, nc, sub, tf)
 }
 
 // start publishes a submission and prints its turn id; unless --no-wait it
 // waits for the turn to start or be rejected, and with --watch follows it
 // until it finishes.
-func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, sub client.TurnRequest, tf *turnFlags) int {
+func (c *command) start(ctx context.Context, nc *nats.Conn, sub client.TurnRequest, tf *turnFlags) int {
 	cl, err := c.sdk(nc)
 	if err != nil {
 		return c.fail("%v", err)
@@ -177,7 +173,7 @@ func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 	var before prior
 	if !*tf.noWait {
 		var err error
-		if before, err = priorOf(pctx, js, sub); err != nil {
+		if before, err = priorOf(pctx, cl, sub); err != nil {
 			var r *reusedError
 			if errors.As(err, &r) {
 				fmt.Fprintf(c.stderr, "jetloop %s: %v\n", c.name, err)
@@ -191,7 +187,7 @@ func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 		// Subscribed before the turn exists, the trace has its first
 		// streamed word.
 		var err error
-		if feed, err = openDeltas(pctx, nc, js, sub.TurnID); err != nil {
+		if feed, err = openDeltas(ctx, cl, sub.TurnID); err != nil {
 			return c.fail("%v", err)
 		}
 		defer feed.close()
@@ -211,10 +207,10 @@ func (c *command) start(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 		return ExitStopped
 	}
 	if !*tf.noWait {
-		code = c.awaitStart(ctx, js, sub.TurnID, before, *tf.startTimeout)
+		code = c.awaitStart(ctx, cl, sub.TurnID, before, *tf.startTimeout)
 	}
 	if code == ExitOK && *tf.watch && ctx.Err() == nil {
-		code = c.follow(ctx, feed, js, sub.TurnID)
+		code = c.follow(ctx, feed, cl, sub.TurnID)
 	}
 	if ctx.Err() != nil && !c.saidDenial() {
 		// The command stopped, not the turn: say how to get back to it.
@@ -240,19 +236,18 @@ type prior struct {
 // submission started is refused here: the inbox would drop this one as a
 // duplicate of its id, or the orchestrator make it a dead letter, and the
 // turn's log would never say.
-func priorOf(ctx context.Context, js jetstream.JetStream, sub client.TurnRequest) (prior, error) {
-	store, err := logstore.New(ctx, js)
-	if err != nil {
-		return prior{}, err
+func priorOf(ctx context.Context, cl *client.Client, sub client.TurnRequest) (prior, error) {
+	last, err := cl.Last(ctx, sub.TurnID)
+	if errors.Is(err, client.ErrTurnNotFound) {
+		return prior{}, nil
 	}
-	last, _, ok, err := store.Last(ctx, sub.TurnID)
-	if err != nil || !ok {
+	if err != nil {
 		return prior{}, err
 	}
 	if last.Seq == 1 && last.Type == events.TurnFinished {
 		return prior{skip: last.ID}, nil
 	}
-	first, ok, err := firstEvent(ctx, js, sub.TurnID, "")
+	first, ok, err := firstEvent(ctx, cl, sub.TurnID, "")
 	if err != nil || !ok {
 		return prior{}, fmt.Errorf("read turn %s: %v", sub.TurnID, err)
 	}
@@ -281,14 +276,14 @@ func (e *reusedError) Error() string {
 // (an unknown agent, several agents and none named) is printed with the
 // orchestrator's reason and exits 1; a turn that has not started by then
 // is still in the inbox, which is said, and exits 0.
-func (c *command) awaitStart(ctx context.Context, js jetstream.JetStream, turn string, before prior, d time.Duration) int {
+func (c *command) awaitStart(ctx context.Context, cl *client.Client, turn string, before prior, d time.Duration) int {
 	if before.started {
 		fmt.Fprintf(c.stderr, "jetloop %s: turn %s was started by this same submission already; nothing changed\n", c.name, turn)
 		return ExitOK
 	}
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	first, ok, err := firstEvent(wctx, js, turn, before.skip)
+	first, ok, err := firstEvent(wctx, cl, turn, before.skip)
 	switch {
 	case ok && first.Type == events.TurnFinished:
 		var fin events.TurnFinishedData
@@ -312,8 +307,8 @@ func (c *command) awaitStart(ctx context.Context, js jetstream.JetStream, turn s
 
 // firstEvent returns the first event of turn's log other than the one
 // whose id is skip, waiting until ctx ends; ok is false when none came.
-func firstEvent(ctx context.Context, js jetstream.JetStream, turn, skip string) (events.Envelope, bool, error) {
-	for e, err := range turnlog.Follow(ctx, js, turn, turnlog.FromFirst) {
+func firstEvent(ctx context.Context, cl *client.Client, turn, skip string) (events.Envelope, bool, error) {
+	for e, err := range cl.FollowLog(ctx, turn) {
 		if err != nil {
 			return e, false, err
 		}
@@ -337,23 +332,25 @@ func watch(ctx context.Context, c *command, args []string) int {
 	if c.flags.NArg() != 1 || !events.ValidID(c.flags.Arg(0)) {
 		return c.usageErr("usage: jetloop watch [--wait] TURN")
 	}
-	nc, js, err := c.connect()
+	nc, _, err := c.connect()
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
+	cl, err := c.sdk(nc)
+	if err != nil {
+		return c.fail("%v", err)
+	}
 	turn := c.flags.Arg(0)
 	if *wait {
 		// Say what it waits for: a mistyped id would otherwise wait in
 		// silence.
-		if store, err := logstore.New(ctx, js); err == nil {
-			if _, _, ok, err := store.Last(ctx, turn); err == nil && !ok {
-				fmt.Fprintf(c.stderr, "jetloop watch: turn %q has no events yet; waiting for it to start\n", turn)
-			}
+		if _, err := cl.Last(ctx, turn); errors.Is(err, client.ErrTurnNotFound) {
+			fmt.Fprintf(c.stderr, "jetloop watch: turn %q has no events yet; waiting for it to start\n", turn)
 		}
 	} else {
 		wctx, cancel := context.WithTimeout(ctx, watchUnknownAfter)
-		_, ok, err := firstEvent(wctx, js, turn, "")
+		_, ok, err := firstEvent(wctx, cl, turn, "")
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -365,20 +362,20 @@ func watch(ctx context.Context, c *command, args []string) int {
 			return ExitStopped
 		}
 	}
-	feed, err := openDeltas(ctx, nc, js, turn)
+	feed, err := openDeltas(ctx, cl, turn)
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	defer feed.close()
-	return c.follow(ctx, feed, js, turn)
+	return c.follow(ctx, feed, cl, turn)
 }
 
 // follow prints a turn's trace until it finishes; the exit status says how it
 // ended: 0 for completed and synthesis_done, 1 for any other stop. Stopped by
 // a signal before that, it exits quietly (see interrupted): the turn goes on
 // without its viewer.
-func (c *command) follow(ctx context.Context, feed *deltaFeed, js jetstream.JetStream, turn string) int {
-	fin, err := watchFrom(ctx, feed, js, turn, timeline.NewTrace(c.stdout, c.color()))
+func (c *command) follow(ctx context.Context, feed *deltaFeed, cl *client.Client, turn string) int {
+	fin, err := watchFrom(ctx, feed, cl, turn, timeline.NewTrace(c.stdout, c.color()))
 	if err != nil && ctx.Err() != nil {
 		return interrupted(ctx)
 	}

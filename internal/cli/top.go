@@ -12,9 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,12 +21,12 @@ import (
 // rates of steps, tool calls and finished turns, each tool's latency, and the
 // dead letters, redrawn every interval from the events stream.
 type top struct {
-	lister *turnlog.Lister
+	cl     *client.Client
 	dead   jetstream.Stream
 	window time.Duration
-	// turns is every turn's summary by its log's subject; dirty are those
-	// with events since the last screen.
-	turns map[string]turnlog.Turn
+	// turns is every turn's summary by its id; dirty are those with events
+	// since the last screen.
+	turns map[string]client.Turn
 	dirty map[string]bool
 	// In the window: when steps started and turns finished, and each
 	// tool's calls.
@@ -61,7 +60,7 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	t := &top{window: *window, dirty: map[string]bool{}, tools: map[string][]toolSample{}}
-	if t.lister, err = turnlog.NewLister(cctx, js); err != nil {
+	if t.cl, err = c.sdk(nc); err != nil {
 		return c.fail("%v", err)
 	}
 	if t.dead, err = js.Stream(cctx, events.StreamDead); err != nil {
@@ -69,21 +68,21 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 	}
 	// Follow from the start of the window, then list: an event in between
 	// is counted once and its turn read again, never missed.
-	start := time.Now().Add(-*window)
-	msgs, errs, stop, err := bus.Follow(ctx, js, events.StreamEvents, "jetloop.events.>", bus.Start{Time: start})
-	if err != nil {
-		return c.fail("follow %s: %v", events.StreamEvents, err)
-	}
-	defer stop()
-	all, err := t.lister.List(cctx, "")
+	feed, err := t.cl.OpenFeed(cctx, client.FeedFilter{Since: time.Now().Add(-*window)})
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	t.turns = make(map[string]turnlog.Turn, len(all))
-	for _, s := range all {
-		t.turns[events.EventsSubject(s.SessionID, s.TurnID)] = s
+	defer feed.Close()
+	caughtUp := feed.CaughtUp()
+	msgs, errs := feed.Chan(ctx)
+	all, err := t.cl.Turns(cctx, client.TurnFilter{})
+	if err != nil {
+		return c.fail("%v", err)
 	}
-	caughtUp := t.caughtUp(cctx, start)
+	t.turns = make(map[string]client.Turn, len(all))
+	for _, s := range all {
+		t.turns[s.TurnID] = s
+	}
 	tty := !*once && c.color()
 	if tty {
 		fmt.Fprint(c.stdout, "\x1b[?25l") // no cursor blinking over the table
@@ -96,10 +95,10 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 		case <-ctx.Done():
 			return interrupted(ctx)
 		case err := <-errs:
-			return c.fail("follow %s: %v", events.StreamEvents, err)
+			return c.fail("%v", err)
 		case m := <-msgs:
-			t.add(m)
-			if !caughtUp && m.Pending == 0 {
+			t.add(m.Record)
+			if !caughtUp && m.CaughtUp {
 				caughtUp = true
 			}
 			if !*once || !caughtUp {
@@ -110,7 +109,15 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 				continue
 			}
 		}
-		if err := t.refresh(cctx); err != nil {
+		// Each screen's reads get a deadline of their own: top runs for as
+		// long as it is left to, past cctx's minute.
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		err := t.refresh(rctx)
+		rcancel()
+		switch {
+		case ctx.Err() != nil:
+			return interrupted(ctx) // stopped while it read: quietly, as in the select
+		case err != nil:
 			return c.fail("%v", err)
 		}
 		if tty {
@@ -126,18 +133,10 @@ func topCmd(ctx context.Context, c *command, args []string) int {
 	}
 }
 
-// caughtUp reports whether there is nothing to read from the window: no
-// event since start.
-func (t *top) caughtUp(ctx context.Context, start time.Time) bool {
-	m, err := t.lister.Stream().GetLastMsgForSubject(ctx, "jetloop.events.>")
-	return errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Time.Before(start)
-}
-
 // add takes one event into the counts and marks its turn to be read again.
-func (t *top) add(m bus.TailMsg) {
-	t.dirty[m.Subject] = true
-	// One event, or a decision's events, per message.
-	_ = events.Each(m.Data, func(e events.Envelope) error { t.count(e); return nil })
+func (t *top) add(e client.Record) {
+	t.dirty[e.TurnID] = true
+	t.count(e)
 }
 
 // count takes one event into the counts.
@@ -159,17 +158,17 @@ func (t *top) count(e events.Envelope) {
 // refresh reads again the turns that had events, drops what left the
 // window and counts the dead letters.
 func (t *top) refresh(ctx context.Context) error {
-	for subj := range t.dirty {
-		s, err := t.lister.Summary(ctx, subj)
+	for id := range t.dirty {
+		s, err := t.cl.Turn(ctx, id)
 		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-			delete(t.turns, subj)
+		case errors.Is(err, client.ErrTurnNotFound):
+			delete(t.turns, id)
 		case err != nil:
 			return err
 		case s.TurnID != "": // a workflow's log is not a turn
-			t.turns[subj] = s
+			t.turns[id] = s
 		}
-		delete(t.dirty, subj)
+		delete(t.dirty, id)
 	}
 	from := time.Now().Add(-t.window)
 	recent := func(at time.Time) bool { return !at.Before(from) }
@@ -203,8 +202,8 @@ func (t *top) screen(w io.Writer, now time.Time, rows int, color bool) {
 		}
 		return s
 	}
-	var live []turnlog.Turn
-	byStatus := map[turnlog.Status]int{}
+	var live []client.Turn
+	byStatus := map[client.Status]int{}
 	byReason := map[events.StopReason]int{}
 	for _, s := range t.turns {
 		byStatus[s.Status]++
@@ -233,7 +232,12 @@ func (t *top) screen(w io.Writer, now time.Time, rows int, color bool) {
 		float64(len(t.steps))/secs, float64(calls)/secs, float64(len(t.finished))/secs)
 	fmt.Fprintf(w, "dead    %d dead letters (jetloop dead)\n\n", t.deadLetters)
 
-	turnlog.Sort(live)
+	slices.SortFunc(live, func(a, b client.Turn) int { // newest first
+		if c := b.Started.Compare(a.Started); c != 0 {
+			return c
+		}
+		return strings.Compare(a.TurnID, b.TurnID)
+	})
 	fmt.Fprintln(w, bold("RUNNING AND PAUSED"))
 	if len(live) == 0 {
 		fmt.Fprintln(w, "none")

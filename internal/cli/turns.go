@@ -9,22 +9,22 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Turn statuses, as turns --status takes them.
 const (
-	StatusRunning  = turnlog.Running
-	StatusPaused   = turnlog.Paused
-	StatusFinished = turnlog.Finished
+	StatusRunning  = client.StatusRunning
+	StatusPaused   = client.StatusPaused
+	StatusFinished = client.StatusFinished
 )
 
 // Summary is a turn at a glance, as `turns --json` and `show --json` print
 // it.
 type Summary struct {
-	turnlog.Turn
+	client.Turn
 
 	// Only show fills these.
 	Detail *Detail `json:"detail,omitempty"`
@@ -46,7 +46,7 @@ type Detail struct {
 }
 
 // statusText is a summary's status in a table cell.
-func statusText(s turnlog.Turn) string {
+func statusText(s client.Turn) string {
 	switch s.Status {
 	case StatusFinished:
 		return "finished: " + string(s.StopReason)
@@ -99,16 +99,18 @@ func turns(ctx context.Context, c *command, args []string) int {
 	defer nc.Close()
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	l, err := turnlog.NewLister(cctx, js)
+	cl, err := c.sdk(nc)
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	all, err := l.List(cctx, *session)
+	// Filtered here, not by the client: a rejected turn's agent is known
+	// only once rejectedAgents has read it.
+	all, err := cl.Turns(cctx, client.TurnFilter{SessionID: *session})
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	rejectedAgents(cctx, js, all)
-	var shown []turnlog.Turn
+	var shown []client.Turn
 	for _, s := range all {
 		if (*status == "" || string(s.Status) == *status || string(s.StopReason) == *status) && (*agent == "" || s.Agent == *agent) &&
 			!s.Started.Before(cutoff) {
@@ -135,7 +137,7 @@ func turns(ctx context.Context, c *command, args []string) int {
 	return ExitOK
 }
 
-func printTurns(w io.Writer, list []turnlog.Turn, now time.Time) {
+func printTurns(w io.Writer, list []client.Turn, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TURN\tSESSION\tAGENT\tSTATUS\tSTEPS\tTOOLS\tAGE")
 	for _, s := range list {
@@ -146,7 +148,7 @@ func printTurns(w io.Writer, list []turnlog.Turn, now time.Time) {
 }
 
 // sessionText shows a session only when it is not the turn's own.
-func sessionText(s turnlog.Turn) string {
+func sessionText(s client.Turn) string {
 	if s.SessionID == s.TurnID {
 		return "-"
 	}
@@ -154,7 +156,7 @@ func sessionText(s turnlog.Turn) string {
 }
 
 func validStatus(s string) bool {
-	switch turnlog.Status(s) {
+	switch client.Status(s) {
 	case StatusRunning, StatusPaused, StatusFinished:
 		return true
 	}
@@ -166,7 +168,7 @@ func validStatus(s string) bool {
 // rejectedAgents fills in the agent of rejected turns, whose logs hold only
 // their turn.finished: it is the agent their submission named, kept with it
 // as a dead letter. What cannot be read stays unsaid.
-func rejectedAgents(ctx context.Context, js jetstream.JetStream, list []turnlog.Turn) {
+func rejectedAgents(ctx context.Context, js jetstream.JetStream, list []client.Turn) {
 	want := map[string]int{}
 	for i, s := range list {
 		if s.StopReason == events.StopRejected && s.Agent == "" {

@@ -3,27 +3,25 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"time"
+	"iter"
 
-	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/timeline"
-	"github.com/jetloop/jetloop/internal/turnlog"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Watch follows a turn's log from its first event, printing each event and
 // the streamed model text, until the turn finishes or ctx ends. It returns the
 // turn's turn.finished data.
-func Watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn string, t *timeline.Trace) (events.TurnFinishedData, error) {
-	feed, err := openDeltas(ctx, nc, js, turn)
+func Watch(ctx context.Context, cl *client.Client, turn string, t *timeline.Trace) (events.TurnFinishedData, error) {
+	feed, err := openDeltas(ctx, cl, turn)
 	if err != nil {
 		return events.TurnFinishedData{}, err
 	}
 	defer feed.close()
-	return watchFrom(ctx, feed, js, turn, t)
+	return watchFrom(ctx, feed, cl, turn, t)
 }
 
 // deltaFeed is a subscription to a turn's streamed text that took effect
@@ -31,64 +29,68 @@ func Watch(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn stri
 // started later is on it. Opened before a turn is submitted, it has the
 // text of every step.
 type deltaFeed struct {
-	sub   *nats.Subscription
-	ch    chan *nats.Msg
-	after int
+	deltas iter.Seq[client.Delta] // ends once the turn has finished
+	cancel context.CancelFunc
+	after  int
 }
 
-func openDeltas(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, turn string) (*deltaFeed, error) {
-	f := &deltaFeed{ch: make(chan *nats.Msg, 4096)}
-	sub, err := nc.ChanSubscribe(events.DeltaSubject(turn), f.ch)
+// openDeltas subscribes to a turn's deltas until close, then reads where
+// its log ends.
+func openDeltas(ctx context.Context, cl *client.Client, turn string) (*deltaFeed, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	// The subscription is made here, before the read below goes out on the
+	// same connection: the server has the interest when it answers it, so a
+	// step that starts after the log's last event streams all its text to us.
+	deltas, err := cl.StreamDeltas(ctx, turn)
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("watch: subscribe deltas: %w", err)
 	}
-	f.sub = sub
-	// Once a flush returns the server has the interest: a step that starts
-	// after the log's last event below streams all its text to us.
-	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := nc.FlushWithContext(fctx); err != nil {
-		f.close()
-		return nil, fmt.Errorf("watch: subscribe deltas: %w", err)
-	}
-	store, err := bus.NewStore(fctx, js)
-	if err != nil {
-		f.close()
-		return nil, err
-	}
-	last, _, ok, err := store.Last(fctx, turn)
-	if err != nil {
-		f.close()
+	f := &deltaFeed{deltas: deltas, cancel: cancel}
+	last, err := cl.Last(ctx, turn)
+	switch {
+	case errors.Is(err, client.ErrTurnNotFound):
+	case err != nil:
+		cancel()
 		return nil, fmt.Errorf("watch: read turn %s: %w", turn, err)
-	}
-	if ok {
+	default:
 		f.after = last.Seq
 	}
 	return f, nil
 }
 
-func (f *deltaFeed) close() { _ = f.sub.Unsubscribe() }
+func (f *deltaFeed) close() { f.cancel() }
 
 // watchFrom is Watch on a feed opened already.
-func watchFrom(ctx context.Context, feed *deltaFeed, js jetstream.JetStream, turn string, t *timeline.Trace) (events.TurnFinishedData, error) {
+func watchFrom(ctx context.Context, feed *deltaFeed, cl *client.Client, turn string, t *timeline.Trace) (events.TurnFinishedData, error) {
 	var fin events.TurnFinishedData
-	deltas := feed.ch
 	t.StreamAfter(feed.after)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The deltas are read on a goroutine of their own, as the log is
+	// below, so that they print between its events.
+	deltas := make(chan client.Delta)
+	go func() {
+		defer close(deltas)
+		for d := range feed.deltas {
+			select {
+			case deltas <- d:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	if t.Children == nil {
-		t.Children = func(child string) ([]events.Envelope, error) { return readFinished(ctx, js, child) }
+		t.Children = func(child string) ([]events.Envelope, error) { return readFinished(ctx, cl, child) }
 	}
 	type item struct {
 		e   events.Envelope
 		err error
 	}
-	// The log is read on its own goroutine so that deltas print between
-	// its events.
 	evs := make(chan item)
 	go func() {
-		for e, err := range turnlog.Follow(ctx, js, turn, turnlog.FromFirst) {
+		for e, err := range cl.FollowLog(ctx, turn) {
 			select {
 			case evs <- item{e, err}:
 			case <-ctx.Done():
@@ -103,10 +105,12 @@ func watchFrom(ctx context.Context, feed *deltaFeed, js jetstream.JetStream, tur
 		select {
 		case <-ctx.Done():
 			return fin, ctx.Err()
-		case m := <-deltas:
-			if d, ok := bus.DeltaOf(m, turn); ok { // only this turn's deltas
-				t.Delta(d)
+		case d, ok := <-deltas:
+			if !ok {
+				deltas = nil // the turn has finished: the rest is in its log
+				continue
 			}
+			t.Delta(d)
 		case it := <-evs:
 			if it.err != nil {
 				return fin, it.err
@@ -124,9 +128,9 @@ func watchFrom(ctx context.Context, feed *deltaFeed, js jetstream.JetStream, tur
 
 // readFinished reads the log of a turn that has finished, up to its
 // turn.finished.
-func readFinished(ctx context.Context, js jetstream.JetStream, turn string) ([]events.Envelope, error) {
+func readFinished(ctx context.Context, cl *client.Client, turn string) ([]events.Envelope, error) {
 	var log []events.Envelope
-	for e, err := range turnlog.Follow(ctx, js, turn, turnlog.FromFirst) {
+	for e, err := range cl.FollowLog(ctx, turn) {
 		if err != nil {
 			return log, err
 		}

@@ -6,18 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/client/workflowfile"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/timeline"
-	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/jetloop/jetloop/internal/workflow"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -50,15 +46,19 @@ func workflowCmd(ctx context.Context, c *command, args []string) int {
 	}
 	switch sub {
 	case "watch", "show":
-		nc, js, err := c.connect()
+		nc, _, err := c.connect()
 		if err != nil {
 			return c.fail("%v", err)
 		}
 		defer nc.Close()
-		if sub == "show" {
-			return c.showWorkflow(ctx, js, arg)
+		cl, err := c.sdk(nc)
+		if err != nil {
+			return c.fail("%v", err)
 		}
-		return c.followWorkflow(ctx, nc, js, arg)
+		if sub == "show" {
+			return c.showWorkflow(ctx, cl, arg)
+		}
+		return c.followWorkflow(ctx, cl, arg)
 	case "abort":
 		return c.workflowControl(ctx, arg, events.Control{Action: events.ActionAbort, Reason: *reason})
 	case "approve", "deny":
@@ -100,15 +100,15 @@ func workflowRun(ctx context.Context, c *command, path, id string, follow bool) 
 	if !follow {
 		return ExitOK
 	}
-	return c.followWorkflow(ctx, nc, js, w.WorkflowID)
+	return c.followWorkflow(ctx, cl, w.WorkflowID)
 }
 
 // followWorkflow prints a workflow's events as they come, each task's turn
 // traced live and indented under its task, until the workflow finishes.
-func (c *command) followWorkflow(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, id string) int {
+func (c *command) followWorkflow(ctx context.Context, cl *client.Client, id string) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for e, err := range turnlog.Follow(ctx, js, id, turnlog.FromFirst) {
+	for e, err := range cl.FollowLog(ctx, id) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return interrupted(ctx)
@@ -123,7 +123,7 @@ func (c *command) followWorkflow(ctx context.Context, nc *nats.Conn, js jetstrea
 		case events.TaskStarted:
 			var d events.TaskStartedData
 			_ = json.Unmarshal(e.Data, &d)
-			if _, err := Watch(ctx, nc, js, d.TurnID, timeline.NewTrace(timeline.Indented(c.stdout), c.color())); err != nil {
+			if _, err := Watch(ctx, cl, d.TurnID, timeline.NewTrace(timeline.Indented(c.stdout), c.color())); err != nil {
 				if ctx.Err() != nil {
 					return interrupted(ctx)
 				}
@@ -141,8 +141,8 @@ func (c *command) followWorkflow(ctx context.Context, nc *nats.Conn, js jetstrea
 	return interrupted(ctx)
 }
 
-func (c *command) showWorkflow(ctx context.Context, js jetstream.JetStream, id string) int {
-	st, err := loadWorkflow(ctx, js, id)
+func (c *command) showWorkflow(ctx context.Context, cl *client.Client, id string) int {
+	st, err := loadWorkflow(ctx, cl, id)
 	if err != nil {
 		return c.fail("%v", err)
 	}
@@ -168,19 +168,21 @@ func (c *command) showWorkflow(ctx context.Context, js jetstream.JetStream, id s
 	return ExitOK
 }
 
-func loadWorkflow(ctx context.Context, js jetstream.JetStream, id string) (*workflow.State, error) {
+func loadWorkflow(ctx context.Context, cl *client.Client, id string) (*workflow.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	store, err := logstore.New(ctx, js)
-	if err != nil {
+	log, err := cl.Log(ctx, id)
+	switch {
+	case errors.Is(err, client.ErrTurnNotFound):
+		return nil, fmt.Errorf("no workflow %q", id)
+	case err != nil:
 		return nil, err
-	}
-	st, _, err := store.LoadWorkflow(ctx, id)
-	if errors.Is(err, logstore.ErrIsTurn) {
+	case !log[0].Type.Workflow():
 		return nil, fmt.Errorf("%s is a turn, not a workflow", id)
 	}
+	st, err := workflow.Fold(log)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("fold workflow %s: %w", id, err)
 	}
 	if !st.Exists() {
 		return nil, fmt.Errorf("no workflow %q", id)
@@ -228,31 +230,7 @@ func (c *command) warnUnservedHooks(ctx context.Context, js jetstream.JetStream,
 }
 
 // WorkflowSummary is one workflow as jetloop workflows --json prints it.
-type WorkflowSummary struct {
-	WorkflowID string `json:"workflow_id"`
-	// Status is running, paused (a gate waits for approval) or finished.
-	Status     string            `json:"status"`
-	StopReason events.StopReason `json:"stop_reason,omitempty"`
-	// Task is the task the workflow is at (or ended at); Last the type of
-	// its last event.
-	Task    int         `json:"task"`
-	Last    events.Type `json:"last"`
-	Started time.Time   `json:"started"`
-	Updated time.Time   `json:"updated"`
-}
-
-func workflowRow(first, last events.Envelope) WorkflowSummary {
-	s := WorkflowSummary{WorkflowID: first.TurnID, Status: "running", Task: last.Step, Last: last.Type, Started: first.Time, Updated: last.Time}
-	switch {
-	case last.Type == events.WorkflowFinished:
-		var d events.WorkflowFinishedData
-		_ = json.Unmarshal(last.Data, &d)
-		s.Status, s.StopReason = "finished", d.StopReason
-	case last.Type == events.WorkflowGated && strings.Contains(string(last.Data), `"wait"`):
-		s.Status = "paused"
-	}
-	return s
-}
+type WorkflowSummary = client.WorkflowSummary
 
 // workflowsCmd lists workflows, newest first.
 func workflowsCmd(ctx context.Context, c *command, args []string) int {
@@ -263,48 +241,23 @@ func workflowsCmd(ctx context.Context, c *command, args []string) int {
 	if c.flags.NArg() != 0 {
 		return c.usageErr("workflows takes no arguments")
 	}
-	nc, js, err := c.connect()
+	nc, _, err := c.connect()
 	if err != nil {
 		return c.fail("%v", err)
 	}
 	defer nc.Close()
-	l, err := turnlog.NewLister(ctx, js)
+	cl, err := c.sdk(nc)
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	var (
-		mu    sync.Mutex
-		rows  []events.Envelope
-		lasts = map[string]events.Envelope{}
-	)
-	err = l.Each(ctx, "", func(ctx context.Context, subject string) error {
-		first, err := l.Stream().GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
-		if err != nil {
-			return nil // purged since the listing
-		}
-		e, err := events.FirstOf(first.Data)
-		if err != nil || !e.Type.Workflow() {
-			return nil
-		}
-		last, err := l.Stream().GetLastMsgForSubject(ctx, subject)
-		if err != nil {
-			return nil
-		}
-		le, _ := events.LastOf(last.Data)
-		mu.Lock()
-		defer mu.Unlock()
-		rows = append(rows, e)
-		lasts[e.TurnID] = le
-		return nil
-	})
+	rows, err := cl.Workflows(ctx)
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	slices.SortFunc(rows, func(a, b events.Envelope) int { return b.Time.Compare(a.Time) })
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
-		for _, e := range rows {
-			if err := enc.Encode(workflowRow(e, lasts[e.TurnID])); err != nil {
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
 				return c.fail("%v", err)
 			}
 		}
@@ -312,17 +265,15 @@ func workflowsCmd(ctx context.Context, c *command, args []string) int {
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "WORKFLOW\tSTATUS\tTASK\tSTARTED")
-	for _, e := range rows {
-		last := lasts[e.TurnID]
-		status := "running (" + string(last.Type) + ")"
-		if last.Type == events.WorkflowFinished {
-			var d events.WorkflowFinishedData
-			_ = json.Unmarshal(last.Data, &d)
-			status = "finished: " + string(d.StopReason)
-		} else if last.Type == events.WorkflowGated && strings.Contains(string(last.Data), `"wait"`) {
+	for _, r := range rows {
+		status := "running (" + string(r.Last) + ")"
+		switch r.Status {
+		case client.StatusFinished:
+			status = "finished: " + string(r.StopReason)
+		case client.StatusPaused:
 			status = "paused: waits for approval"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s ago\n", e.TurnID, status, last.Step, age(time.Since(e.Time)))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s ago\n", r.WorkflowID, status, r.Task, age(time.Since(r.Started)))
 	}
 	_ = w.Flush()
 	return ExitOK

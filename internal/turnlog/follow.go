@@ -42,7 +42,7 @@ func Follow(ctx context.Context, js jetstream.JetStream, turn string, from From)
 		}
 		// Read by get, never by a consumer: a reader may not create one
 		// (docs/accounts.md).
-		tail, err := bus.NewTail(ctx, js, events.StreamEvents, events.TurnEventsFilter(turn), start)
+		tail, err := Tail(ctx, js, events.TurnEventsFilter(turn), start)
 		if err != nil {
 			fail(err)
 			return
@@ -76,4 +76,12 @@ func Follow(ctx context.Context, js jetstream.JetStream, turn string, from From)
 			}
 		}
 	}
+}
+
+// Tail follows the logs that filter selects (a turn's, a session's or
+// every log's subjects) from start, by get (bus.Tail). Follow and the
+// client's feeds read through it, and Lister reads the same stream: where
+// logs are stored is said here.
+func Tail(ctx context.Context, js jetstream.JetStream, filter string, start bus.Start) (*bus.Tail, error) {
+	return bus.NewTail(ctx, js, events.StreamEvents, filter, start)
 }

@@ -54,12 +54,12 @@ type WorkflowRow struct {
 // its first and last events do not say which task it is at, or what its
 // tasks used.
 func (u *Server) workflowRow(ctx context.Context, id string) (Row, error) {
-	log, _, err := u.store.Read(ctx, id)
+	log, err := u.cl.Log(ctx, id)
+	if errors.Is(err, client.ErrTurnNotFound) {
+		return Row{}, jetstream.ErrMsgNotFound // purged since the listing
+	}
 	if err != nil {
 		return Row{}, err
-	}
-	if len(log) == 0 {
-		return Row{}, jetstream.ErrMsgNotFound // purged since the listing
 	}
 	st, err := workflow.Fold(log)
 	if err != nil {
@@ -262,16 +262,17 @@ func (u *Server) turnLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	msgs, errs, stop, err := bus.Follow(ctx, u.js, events.StreamEvents, events.TurnEventsFilter(turn), bus.Start{})
+	feed, err := u.cl.OpenFeed(ctx, client.FeedFilter{TurnID: turn})
 	if err != nil {
 		uiError(w, http.StatusBadGateway, "follow turn %s: %v", turn, err)
 		return
 	}
-	defer stop()
+	defer feed.Close()
+	msgs, errs := feed.Chan(ctx)
 	s := startSSE(w)
 	var log []events.Envelope
 	kids := &childLogs{done: map[string][]events.Envelope{}}
-	if _, _, ok, err := u.store.Last(ctx, turn); err == nil && !ok {
+	if _, err := u.cl.Last(ctx, turn); errors.Is(err, client.ErrTurnNotFound) {
 		// Nothing to replay: say so now rather than after the first event.
 		if s.send("turn", viewOf(turn, nil, nil)) != nil {
 			return
@@ -295,17 +296,13 @@ func (u *Server) turnLive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case m := <-msgs:
-			// One event, or a decision's events, per message.
-			if err := events.Each(m.Data, func(e events.Envelope) error { log = append(log, e); return nil }); err != nil {
-				_ = s.send("failure", map[string]string{"error": fmt.Sprintf("event %s: %v", m.Subject, err)})
-				return
-			}
+			log = append(log, m.Record)
 			// Draw once the log read so far is caught up, not at every
 			// event of a long replay.
-			if m.Pending > 0 {
+			if !m.CaughtUp {
 				continue
 			}
-			if s.send("turn", viewOf(turn, log, kids.read(ctx, u.store.Store, log))) != nil {
+			if s.send("turn", viewOf(turn, log, kids.read(ctx, u.cl, log))) != nil {
 				return
 			}
 		}
@@ -319,7 +316,7 @@ type childLogs struct {
 	done map[string][]events.Envelope
 }
 
-func (c *childLogs) read(ctx context.Context, store *bus.Store, log []events.Envelope) map[string][]events.Envelope {
+func (c *childLogs) read(ctx context.Context, cl *client.Client, log []events.Envelope) map[string][]events.Envelope {
 	out := map[string][]events.Envelope{}
 	next := timeline.ChildTurns(log)
 	for level := 0; len(next) > 0 && level < fsm.MaxDepth; level++ {
@@ -328,7 +325,7 @@ func (c *childLogs) read(ctx context.Context, store *bus.Store, log []events.Env
 			l, ok := c.done[id]
 			if !ok {
 				var err error
-				if l, _, err = store.Read(ctx, id); err != nil || len(l) == 0 {
+				if l, err = cl.Log(ctx, id); err != nil {
 					continue // drawn as a band without a log, linked to its page
 				}
 				if l[len(l)-1].Type == events.TurnFinished {
@@ -384,7 +381,11 @@ func (u *Server) workflowLive(w http.ResponseWriter, r *http.Request) {
 		uiError(w, http.StatusBadRequest, "invalid workflow id %q", id)
 		return
 	}
-	last, _, ok, err := u.store.Last(ctx, id)
+	last, err := u.cl.Last(ctx, id)
+	ok := err == nil
+	if errors.Is(err, client.ErrTurnNotFound) {
+		err = nil
+	}
 	if err != nil {
 		uiError(w, http.StatusBadGateway, "workflow %s: %v", id, err)
 		return
@@ -397,11 +398,15 @@ func (u *Server) workflowLive(w http.ResponseWriter, r *http.Request) {
 		if s.send("workflow", workflowViewOf(id, nil)) != nil {
 			return
 		}
-		msgs, errs, stop, err := bus.Follow(ctx, u.js, events.StreamEvents, events.TurnEventsFilter(id), bus.Start{})
+		fctx, stop := context.WithCancel(ctx)
+		feed, err := u.cl.OpenFeed(fctx, client.FeedFilter{TurnID: id})
 		if err != nil {
+			stop()
 			_ = s.send("failure", map[string]string{"error": err.Error()})
 			return
 		}
+		defer feed.Close()
+		msgs, errs := feed.Chan(fctx)
 		for session == "" {
 			select {
 			case <-ctx.Done():
@@ -417,18 +422,18 @@ func (u *Server) workflowLive(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			case m := <-msgs:
-				parts := strings.Split(m.Subject, ".")
-				session = parts[len(parts)-2]
+				session = m.SessionID
 			}
 		}
 		stop()
 	}
-	msgs, errs, stop, err := bus.Follow(ctx, u.js, events.StreamEvents, events.SessionEventsFilter(session), bus.Start{})
+	feed, err := u.cl.OpenFeed(ctx, client.FeedFilter{SessionID: session})
 	if err != nil {
 		_ = s.send("failure", map[string]string{"error": err.Error()})
 		return
 	}
-	defer stop()
+	defer feed.Close()
+	msgs, errs := feed.Chan(ctx)
 	// Only the workflow's log and its tasks' turns' are kept; another turn
 	// of the session changes nothing drawn.
 	logs := map[string][]events.Envelope{}
@@ -445,18 +450,12 @@ func (u *Server) workflowLive(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case m := <-msgs:
-			if err := events.Each(m.Data, func(e events.Envelope) error {
-				if e.TurnID == id || strings.HasPrefix(e.TurnID, id+"-") {
-					logs[e.TurnID] = append(logs[e.TurnID], e)
-					dirty = true
-				}
-				return nil
-			}); err != nil {
-				_ = s.send("failure", map[string]string{"error": fmt.Sprintf("event %s: %v", m.Subject, err)})
-				return
+			if e := m.Record; e.TurnID == id || strings.HasPrefix(e.TurnID, id+"-") {
+				logs[e.TurnID] = append(logs[e.TurnID], e)
+				dirty = true
 			}
 			// Draw once the session read so far is caught up.
-			if m.Pending > 0 {
+			if !m.CaughtUp {
 				continue
 			}
 			if dirty && len(logs[id]) > 0 {
@@ -492,21 +491,19 @@ func (u *Server) control(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	// The client checks the message against its schema and against the
 	// turn as it is now, as the CLI's commands do, then sends it.
-	cl, err := client.New(u.nc)
-	if err == nil {
-		switch {
-		case ctl.Action == events.ActionAbort:
-			err = cl.Abort(ctx, turn, ctl.Reason)
-		case ctl.Action == events.ActionReply:
-			err = cl.Reply(ctx, turn, ctl.CallID, ctl.Answer)
-		case ctl.Action == events.ActionApprove && ctl.Approved != nil && *ctl.Approved:
-			err = cl.Approve(ctx, turn, ctl.CallID, ctl.Note)
-		case ctl.Action == events.ActionApprove && ctl.Approved != nil:
-			err = cl.Deny(ctx, turn, ctl.CallID, ctl.Note)
-		default:
-			uiError(w, http.StatusBadRequest, "no control action %q (with approved for approve)", ctl.Action)
-			return
-		}
+	var err error
+	switch {
+	case ctl.Action == events.ActionAbort:
+		err = u.cl.Abort(ctx, turn, ctl.Reason)
+	case ctl.Action == events.ActionReply:
+		err = u.cl.Reply(ctx, turn, ctl.CallID, ctl.Answer)
+	case ctl.Action == events.ActionApprove && ctl.Approved != nil && *ctl.Approved:
+		err = u.cl.Approve(ctx, turn, ctl.CallID, ctl.Note)
+	case ctl.Action == events.ActionApprove && ctl.Approved != nil:
+		err = u.cl.Deny(ctx, turn, ctl.CallID, ctl.Note)
+	default:
+		uiError(w, http.StatusBadRequest, "no control action %q (with approved for approve)", ctl.Action)
+		return
 	}
 	switch {
 	case errors.Is(err, client.ErrTurnNotFound), errors.Is(err, client.ErrTurnFinished), errors.Is(err, client.ErrNotWaiting):

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jetloop/jetloop/client"
 	"io/fs"
 	"mime"
 	"net"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/timeline"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go"
@@ -46,10 +46,12 @@ const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 
 // AsyncErr must be its connection's error handler, Start binds it to the
 // connection, and Serve or Handler serves it.
 type Server struct {
-	nc     *nats.Conn
-	js     jetstream.JetStream
+	nc *nats.Conn
+	js jetstream.JetStream
+	// cl reads logs and sends control messages; lister lists the logs of
+	// the turns page, by subject.
+	cl     *client.Client
 	lister *turnlog.Lister
-	store  *logstore.Store
 	dead   jetstream.Stream
 	// anyHost accepts requests for any host name: set when the server is
 	// bound to other than loopback. On loopback, only loopback names are
@@ -91,10 +93,12 @@ func (u *Server) AsyncErr(err error) {
 func (u *Server) Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) error {
 	u.nc, u.js = nc, js
 	var err error
+	if u.cl, err = client.New(nc, client.WithAPIPrefix(js.Options().APIPrefix)); err != nil {
+		return err
+	}
 	if u.lister, err = turnlog.NewLister(ctx, js); err != nil {
 		return err
 	}
-	u.store = u.lister.Store()
 	if u.dead, err = js.Stream(ctx, events.StreamDead); err != nil {
 		return fmt.Errorf("%s: %w", events.StreamDead, err)
 	}
