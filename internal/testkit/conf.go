@@ -42,12 +42,7 @@ func startConfig(t testing.TB, path string, edit func(*server.Options)) *Server 
 		t.Fatalf("testkit: %s: %v", path, err)
 	}
 	edit(opts)
-	s, err := serve(opts)
-	if err != nil {
-		t.Fatalf("testkit: server from %s: %v", path, err)
-	}
-	t.Cleanup(func() { stop(s) })
-	return &Server{Server: s, Dir: opts.StoreDir}
+	return start(t, opts)
 }
 
 // FreePort is a free loopback port for a configuration file to name.
