@@ -194,7 +194,7 @@ func TestSizesCannotStickATurn(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "big.txt"), []byte(strings.Repeat(line, 2000)), 0o644); err != nil {
 		t.Fatal(err) // 196 KB, within read_file's 2000 lines
 	}
-	stopWorker := h.workerIn(root)
+	stopWorker := h.workerWith(root, nil)
 	h.orchestrator()
 
 	next := func(session, turn string) {
