@@ -483,7 +483,7 @@ func TestUIViewerInChromium(t *testing.T) {
 	e.waitType("ui-view", events.TurnPaused)
 	submitScript(t, e.js, "ui-view-bad", "Nobody", askJSON)
 	e.finished("ui-view-bad")
-	_, ts := startUI(t, dialAs(srv.ClientURL(), "viewer"))
+	_, ts := startUI(t, dialAs(t, srv.ClientURL(), "viewer"))
 	b := startBrowser(t)
 
 	page := b.tab(ts.URL + "/turn/ui-view")
