@@ -130,13 +130,9 @@ func startWorker(b *testing.B, bin, url, name string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(out.String(), "serving") {
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			b.Fatalf("worker %s did not start:\n%s", name, out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitForOr(b, "worker "+name+" to serve", func() bool { return strings.Contains(out.String(), "serving") }, func() {
+		_ = cmd.Process.Kill()
+		b.Logf("worker %s:\n%s", name, out.String())
+	})
 	return cmd
 }
