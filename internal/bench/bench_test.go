@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // TestLocalTurnIsARealTurn: the in-process baseline drives the same machine
@@ -196,7 +197,7 @@ func TestDeployedShape(t *testing.T) {
 		t.Skip("builds and starts the binaries")
 	}
 	profiles := t.TempDir()
-	b := &run{cfg: Config{ProfileDir: profiles, Progress: testWriter{t}}, log: discard()}
+	b := &run{cfg: Config{ProfileDir: profiles, Progress: testkit.Writer(t)}, log: discard()}
 	sz := sizes{overheadTurns: 2, overheadSteps: 4, throughputTurns: 6, steps: 3, concurrency: []int{3},
 		workflowTasks: 3, profileFor: time.Second, floorSamples: 20}
 	if err := b.deployed(context.Background(), sz); err != nil {
@@ -244,12 +245,4 @@ func TestDeployedShape(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}
 	}
-}
-
-// testWriter sends progress lines to the test's log.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
