@@ -7,6 +7,7 @@ import (
 
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/client/workflowfile"
+	"github.com/jetloop/jetloop/internal/agents"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/orchestrator"
@@ -108,9 +109,11 @@ func newRolesEnv(t *testing.T) (*env, *testkit.Server) {
 // agentsPath, or uiAgents).
 func newEnvWith(t *testing.T, srv *testkit.Server, cfg inproc.Config, agentsPath, root string) *env {
 	t.Helper()
-	set := testkit.Agents(t, uiAgents, nil)
+	var set *agents.Set
 	if agentsPath != "" {
 		set = testkit.LoadAgents(t, agentsPath)
+	} else {
+		set = testkit.Agents(t, uiAgents, nil)
 	}
 	s := inproc.NewStack(t, srv, set, cfg)
 	s.Worker(root, nil)
