@@ -63,7 +63,8 @@ Echo and ask.
 // checked against the protocol's invariants when the test ends.
 type harness struct {
 	*inproc.Stack
-	t     *testing.T
+	t *testing.T
+	// nc and js are the Stack's NC and JS, by the names the tests use.
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	calls *counter
