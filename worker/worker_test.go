@@ -189,18 +189,7 @@ func TestInvalidJobsAreDeadLettered(t *testing.T) {
 	e.worker(nil)
 	e.publish(events.ToolSubject("echo"), []byte(`{not json`))
 	e.publish(events.ToolSubject("echo"), []byte(`{"turn_id":"t1","call_id":"c1","tool":"echo"}`))
-	dead := func() []*jetstream.RawStreamMsg {
-		s, err := e.js.Stream(context.Background(), events.StreamDead)
-		must(t, err)
-		var out []*jetstream.RawStreamMsg
-		for seq := uint64(1); ; seq++ {
-			m, err := s.GetMsg(context.Background(), seq)
-			if err != nil {
-				return out
-			}
-			out = append(out, m)
-		}
-	}
+	dead := func() []*jetstream.RawStreamMsg { return testkit.Stored(t, e.js, events.StreamDead) }
 	e.waitFor("two dead letters", func() bool { return len(dead()) == 2 })
 	for _, m := range dead() {
 		if m.Subject != "jetloop.dead.job" || !strings.Contains(m.Header.Get(events.HeaderError), "tool_job") && !strings.Contains(m.Header.Get(events.HeaderError), "JSON") {

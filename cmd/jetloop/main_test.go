@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jetloop/jetloop/internal/bus"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/testkit"
@@ -40,11 +37,7 @@ func TestSignalledWatchExitsQuietly(t *testing.T) {
 	}
 	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := bus.EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
-	}
+	testkit.EnsureStreams(t, js)
 	for _, tc := range []struct {
 		turn string
 		sig  os.Signal

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // TestLocalTurnIsARealTurn: the in-process baseline drives the same machine
@@ -198,7 +199,7 @@ func TestDeployedShape(t *testing.T) {
 		t.Skip("builds and starts the binaries")
 	}
 	profiles := t.TempDir()
-	b := &run{cfg: Config{ProfileDir: profiles, Progress: testWriter{t}, Bin: buildDeployed(t)}, log: discard()}
+	b := &run{cfg: Config{ProfileDir: profiles, Progress: testkit.Writer(t), Bin: buildDeployed(t)}, log: discard()}
 	sz := sizes{overheadTurns: 2, overheadSteps: 4, throughputTurns: 6, steps: 3, concurrency: []int{3},
 		workflowTasks: 3, profileFor: time.Second, floorSamples: 20}
 	if err := b.deployed(context.Background(), sz); err != nil {
@@ -290,12 +291,4 @@ func TestFindPrograms(t *testing.T) {
 			t.Errorf("%s: %q, want %q", name, found[name], want)
 		}
 	}
-}
-
-// testWriter sends progress lines to the test's log.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/tenants"
 	"github.com/jetloop/jetloop/internal/testkit"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 )
 
 // TestRoleLoadWorksAsTheUntrustedRoles runs the tenants phase's load of a's
@@ -20,7 +21,7 @@ import (
 func TestRoleLoadWorksAsTheUntrustedRoles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	path, config := testkit.CopyTenants(t, filepath.Join("..", "..", "deploy"))
+	path, config := inproc.CopyTenants(t, filepath.Join("..", "..", "deploy"))
 	srv := testkit.StartConfig(t, config)
 	seed := func(role string) string { return tenants.SeedPath(path, "a", role) }
 	nc, js, err := dial(srv.ClientURL(), "admin", bus.Auth{Creds: seed(tenants.Admin), Inbox: bus.InboxCLI}, discard())

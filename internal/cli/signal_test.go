@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetloop/jetloop/internal/bus"
-
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats-server/v2/server"
@@ -24,11 +22,7 @@ import (
 func TestInterruptedWatchIsQuiet(t *testing.T) {
 	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := bus.EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
-	}
+	testkit.EnsureStreams(t, js)
 	following := func(turn string) bool { return followed(srv, turn) }
 	for i, tc := range []struct {
 		args  []string

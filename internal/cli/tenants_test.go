@@ -17,17 +17,18 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/tenants"
 	"github.com/jetloop/jetloop/internal/testkit"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // copyTenants lays the shipped multi-tenant deployment out in a temporary
-// directory (testkit.CopyTenants) and returns its tenants file, config and
+// directory (inproc.CopyTenants) and returns its tenants file, config and
 // the server's store.
 func copyTenants(t *testing.T) (path, config, store string) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	path, config = testkit.CopyTenants(t, filepath.Join(filepath.Dir(file), "..", "..", "deploy"))
+	path, config = inproc.CopyTenants(t, filepath.Join(filepath.Dir(file), "..", "..", "deploy"))
 	return path, config, filepath.Join(filepath.Dir(filepath.Dir(path)), "store")
 }
 

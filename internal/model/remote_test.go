@@ -14,6 +14,7 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/model/modeltest"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 func TestRetryAfter(t *testing.T) {
@@ -228,22 +229,16 @@ func TestTimeoutAndCancel(t *testing.T) {
 		srv := modeltest.New(t, hang)
 		p := newProvider(t, provider, srv)
 		ctx, cancel := context.WithCancel(context.Background())
+		called := make(chan error, 1)
 		go func() {
-			natWait(func() bool { return len(srv.Requests()) > 0 })
-			cancel()
+			_, err := p.Call(ctx, model.Request{TurnID: "t", Model: "m", Messages: []events.Message{{Role: events.RoleUser, Content: "x"}}}, func(string) {})
+			called <- err
 		}()
-		_, err = p.Call(ctx, model.Request{TurnID: "t", Model: "m", Messages: []events.Message{{Role: events.RoleUser, Content: "x"}}}, func(string) {})
-		if !errors.Is(err, context.Canceled) {
+		testkit.WaitFor(t, "the "+provider+" call to reach the server", func() bool { return len(srv.Requests()) > 0 })
+		cancel()
+		if err := <-called; !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: cancel gave %v", provider, err)
 		}
-	}
-}
-
-// natWait polls cond until it holds or ten seconds pass.
-func natWait(cond func() bool) {
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

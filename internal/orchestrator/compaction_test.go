@@ -60,7 +60,7 @@ func TestCompactionBoundsWhatTheModelIsSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.set = set
+	h.Agents = set
 	rec := &recorder{sent: map[string][]events.Message{}}
 	h.worker()
 	h.orchestrator(orchestrator.WithProvider("script", rec))

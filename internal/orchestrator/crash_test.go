@@ -81,7 +81,7 @@ func TestRestartTakesBackAtOnce(t *testing.T) {
 			h.worker()
 			var seen atomic.Int32
 			crashed := make(chan struct{})
-			_, kill := h.orchestratorKill(orchestrator.WithAckWait(10*time.Minute), orchestrator.WithCrashHook(func(s string) error {
+			_, _, kill := h.running(orchestrator.WithAckWait(10*time.Minute), orchestrator.WithCrashHook(func(s string) error {
 				if s != stage || seen.Add(1) != 3 {
 					return nil
 				}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -256,24 +257,12 @@ func TestBrokenModelResultsAreDeadLetters(t *testing.T) {
 // deadLetters waits for n dead letters and returns them in order.
 func (h *harness) deadLetters(n int) []*jetstream.RawStreamMsg {
 	h.t.Helper()
-	ctx := context.Background()
-	st, err := h.js.Stream(ctx, events.StreamDead)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.waitFor("dead letters", func() bool {
-		info, err := st.Info(ctx)
-		return err == nil && info.State.Msgs >= uint64(n)
-	})
 	var out []*jetstream.RawStreamMsg
-	for seq := uint64(1); len(out) < n; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return out
+	h.waitFor("dead letters", func() bool {
+		out = testkit.Stored(h.t, h.js, events.StreamDead)
+		return len(out) >= n
+	})
+	return out[:n]
 }
 
 func TestAskUserPausesUntilReply(t *testing.T) {

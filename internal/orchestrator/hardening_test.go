@@ -25,22 +25,8 @@ import (
 // subject, with their reasons.
 func (h *harness) deadBySubject() map[string][]string {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := h.js.Stream(ctx, events.StreamDead)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	out := map[string][]string{}
-	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			continue
-		}
+	for _, m := range testkit.Stored(h.t, h.js, events.StreamDead) {
 		key := m.Subject + " " + m.Header.Get("Jetloop-Subject")
 		out[key] = append(out[key], m.Header.Get(events.HeaderError))
 	}
@@ -194,7 +180,7 @@ func TestSizesCannotStickATurn(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "big.txt"), []byte(strings.Repeat(line, 2000)), 0o644); err != nil {
 		t.Fatal(err) // 196 KB, within read_file's 2000 lines
 	}
-	stopWorker := h.workerIn(root)
+	stopWorker := h.workerWith(root, nil)
 	h.orchestrator()
 
 	next := func(session, turn string) {

@@ -257,8 +257,8 @@ func TestWorkflowHooksSurviveCrashes(t *testing.T) {
 func TestHookKilledMidJobIsAskedAgain(t *testing.T) {
 	h := newHarness(t).start()
 	serve := func(fn worker.HookFunc) (stop, kill func()) {
-		nc, _ := h.srv.Connect(t)
-		return inproc.Worker(t, nc, h.log.With("process", "hook"), func(w *worker.Worker) error { return w.HandleHook("slowpoke", fn) },
+		nc, _ := h.Connect()
+		return inproc.Worker(t, nc, h.Log.With("process", "hook"), func(w *worker.Worker) error { return w.HandleHook("slowpoke", fn) },
 			worker.WithAckWait(500*time.Millisecond), worker.WithDrainGrace(100*time.Millisecond))
 	}
 	// The first process takes the job and dies with it.

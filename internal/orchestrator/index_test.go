@@ -51,7 +51,7 @@ func TestTheIndexHoldsUnfinishedTurns(t *testing.T) {
 	h.worker()
 	var seen atomic.Int32
 	crashed := make(chan struct{})
-	_, kill := h.orchestratorKill(orchestrator.WithCrashHook(func(s string) error {
+	_, _, kill := h.running(orchestrator.WithCrashHook(func(s string) error {
 		if s != orchestrator.StageAppended || seen.Add(1) != 1 {
 			return nil
 		}

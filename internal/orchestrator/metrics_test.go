@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/metrics"
-	"github.com/nats-io/nats-server/v2/server"
 )
 
 // serveMetrics serves m on a free loopback port until the test ends and
@@ -206,24 +204,14 @@ func TestMetricsOfARun(t *testing.T) {
 func TestReadinessFollowsTheServer(t *testing.T) {
 	m := metrics.New()
 	base := serveMetrics(t, m)
-	// The server started again must outlive the harness's processes and
-	// its check of the logs, which were registered after this.
-	var again *server.Server
-	t.Cleanup(func() {
-		if again != nil {
-			again.Shutdown()
-			again.WaitForShutdown()
-		}
-	})
 	h := newHarness(t)
 	h.workerWith(t.TempDir(), []worker.Option{worker.WithMetrics(m)}, func(w *worker.Worker) { m.AddCheck("toolworker "+w.Name(), w.Serving) })
 	stop := h.orchestrator(orchestrator.WithMetrics(m))
 	ready := func() bool { code, _ := get(t, base+"/readyz"); return code == http.StatusOK }
 	h.waitFor("ready", ready)
 
-	port := h.srv.Addr().(*net.TCPAddr).Port
-	h.srv.Shutdown()
-	h.srv.WaitForShutdown()
+	h.Server.Shutdown()
+	h.Server.WaitForShutdown()
 	h.waitFor("not ready while the server is down", func() bool { return !ready() })
 	_, body := get(t, base+"/readyz")
 	if !strings.Contains(body, "orchestrator") || !strings.Contains(body, "toolworker") {
@@ -233,15 +221,9 @@ func TestReadinessFollowsTheServer(t *testing.T) {
 		t.Errorf("/healthz while the server is down: %d, want 200", code)
 	}
 
-	again, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: h.srv.Dir,
-		JetStreamMaxStore: 1 << 40, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	again.Start()
-	if !again.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the server did not start again")
-	}
+	// On its port and store, stopped when the test ends after the
+	// harness's processes and its check of the logs.
+	h.Server.Restart(t)
 	h.waitFor("ready once the server is back", ready)
 
 	// A stopped orchestrator is not ready either.

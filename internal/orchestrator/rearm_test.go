@@ -58,7 +58,7 @@ func TestRearmTriesAgainWhatItCouldNot(t *testing.T) {
 	p.MaxBytes = 256 << 10
 	h := newHarnessOn(t, testkit.Start(t), &p)
 	g := newGated(1)
-	_, kill := h.orchestratorKill(orchestrator.WithProvider("script", g))
+	_, _, kill := h.running(orchestrator.WithProvider("script", g))
 	inCall(h, g, "stranded")
 	kill()
 

@@ -79,7 +79,7 @@ func scriptHarness(t *testing.T) (*harness, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.set = set
+	h.Agents = set
 	return h, dir
 }
 

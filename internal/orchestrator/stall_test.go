@@ -90,7 +90,7 @@ func TestAStalledTurnDoesNotHoldUpItsShard(t *testing.T) {
 	})
 
 	denied := make(chan struct{}, 1)
-	nc, err := nats.Connect(h.srv.ClientURL(), nats.UserInfo("orch", "orch"),
+	nc, err := nats.Connect(h.Server.ClientURL(), nats.UserInfo("orch", "orch"),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if strings.Contains(err.Error(), "Permissions Violation for Publish to \"jetloop.events.t-stalled.t-stalled\"") {
 				select {
@@ -102,7 +102,7 @@ func TestAStalledTurnDoesNotHoldUpItsShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, kill := inproc.Orchestrator(t, nc, h.log, h.set, orchestrator.WithShards(1), orchestrator.WithAllowScripts(true))
+	_, _, kill := inproc.Orchestrator(t, nc, h.Log, h.Agents, orchestrator.WithShards(1), orchestrator.WithAllowScripts(true))
 	// As a crash: the stalled append ends with the connection, not with
 	// its deadline.
 	t.Cleanup(kill)

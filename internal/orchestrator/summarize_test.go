@@ -47,7 +47,7 @@ func newSummarizeHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.set = set
+	h.Agents = set
 	return h
 }
 

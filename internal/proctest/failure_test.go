@@ -99,16 +99,8 @@ func (s *stack) waitServing(p *process) {
 // submit starts a turn of agent with an inline script.
 func (s *stack) submit(turn, agent, script string) {
 	s.t.Helper()
-	data, err := json.Marshal(events.Submit{TurnID: turn, Agent: agent, Model: "script", Script: json.RawMessage(script),
+	testkit.Submit(s.t, s.js, events.Submit{TurnID: turn, Agent: agent, Model: "script", Script: json.RawMessage(script),
 		Input: []events.Message{{Role: events.RoleUser, Content: "go"}}})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := s.js.Publish(ctx, events.SubjectSubmit, data, jetstream.WithMsgID(turn)); err != nil {
-		s.t.Fatal(err)
-	}
 }
 
 // log reads a turn's events as they are now.

@@ -210,40 +210,29 @@ func TestNetworkPartitionsANode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 3-node cluster, partitioned")
 	}
-	ports := make([]int, 6)
-	for i := range ports {
-		ports[i] = testkit.FreePort(t)
+	c := testkit.NewCluster(t, 3)
+	var routePorts []int
+	advertise := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		routePorts = append(routePorts, n.ClusterPort)
+		advertise[i] = fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
 	}
-	nw := newNetwork(t, ports[3:])
-	servers := make([]*server.Server, 3)
-	for i := range servers {
-		s, err := server.NewServer(&server.Options{ServerName: fmt.Sprintf("p%d", i+1), Host: "127.0.0.1", Port: ports[i],
-			JetStream: true, StoreDir: t.TempDir(),
-			Cluster: server.ClusterOpts{Name: "partition", Host: "127.0.0.1", Port: ports[3+i],
-				Advertise: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))},
-			Routes: server.RoutesFromStr(strings.Join(nw.routes(i), ",")), NoLog: true, NoSigs: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Start()
-		t.Cleanup(s.Shutdown)
-		servers[i] = s
+	nw := newNetwork(t, routePorts)
+	c.Edit = func(n *testkit.Node, opts *server.Options) {
+		i := slices.Index(c.Nodes, n)
+		// Routes go through the network, and a node advertises an address
+		// nothing listens at: the others reach it through the network only.
+		opts.Routes = server.RoutesFromStr(strings.Join(nw.routes(i), ","))
+		opts.Cluster.Advertise = advertise[i]
 	}
-	connect := func(s *server.Server) jetstream.JetStream {
-		nc, err := nats.Connect(s.ClientURL(), nats.NoReconnect())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js
-	}
-	js := make([]jetstream.JetStream, 3)
-	for i, s := range servers {
-		js[i] = connect(s)
+	c.Start(t)
+	servers := make([]*server.Server, len(c.Nodes))
+	js := make([]jetstream.JetStream, len(c.Nodes))
+	for i, n := range c.Nodes {
+		servers[i] = n.Server()
+		// A client of one node only: the node cut off must not reach the
+		// others through it.
+		_, js[i] = n.Connect(t, nats.NoReconnect())
 	}
 	testkit.WaitFor(t, "an R3 stream", func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)

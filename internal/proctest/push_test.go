@@ -164,19 +164,8 @@ func TestLiteralWildcardInboxSubjectsAreDeadLettered(t *testing.T) {
 		t.Logf("left in the inbox: %v", info.State.Subjects)
 	})
 	dead := map[string]string{}
-	ds, err := s.js.Stream(context.Background(), events.StreamDead)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := ds.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := ds.GetMsg(context.Background(), seq)
-		if err == nil {
-			dead[m.Header.Get("Jetloop-Subject")] = m.Subject + ": " + m.Header.Get(events.HeaderError)
-		}
+	for _, m := range testkit.Stored(t, s.js, events.StreamDead) {
+		dead[m.Header.Get("Jetloop-Subject")] = m.Subject + ": " + m.Header.Get(events.HeaderError)
 	}
 	for subj := range stored {
 		if reason, ok := dead[subj]; !ok || !strings.Contains(reason, ": ") || strings.HasSuffix(reason, ": ") {

@@ -12,6 +12,7 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/testkit"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -24,7 +25,7 @@ func TestTenantsPoolRefusesShell(t *testing.T) {
 		t.Skip("builds and starts the binaries")
 	}
 	root := repoRoot(t)
-	path, config := testkit.CopyTenants(t, filepath.Join(root, "deploy"))
+	path, config := inproc.CopyTenants(t, filepath.Join(root, "deploy"))
 	srv := testkit.StartConfigAsWritten(t, config)
 	t.Setenv("JETLOOP_TENANTS", path)
 	for _, args := range [][]string{

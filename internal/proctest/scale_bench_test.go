@@ -1,7 +1,6 @@
 package proctest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jetloop/jetloop/internal/bus"
 
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/testkit"
@@ -41,11 +38,7 @@ func BenchmarkToolScaling(b *testing.B) {
 	}
 	srv := testkit.Start(b)
 	nc, js := srv.Connect(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := bus.EnsureStreams(ctx, js); err != nil {
-		b.Fatal(err)
-	}
+	testkit.EnsureStreams(b, js)
 	// Results are counted for the round's own turn; one of an earlier
 	// round's turn (a job answered twice) fails the benchmark.
 	var answered, strays atomic.Int64
@@ -130,13 +123,9 @@ func startWorker(b *testing.B, bin, url, name string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(out.String(), "serving") {
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			b.Fatalf("worker %s did not start:\n%s", name, out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitForOr(b, "worker "+name+" to serve", func() bool { return strings.Contains(out.String(), "serving") }, func() {
+		_ = cmd.Process.Kill()
+		b.Logf("worker %s:\n%s", name, out.String())
+	})
 	return cmd
 }

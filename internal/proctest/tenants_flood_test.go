@@ -17,6 +17,7 @@ import (
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/tenants"
 	"github.com/jetloop/jetloop/internal/testkit"
+	"github.com/jetloop/jetloop/internal/testkit/inproc"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -285,7 +286,7 @@ func TestTenantAddedIsServed(t *testing.T) {
 		t.Skip("builds and starts the binaries")
 	}
 	root := repoRoot(t)
-	path, config := testkit.CopyTenants(t, filepath.Join(root, "deploy"))
+	path, config := inproc.CopyTenants(t, filepath.Join(root, "deploy"))
 	srv := testkit.StartConfigAsWritten(t, config)
 	url := srv.ClientURL()
 	shared := t.TempDir()

@@ -470,21 +470,7 @@ func toolCalls(t *testing.T, urls ...string) map[string]map[string]int {
 // naming its subject and error.
 func (w *workload) checkNoDeadLetters() {
 	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := w.js.Stream(ctx, events.StreamDead)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			continue
-		}
+	for _, m := range testkit.Stored(w.t, w.js, events.StreamDead) {
 		w.t.Errorf("dead letter on %s: %s\n%s", m.Subject, m.Header.Get(events.HeaderError), m.Data)
 	}
 }

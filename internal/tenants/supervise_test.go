@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/backoff"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // records is what a supervisor's logger was told.
@@ -38,15 +39,6 @@ func (r *records) count(prefix string) int {
 		}
 	}
 	return n
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 // TestSupervisor: each tenant is served with its role's seed; one whose
@@ -96,12 +88,12 @@ func TestSupervisor(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	waitUntil(t, "a, b and c to be served", func() bool {
+	testkit.WaitFor(t, "a, b and c to be served", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return running["a"] && running["b"] && running["c"]
 	})
-	waitUntil(t, "d to be given up", func() bool { return log.count("cannot serve the tenant") >= 2 })
+	testkit.WaitFor(t, "d to be given up", func() bool { return log.count("cannot serve the tenant") >= 2 })
 	if n := log.count("tenant c is not provisioned"); n != 1 {
 		t.Errorf("c not provisioned was said %d times, want once", n)
 	}

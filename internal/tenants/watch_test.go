@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // errorsSeen is a log handler that counts the errors logged.
@@ -61,17 +63,9 @@ func TestWatch(t *testing.T) {
 		Watch(ctx, p, 5*time.Millisecond, slog.New(seen), same, serve)
 		close(done)
 	}()
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
 	serving := func(want string) {
 		t.Helper()
-		waitFor("serving "+want, func() bool {
+		testkit.WaitFor(t, "serving "+want, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			var got []string
@@ -97,9 +91,9 @@ func TestWatch(t *testing.T) {
 	rewrite("tenants:\n" + tenant("b", 2))
 	serving("b=2")
 	rewrite("tenants: [oops")
-	waitFor("the bad file to be reported", func() bool { return seen.count() == 1 })
+	testkit.WaitFor(t, "the bad file to be reported", func() bool { return seen.count() == 1 })
 	rewrite("tenants:\n  - name: Bad!\n" + users())
-	waitFor("the invalid tenant to be reported", func() bool { return seen.count() == 2 })
+	testkit.WaitFor(t, "the invalid tenant to be reported", func() bool { return seen.count() == 2 })
 	rewrite("tenants:\n" + tenant("b", 2) + tenant("c", 4))
 	serving("b=2 c=4")
 	cancel()

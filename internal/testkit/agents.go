@@ -22,6 +22,12 @@ func Agents(t testing.TB, md string, files map[string]string) *agents.Set {
 	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return LoadAgents(t, path)
+}
+
+// LoadAgents loads the agents file at path.
+func LoadAgents(t testing.TB, path string) *agents.Set {
+	t.Helper()
 	set, _, err := agents.Load(path)
 	if err != nil {
 		t.Fatal(err)

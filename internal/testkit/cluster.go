@@ -24,8 +24,10 @@ type Cluster struct {
 	// URLs is the comma-separated list of the nodes' client URLs: what a
 	// process is given so that it reconnects to another node when one goes.
 	URLs string
+	// Edit, when set, changes a node's options before it starts, and
+	// again before it restarts: routes through a network of the test's.
+	Edit func(n *Node, opts *server.Options)
 
-	t    testing.TB
 	name string
 }
 
@@ -47,11 +49,20 @@ type Node struct {
 // JetStream meta leader, and shuts every node down when the test ends.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	c := NewCluster(t, n)
+	c.Start(t)
+	return c
+}
+
+// NewCluster is a cluster of n nodes, their ports and stores chosen, not
+// started yet: a test may set Edit, then Start it.
+func NewCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
 	if n < 1 {
 		t.Fatalf("testkit: a cluster of %d nodes", n)
 	}
 	ports := freePorts(t, 2*n)
-	c := &Cluster{t: t, name: "jetloop-test"}
+	c := &Cluster{name: "jetloop-test"}
 	urls := make([]string, n)
 	for i := range n {
 		node := &Node{Name: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)),
@@ -60,6 +71,13 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		urls[i] = node.URL()
 	}
 	c.URLs = strings.Join(urls, ",")
+	return c
+}
+
+// Start starts every node, waits until the cluster has elected a JetStream
+// meta leader, and shuts every node down when the test ends.
+func (c *Cluster) Start(t testing.TB) {
+	t.Helper()
 	t.Cleanup(func() {
 		for _, node := range c.Nodes {
 			node.Kill()
@@ -67,7 +85,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	})
 	// Started together: a node waits for its routes before JetStream is up.
 	var wg sync.WaitGroup
-	errs := make([]error, n)
+	errs := make([]error, len(c.Nodes))
 	for i, node := range c.Nodes {
 		wg.Add(1)
 		go func() {
@@ -82,7 +100,6 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 	}
 	c.WaitLeader(t)
-	return c
 }
 
 // freePorts picks n distinct free loopback ports, held open together so no
@@ -106,6 +123,13 @@ func (n *Node) URL() string {
 	return fmt.Sprintf("nats://127.0.0.1:%d", n.Port)
 }
 
+// Connect opens a client connection to this node alone, with opts,
+// closed when the test ends.
+func (n *Node) Connect(t testing.TB, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	return connect(t, n.URL(), opts...)
+}
+
 // Server is the node's running server, nil while it is killed.
 func (n *Node) Server() *server.Server {
 	n.mu.Lock()
@@ -125,7 +149,7 @@ func (n *Node) start() error {
 			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", other.ClusterPort))
 		}
 	}
-	s, err := serve(&server.Options{
+	opts := &server.Options{
 		ServerName: n.Name,
 		Host:       "127.0.0.1",
 		Port:       n.Port,
@@ -141,7 +165,11 @@ func (n *Node) start() error {
 			Port: n.ClusterPort,
 		},
 		Routes: server.RoutesFromStr(strings.Join(routes, ",")),
-	})
+	}
+	if n.c.Edit != nil {
+		n.c.Edit(n, opts)
+	}
+	s, err := serve(opts)
 	if err != nil {
 		return err
 	}

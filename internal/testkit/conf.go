@@ -1,11 +1,7 @@
 package testkit
 
 import (
-	"fmt"
-	"path/filepath"
 	"testing"
-
-	"github.com/jetloop/jetloop/internal/tenants"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -42,31 +38,11 @@ func startConfig(t testing.TB, path string, edit func(*server.Options)) *Server 
 		t.Fatalf("testkit: %s: %v", path, err)
 	}
 	edit(opts)
-	s, err := serve(opts)
-	if err != nil {
-		t.Fatalf("testkit: server from %s: %v", path, err)
-	}
-	t.Cleanup(func() { stop(s) })
-	return &Server{Server: s, Dir: opts.StoreDir}
+	return start(t, opts)
 }
 
 // FreePort is a free loopback port for a configuration file to name.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	return freePorts(t, 1)[0]
-}
-
-// CopyTenants copies a multi-tenant deployment (tenants.Copy) into a
-// directory of the test's, with a free port and a store of its own, so that
-// a test may add and remove tenants (and reload a server started by
-// StartConfigAsWritten) without touching the repository. It returns the
-// copy's tenants file and configuration.
-func CopyTenants(t testing.TB, deploy string) (tenantsFile, config string) {
-	t.Helper()
-	dir := t.TempDir()
-	tenantsFile, config, err := tenants.Copy(deploy, dir, fmt.Sprintf("127.0.0.1:%d", FreePort(t)), filepath.Join(dir, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tenantsFile, config
 }

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 type Server struct {
 	*server.Server
 	Dir string
+
+	opts *server.Options // as it started, for Restart
 }
 
 // Start starts a server on a free port and stops it when the test ends.
@@ -34,7 +37,7 @@ func StartIn(t testing.TB, dir string, port int) *Server {
 // of a full server.
 func StartWith(t testing.TB, dir string, port int, maxStore int64) *Server {
 	t.Helper()
-	s, err := serve(&server.Options{
+	return start(t, &server.Options{
 		Host:      "127.0.0.1",
 		Port:      port,
 		JetStream: true,
@@ -43,11 +46,34 @@ func StartWith(t testing.TB, dir string, port int, maxStore int64) *Server {
 		// which otherwise follows the disk's free space.
 		JetStreamMaxStore: maxStore,
 	})
+}
+
+// start starts a server with opts and stops the one running when the test
+// ends: the first, or the one Restart started.
+func start(t testing.TB, opts *server.Options) *Server {
+	t.Helper()
+	started := opts.Clone()
+	s, err := serve(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stop(s) })
-	return &Server{Server: s, Dir: dir}
+	// Restarted, it listens where it listened.
+	started.Port = s.Addr().(*net.TCPAddr).Port
+	srv := &Server{Server: s, Dir: opts.StoreDir, opts: started}
+	t.Cleanup(func() { stop(srv.Server) })
+	return srv
+}
+
+// Restart starts a server that was shut down again, on its port and its
+// store, in place: its clients reconnect to it, and the test's end stops it
+// when it would have stopped the first. Nothing else may use s meanwhile.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	n, err := serve(s.opts.Clone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Server = n
 }
 
 // serve starts a server with opts, quiet and without signal handlers, and

@@ -80,13 +80,5 @@ func toolInfo(ctx context.Context, js jetstream.JetStream, tool string) (*events
 // Job publishes a tool job, as an orchestrator does.
 func Job(t testing.TB, js jetstream.JetStream, j events.ToolJob) {
 	t.Helper()
-	data, err := json.Marshal(j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := js.Publish(ctx, events.ToolSubject(j.Tool), data); err != nil {
-		t.Fatal(err)
-	}
+	Publish(t, js, events.ToolSubject(j.Tool), mustJSON(t, j), "")
 }

@@ -33,6 +33,23 @@ func Log(t testing.TB, js jetstream.JetStream, turn string) []events.Envelope {
 	return log
 }
 
+// TryLog reads a turn's log as it is now, nil when it cannot be read: for
+// a condition polled while the log is being replaced or the server
+// restarts.
+func TryLog(js jetstream.JetStream, turn string) []events.Envelope {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := bus.NewStore(ctx, js)
+	if err != nil {
+		return nil
+	}
+	log, _, err := s.Read(ctx, turn)
+	if err != nil {
+		return nil
+	}
+	return log
+}
+
 // Last returns a turn's last event; ok is false while it has no log.
 func Last(t testing.TB, js jetstream.JetStream, turn string) (e events.Envelope, ok bool) {
 	t.Helper()
@@ -43,6 +60,19 @@ func Last(t testing.TB, js jetstream.JetStream, turn string) (e events.Envelope,
 		t.Fatal(err)
 	}
 	return e, ok
+}
+
+// TryLast is Last that reports a read that fails as no log, for the same
+// conditions as TryLog.
+func TryLast(js jetstream.JetStream, turn string) (e events.Envelope, ok bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := bus.NewStore(ctx, js)
+	if err != nil {
+		return events.Envelope{}, false
+	}
+	e, _, ok, err = s.Last(ctx, turn)
+	return e, ok && err == nil
 }
 
 // Finished waits for a turn to finish, checks its log's invariants

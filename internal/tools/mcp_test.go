@@ -50,7 +50,7 @@ func filesystem(t *testing.T, dir string) tools.MCPServer {
 }
 
 func testLog(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return testkit.LoggerAt(t, slog.LevelDebug)
 }
 
 // startMCP starts a bridge closed when the test ends and returns its tools

@@ -17,10 +17,6 @@ import (
 // The worker runtime has its own tests (package worker); these serve tools
 // of this package through it.
 
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
-
 type env struct {
 	t   *testing.T
 	srv *testkit.Server

@@ -21,6 +21,7 @@ import (
 
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/jetloop/jetloop/internal/timeline"
 )
 
@@ -350,24 +351,17 @@ func (b *browser) evaluate(session, expr string) (value json.RawMessage, excepti
 // waitTrue evaluates expr in a tab until it is true.
 func (b *browser) waitTrue(session, what, expr string) {
 	b.t.Helper()
-	deadline := time.Now().Add(time.Minute)
 	// Until the page has loaded, what expr reads may not exist yet.
 	guarded := "(function () { try { return (" + expr + "); } catch (e) { return false; } })()"
-	for {
+	testkit.WaitFor(b.t, what+" ("+expr+")", func() bool {
 		value, _, failed := b.evaluate(session, guarded)
-		if string(value) == "true" {
-			return
-		}
 		// A page that redirects (or reloads) is evaluated again once it
 		// has: an evaluation the navigation cut short is not a failure.
 		if failed != "" && !strings.Contains(failed, "navigated or closed") {
 			b.t.Fatalf("waiting for %s: Runtime.evaluate: %s", what, failed)
 		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("timed out waiting for %s (%s)", what, expr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return string(value) == "true"
+	})
 }
 
 func (b *browser) text(session, expr string) string {
@@ -483,7 +477,7 @@ func TestUIViewerInChromium(t *testing.T) {
 	e.waitType("ui-view", events.TurnPaused)
 	submitScript(t, e.js, "ui-view-bad", "Nobody", askJSON)
 	e.finished("ui-view-bad")
-	_, ts := startUI(t, dialAs(srv.ClientURL(), "viewer"))
+	_, ts := startUI(t, dialAs(t, srv.ClientURL(), "viewer"))
 	b := startBrowser(t)
 
 	page := b.tab(ts.URL + "/turn/ui-view")

@@ -2,23 +2,17 @@ package ui
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jetloop/jetloop/client"
 	"github.com/jetloop/jetloop/client/workflowfile"
 	"github.com/jetloop/jetloop/internal/agents"
-	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
-	"github.com/jetloop/jetloop/internal/logstore"
 	"github.com/jetloop/jetloop/internal/model"
 	"github.com/jetloop/jetloop/internal/orchestrator"
-	"github.com/jetloop/jetloop/internal/stack"
 	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/jetloop/jetloop/internal/testkit/inproc"
-	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -80,95 +74,51 @@ tasks:
 policy: {approve_between: true}
 `
 
-// env is a real embedded server with an orchestrator and a tool worker for
-// the UI to show. Every turn log is checked when the test ends.
+// env is a real embedded server with an orchestrator and a tool worker
+// (inproc.Stack) for the UI to show. Every turn log is checked when the
+// test ends.
 type env struct {
-	t     *testing.T
-	srv   *testkit.Server
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	store *logstore.Store
+	t   *testing.T
+	srv *testkit.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := testkit.Start(t)
-	return newEnvWith(t, srv, srv.Connect, "", "")
+	return newEnvWith(t, testkit.Start(t), inproc.Config{}, "", "")
 }
 
 // newEnvServing is newEnv with the orchestrator serving the agents file at
 // path, and the worker's tools reading root.
 func newEnvServing(t *testing.T, path, root string) *env {
 	t.Helper()
-	srv := testkit.Start(t)
-	return newEnvWith(t, srv, srv.Connect, path, root)
+	return newEnvWith(t, testkit.Start(t), inproc.Config{}, path, root)
 }
 
 // newRolesEnv is newEnv on a server with the repository's nats.conf, its
 // orchestrator and worker connected as admin.
 func newRolesEnv(t *testing.T) (*env, *testkit.Server) {
 	t.Helper()
-	srv := testkit.StartConfig(t, filepath.Join("..", "..", "nats.conf"))
-	admin := func(t testing.TB) (*nats.Conn, jetstream.JetStream) {
-		nc, err := dialAs(srv.ClientURL(), "admin")(nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			t.Logf("admin: %v", err)
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nc, js
-	}
-	return newEnvWith(t, srv, admin, "", ""), srv
+	srv := testkit.StartRoles(t)
+	return newEnvWith(t, srv, inproc.Config{Conn: testkit.Role(t, "admin")}, "", ""), srv
 }
 
-// newEnvWith starts the orchestrator (serving the agents file at
-// agentsPath, or uiAgents) and the worker (its tools reading root, or a
-// directory of the test's own), each on a connection connect opens.
-func newEnvWith(t *testing.T, srv *testkit.Server, connect func(testing.TB) (*nats.Conn, jetstream.JetStream), agentsPath, root string) *env {
+// newEnvWith starts the worker (its tools reading root, or a directory of
+// the test's own) and the orchestrator (serving the agents file at
+// agentsPath, or uiAgents).
+func newEnvWith(t *testing.T, srv *testkit.Server, cfg inproc.Config, agentsPath, root string) *env {
 	t.Helper()
-	nc, js := connect(t)
-	e := &env{t: t, srv: srv, nc: nc, js: js}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := bus.EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
+	var set *agents.Set
+	if agentsPath != "" {
+		set = testkit.LoadAgents(t, agentsPath)
+	} else {
+		set = testkit.Agents(t, uiAgents, nil)
 	}
-	store, err := logstore.New(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.store = store
-	t.Cleanup(func() { testkit.CheckLogs(t, js) })
-
-	if root == "" {
-		root = t.TempDir()
-	}
-	builtins, err := tools.Builtins(root, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wnc, _ := connect(t)
-	inproc.Worker(t, wnc, testkit.Logger(t), stack.Tools(builtins...))
-
-	if agentsPath == "" {
-		agentsPath = filepath.Join(t.TempDir(), "AGENTS.md")
-		if err := os.WriteFile(agentsPath, []byte(uiAgents), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	set, _, err := agents.Load(agentsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	onc, _ := connect(t)
-	inproc.Orchestrator(t, onc, testkit.Logger(t), set, orchestrator.WithAckWait(time.Second), orchestrator.WithAllowScripts(true),
-		orchestrator.WithProvider("script", model.Scripted{}))
-	return e
+	s := inproc.NewStack(t, srv, set, cfg)
+	s.Worker(root, nil)
+	s.Orchestrator(orchestrator.WithProvider("script", model.Scripted{}))
+	return &env{t: t, srv: srv, nc: s.NC, js: s.JS}
 }
 
 // client is the SDK on the test's connection.
@@ -217,13 +167,13 @@ func (e *env) submit(req client.TurnRequest) {
 	}
 }
 
-// log reads a turn's log as it is now.
+// The tests' names for testkit's reads, on the test's connection.
+
 func (e *env) log(turn string) []events.Envelope {
 	e.t.Helper()
 	return testkit.Log(e.t, e.js, turn)
 }
 
-// last returns a turn's last event; ok is false while it has no log.
 func (e *env) last(turn string) (events.Envelope, bool) {
 	e.t.Helper()
 	return testkit.Last(e.t, e.js, turn)

@@ -8,8 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +17,8 @@ import (
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/deadletter"
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/logstore"
+	"github.com/jetloop/jetloop/internal/testkit"
 	"github.com/jetloop/jetloop/internal/turnlog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,14 +30,8 @@ const askJSON = `{"responses":[{"text":"asking","tool_calls":[{"name":"ask_user"
 
 func submitScript(t *testing.T, js jetstream.JetStream, turn, agent, script string) {
 	t.Helper()
-	data, err := json.Marshal(events.Submit{TurnID: turn, Agent: agent, Model: "script", Script: json.RawMessage(script),
+	testkit.Submit(t, js, events.Submit{TurnID: turn, Agent: agent, Model: "script", Script: json.RawMessage(script),
 		Input: []events.Message{{Role: events.RoleUser, Content: "paint it"}}})
-	if err == nil {
-		_, err = js.Publish(t.Context(), events.SubjectSubmit, data, jetstream.WithMsgID(turn))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // startUI serves jetloop ui's handler from a connection that dial opens
@@ -63,20 +58,14 @@ func startUI(t *testing.T, dial func(opts ...nats.Option) (*nats.Conn, error)) (
 	return u, ts
 }
 
-func dialURL(url string) func(opts ...nats.Option) (*nats.Conn, error) {
-	return func(opts ...nats.Option) (*nats.Conn, error) { return nats.Connect(url, opts...) }
+// dialURL connects to url with the options given here, then the caller's.
+func dialURL(url string, with ...nats.Option) func(opts ...nats.Option) (*nats.Conn, error) {
+	return func(opts ...nats.Option) (*nats.Conn, error) { return nats.Connect(url, slices.Concat(with, opts)...) }
 }
 
-// dialAs connects as one of nats.conf's roles with its development password.
-func dialAs(url, role string) func(opts ...nats.Option) (*nats.Conn, error) {
-	return func(opts ...nats.Option) (*nats.Conn, error) {
-		secret, err := os.ReadFile(filepath.Join("..", "..", "deploy", "dev", role+".password"))
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, nats.UserInfo(role, strings.TrimSpace(string(secret))), nats.CustomInboxPrefix(bus.InboxCLI))
-		return nats.Connect(url, opts...)
-	}
+// dialAs connects as one of nats.conf's roles (testkit.Role).
+func dialAs(t *testing.T, url, role string) func(opts ...nats.Option) (*nats.Conn, error) {
+	return dialURL(url, testkit.Role(t, role)...)
 }
 
 type sseEvent struct {
@@ -294,7 +283,11 @@ func TestUIRefusesCrossSiteRequests(t *testing.T) {
 	_, ts := startUI(t, dialURL(e.srv.ClientURL()))
 	submitScript(t, e.js, "ui-csrf", "Asker", askJSON)
 	e.waitType("ui-csrf", events.TurnPaused)
-	st, _, err := e.store.Load(t.Context(), "ui-csrf")
+	store, err := logstore.New(t.Context(), e.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := store.Load(t.Context(), "ui-csrf")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +367,7 @@ func TestUIViewerIsReadOnly(t *testing.T) {
 	submitScript(t, e.js, "ui-ro", "Asker", askJSON)
 	e.waitType("ui-ro", events.TurnPaused)
 
-	viewer, vts := startUI(t, dialAs(srv.ClientURL(), "viewer"))
+	viewer, vts := startUI(t, dialAs(t, srv.ClientURL(), "viewer"))
 	if viewer.canControl.Load() || viewer.canSubmit.Load() {
 		t.Fatalf("viewer: can control %v, can submit %v", viewer.canControl.Load(), viewer.canSubmit.Load())
 	}
@@ -410,7 +403,7 @@ func TestUIViewerIsReadOnly(t *testing.T) {
 	}
 	nextSSE(t, openSSE(t, vts.URL+"/api/dead/live"), "letters", "the viewer's dead letters", func([]deadletter.Letter) bool { return true })
 
-	client, cts := startUI(t, dialAs(srv.ClientURL(), "client"))
+	client, cts := startUI(t, dialAs(t, srv.ClientURL(), "client"))
 	if !client.canControl.Load() || !client.canSubmit.Load() {
 		t.Fatalf("client: can control %v, can submit %v", client.canControl.Load(), client.canSubmit.Load())
 	}

@@ -1,7 +1,8 @@
 // Package inproc runs jetloop's processes inside a test: an orchestrator
 // and a tool worker (started by internal/stack, with the test's stop, kill
-// and failure added), and the public test kit jetlooptest started with an
-// agents file and its scripts. It is apart from internal/testkit because it
+// and failure added), a Stack of them on one server, and the public test
+// kit jetlooptest started with an agents file and its scripts; and a copy
+// of a multi-tenant deployment to run. It is apart from internal/testkit because it
 // links the orchestrator, whose own tests use testkit.
 package inproc
 
