@@ -71,7 +71,7 @@ func (b *run) cluster(ctx context.Context, sz sizes) error {
 		return err
 	}
 	defer sh.stop()
-	c := &Cluster{Connected: map[string][]string{}}
+	c := &Cluster{}
 	b.res.Cluster = c
 	if c.Nodes, c.MetaLeader, err = sh.meta(ctx); err != nil {
 		return sh.explain(err)
