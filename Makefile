@@ -80,8 +80,10 @@ demo-subagents:
 
 # One line per benchmark; each prints its own table (BENCHMARKS.md). --deployed
 # adds the deployed shape (nats-server, orchestrator and toolworker as
-# processes) beside the in-process figures: the binaries are built here, as
-# make build does, with the nats-server go.mod pins, and passed with --bin.
+# processes) beside the in-process figures, then the multi-tenant deployment
+# and the same shape on a 3-node loopback cluster (phases tenants, cluster):
+# the binaries are built here, as make build does, with the nats-server
+# go.mod pins, and passed with --bin.
 # BenchmarkSyncsPerStep counts the synced writes of a tool step by stream and
 # file, in-process on a FUSE filesystem that counts them (it needs FUSE).
 bench:

@@ -37,7 +37,8 @@ type Config struct {
 	// Log is the logger of the in-process components.
 	Log *slog.Logger
 	// Only, when not empty, names the phases to run (floor, overhead,
-	// local, replay, throughput, memory, recovery).
+	// local, replay, throughput, memory, recovery, workflow, deployed,
+	// tenants, cluster).
 	Only []string
 	// Metrics records metrics in every orchestrator and tool worker, as
 	// --metrics-addr does (nothing scrapes them): the cost of metrics.
@@ -45,7 +46,8 @@ type Config struct {
 	// Deployed also measures the deployed shape (phase "deployed"): a
 	// nats-server process, an orchestrator process and a toolworker
 	// process, driven by this process, with the configuration of the
-	// checkout it runs in (nats.conf, deploy/).
+	// checkout it runs in (nats.conf, deploy/); with it the multi-tenant
+	// deployment (phase "tenants") and the 3-node cluster ("cluster").
 	Deployed bool
 	// Bin is the directory of the deployed shape's binaries (nats-server,
 	// orchestrator, toolworker, jetloop). Empty: beside the running
@@ -106,6 +108,8 @@ type Result struct {
 	Deployed []Deployed `json:"deployed"`
 	// Tenancy is the multi-tenant deployment.
 	Tenancy *Tenancy `json:"tenancy"`
+	// Cluster is the deployed shape on a 3-node cluster.
+	Cluster *Cluster `json:"cluster"`
 
 	Quick     bool      `json:"quick"`
 	GoVersion string    `json:"go_version"`
@@ -133,6 +137,7 @@ var phaseKeys = map[string][]string{
 	"workflow":   {"workflow"},
 	"deployed":   {"deployed"},
 	"tenants":    {"tenancy"},
+	"cluster":    {"cluster"},
 }
 
 // ran reports whether every phase named ran.
@@ -198,6 +203,9 @@ type sizes struct {
 	// floodSubmissions and floodSlow are tenant a's flood; tenancyRounds
 	// the alternated single-tenant/tenant rounds of the tenants phase.
 	floodSubmissions, floodSlow, tenancyRounds int
+	// clusterTurns turns run with clusterConcurrency in flight on the
+	// 3-node cluster.
+	clusterTurns, clusterConcurrency int
 }
 
 func (c Config) sizes() sizes {
@@ -205,12 +213,14 @@ func (c Config) sizes() sizes {
 		return sizes{overheadTurns: 15, overheadSteps: 11, floorSamples: 500,
 			throughputTurns: 200, steps: 10, concurrency: []int{50, 200},
 			paused: 2_000, recoveryTurns: 200, replaySteps: 200, replayFor: 300 * time.Millisecond, localTurns: 100,
-			workflowTasks: 100, profileFor: 2 * time.Second, floodSubmissions: 5_000, floodSlow: 100, tenancyRounds: 1}
+			workflowTasks: 100, profileFor: 2 * time.Second, floodSubmissions: 5_000, floodSlow: 100, tenancyRounds: 1,
+			clusterTurns: 50, clusterConcurrency: 25}
 	}
 	return sizes{overheadTurns: 50, overheadSteps: 11, floorSamples: 2_000,
 		throughputTurns: 1_000, steps: 10, concurrency: []int{50, 200},
 		paused: 10_000, recoveryTurns: 200, replaySteps: 200, replayFor: 2 * time.Second, localTurns: 500,
-		workflowTasks: 100, profileFor: 5 * time.Second, floodSubmissions: 20_000, floodSlow: 300, tenancyRounds: 3}
+		workflowTasks: 100, profileFor: 5 * time.Second, floodSubmissions: 20_000, floodSlow: 300, tenancyRounds: 3,
+		clusterTurns: 200, clusterConcurrency: 50}
 }
 
 // runs reports whether the run measures phase: the deployed shape when
@@ -220,7 +230,7 @@ func (c Config) runs(phase string) bool {
 	if phase == "deployed" {
 		return c.Deployed || slices.Contains(c.Only, phase)
 	}
-	if phase == "tenants" {
+	if phase == "tenants" || phase == "cluster" {
 		// With --deployed, unless Only names other phases.
 		return c.Deployed && len(c.Only) == 0 || slices.Contains(c.Only, phase)
 	}
@@ -261,6 +271,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{"workflow", b.workflow},
 		{"deployed", b.deployed},
 		{"tenants", b.tenancy},
+		{"cluster", b.cluster},
 	}
 	for _, name := range cfg.Only {
 		if !slices.ContainsFunc(phases, func(p phase) bool { return p.name == name }) {
@@ -351,6 +362,7 @@ func (r *Result) Table(w io.Writer) {
 	r.deployedTable(w)
 	fmt.Fprintln(w)
 	r.tenancyTable(w)
+	r.clusterTable(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
 	// fig formats a figure when its phases ran.

@@ -70,9 +70,12 @@ type Wire struct {
 
 // ProcessCPU is CPU time (user + system) per step of each process.
 type ProcessCPU struct {
-	Server       float64 `json:"nats_server"`
-	Orchestrator float64 `json:"orchestrator"`
-	Toolworker   float64 `json:"toolworker"`
+	// Server is the nats-server's: every node's, on a cluster, and Nodes
+	// each node's then.
+	Server       float64   `json:"nats_server"`
+	Nodes        []float64 `json:"nats_server_nodes,omitempty"`
+	Orchestrator float64   `json:"orchestrator"`
+	Toolworker   float64   `json:"toolworker"`
 	// Driver is this process: submitting and following every event.
 	Driver float64 `json:"driver"`
 }
@@ -260,6 +263,9 @@ type shape struct {
 	repo   string
 	url    string
 	server *child
+	// peers are the cluster's other nodes, when the server is one of a
+	// cluster's.
+	peers  []*child
 	orch   *child
 	worker *child
 	// logs are the processes' outputs, by process name.
@@ -274,6 +280,8 @@ type shape struct {
 	monitor string
 	storage string
 	sync    string // "always" or "default"
+	// kind names the shape in profiles' file names: "deployed" or "cluster".
+	kind string
 }
 
 // startShape starts a nats-server process with the repository's nats.conf
@@ -284,7 +292,7 @@ func (b *run) startShape(ctx context.Context, bins programs, repo, sync, storage
 	if err != nil {
 		return nil, err
 	}
-	sh := &shape{b: b, dir: dir, repo: repo, logs: map[string]string{}, pprof: map[string]string{}, sync: sync, storage: storage}
+	sh := &shape{b: b, dir: dir, repo: repo, logs: map[string]string{}, pprof: map[string]string{}, sync: sync, storage: storage, kind: "deployed"}
 	defer func() {
 		if err != nil {
 			err = sh.explain(err)
@@ -324,18 +332,29 @@ func (b *run) startShape(ctx context.Context, bins programs, repo, sync, storage
 	if out, err := apply.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("jetloop streams apply --jobs-storage %s: %v\n%s", storage, err, out)
 	}
-	if sh.admin, sh.ajs, err = sh.connect("admin", bus.InboxCLI); err != nil {
+	if err := sh.startProcesses(ctx, bins); err != nil {
 		return nil, err
+	}
+	return sh, nil
+}
+
+// startProcesses connects this process as admin and as client to the
+// provisioned server, then starts the tool worker and the orchestrator and
+// waits until they serve.
+func (sh *shape) startProcesses(ctx context.Context, bins programs) (err error) {
+	b, dir := sh.b, sh.dir
+	if sh.admin, sh.ajs, err = sh.connect("admin", bus.InboxCLI); err != nil {
+		return err
 	}
 	if sh.client, sh.cjs, err = sh.connect("client", bus.InboxCLI); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "AGENTS.md"), []byte(agentsFile), 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	root := filepath.Join(dir, "root")
 	if err := os.Mkdir(root, 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	workerArgs := append(sh.as("toolworker"), "--root", root, "--concurrency", "64")
 	orchArgs := append(sh.as("orchestrator"), "--agents", filepath.Join(dir, "AGENTS.md"), "--allow-scripts")
@@ -350,25 +369,25 @@ func (b *run) startShape(ctx context.Context, bins programs, repo, sync, storage
 		}{{"toolworker", &workerArgs}, {"orchestrator", &orchArgs}} {
 			addr, err := freeAddr()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			*p.args = append(*p.args, "--pprof-addr", addr)
 			sh.pprof[p.name] = "http://" + addr
 		}
 	}
 	if sh.worker, err = sh.start("toolworker", bins["toolworker"], workerArgs...); err != nil {
-		return nil, err
+		return err
 	}
 	if sh.orch, err = sh.start("orchestrator", bins["orchestrator"], orchArgs...); err != nil {
-		return nil, err
+		return err
 	}
 	if err := stack.WaitTool(ctx, sh.ajs, "echo"); err != nil {
-		return nil, err
+		return err
 	}
 	if err := stack.WaitServing(ctx, sh.ajs); err != nil {
-		return nil, err
+		return err
 	}
-	return sh, nil
+	return nil
 }
 
 // as is the connection flags of a role: the server's URL, the role's user
@@ -405,7 +424,12 @@ func dial(url, name string, auth bus.Auth, log *slog.Logger) (*nats.Conn, jetstr
 // writeConfig writes the repository's nats.conf with a free port and a
 // store in the shape's directory, beside a copy of the permissions it
 // includes (an include is read relative to the file that includes it).
-func (sh *shape) writeConfig() (string, error) {
+func (sh *shape) writeConfig() (string, error) { return sh.writeConfigIn(sh.dir, "", "") }
+
+// writeConfigIn writes the server's configuration as writeConfig does, into
+// dir with a store in dir/store; name, when set, is its server_name, and
+// cluster, when set, is added to it.
+func (sh *shape) writeConfigIn(dir, name, cluster string) (string, error) {
 	conf, err := os.ReadFile(filepath.Join(sh.repo, "nats.conf"))
 	if err != nil {
 		return "", err
@@ -419,13 +443,20 @@ func (sh *shape) writeConfig() (string, error) {
 	if err != nil && !os.IsNotExist(err) {
 		return "", err
 	}
-	for _, r := range []struct {
+	rewrites := []struct {
 		re   *regexp.Regexp
 		with string
 	}{
 		{regexp.MustCompile(`(?m)^listen:.*$`), "listen: 127.0.0.1:-1"},
-		{regexp.MustCompile(`(?m)^(\s*)store_dir:.*$`), "${1}store_dir: " + strconv.Quote(filepath.Join(sh.dir, "store"))},
-	} {
+		{regexp.MustCompile(`(?m)^(\s*)store_dir:.*$`), "${1}store_dir: " + strconv.Quote(filepath.Join(dir, "store"))},
+	}
+	if name != "" {
+		rewrites = append(rewrites, struct {
+			re   *regexp.Regexp
+			with string
+		}{regexp.MustCompile(`(?m)^server_name:.*$`), "server_name: " + name})
+	}
+	for _, r := range rewrites {
 		if n := len(r.re.FindAllIndex(conf, -1)); n != 1 {
 			return "", fmt.Errorf("nats.conf: %d lines match %s, want 1", n, r.re)
 		}
@@ -439,25 +470,32 @@ func (sh *shape) writeConfig() (string, error) {
 	} else if !syncLine.Match(conf) {
 		return "", fmt.Errorf("nats.conf sets no sync_interval")
 	}
-	if err := os.MkdirAll(filepath.Join(sh.dir, "deploy"), 0o755); err != nil {
+	if cluster != "" {
+		conf = append(conf, "\n"+cluster+"\n"...)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "deploy"), 0o755); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(sh.dir, "deploy", "permissions.conf"), perms, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "deploy", "permissions.conf"), perms, 0o644); err != nil {
 		return "", err
 	}
 	if accounts != nil {
-		if err := os.WriteFile(filepath.Join(sh.dir, "deploy", "accounts.conf"), accounts, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "deploy", "accounts.conf"), accounts, 0o644); err != nil {
 			return "", err
 		}
 	}
-	path := filepath.Join(sh.dir, "nats.conf")
+	path := filepath.Join(dir, "nats.conf")
 	return path, os.WriteFile(path, conf, 0o644)
 }
 
 // checkSync reads the server's varz: the figures are labelled with the
 // sync mode the server runs with, not the one asked for.
-func (sh *shape) checkSync(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, sh.monitor+"/varz", nil)
+func (sh *shape) checkSync(ctx context.Context) error { return sh.checkSyncOf(ctx, sh.monitor) }
+
+// checkSyncOf checks the sync mode of the server whose monitoring endpoint
+// is monitor.
+func (sh *shape) checkSyncOf(ctx context.Context, monitor string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, monitor+"/varz", nil)
 	if err != nil {
 		return err
 	}
@@ -539,14 +577,20 @@ type ports struct {
 // serverPorts waits for the server's ports file: the server listens once
 // it is written.
 func (sh *shape) serverPorts(ctx context.Context) (ports, error) {
-	path := filepath.Join(sh.dir, fmt.Sprintf("nats-server_%d.ports", sh.server.pid()))
+	return portsOf(ctx, sh.server, sh.dir)
+}
+
+// portsOf waits for the ports file of server, started with
+// --ports_file_dir dir.
+func portsOf(ctx context.Context, server *child, dir string) (ports, error) {
+	path := filepath.Join(dir, fmt.Sprintf("nats-server_%d.ports", server.pid()))
 	var p ports
-	err := waitFor(ctx, 30*time.Second, "nats-server to listen", func() bool {
+	err := waitFor(ctx, 30*time.Second, server.name+" to listen", func() bool {
 		data, err := os.ReadFile(path)
-		return err == nil && json.Unmarshal(data, &p) == nil && len(p.Nats) > 0 || sh.server.exited()
+		return err == nil && json.Unmarshal(data, &p) == nil && len(p.Nats) > 0 || server.exited()
 	})
-	if err == nil && sh.server.exited() {
-		err = errors.New("nats-server exited")
+	if err == nil && server.exited() {
+		err = errors.New(server.name + " exited")
 	}
 	return p, err
 }
@@ -577,7 +621,11 @@ func (sh *shape) start(name, path string, args ...string) (*child, error) {
 // explain adds the end of each process's output to err.
 func (sh *shape) explain(err error) error {
 	var b strings.Builder
-	for _, name := range []string{"nats-server", "orchestrator", "toolworker"} {
+	names := []string{"nats-server", "orchestrator", "toolworker"}
+	for _, c := range sh.peers {
+		names = append(names, c.name)
+	}
+	for _, name := range names {
 		path, ok := sh.logs[name]
 		if !ok {
 			continue
@@ -604,8 +652,10 @@ func (sh *shape) stop() {
 			nc.Close()
 		}
 	}
-	if sh.server != nil {
-		_ = sh.server.stop()
+	for _, c := range append([]*child{sh.server}, sh.peers...) {
+		if c != nil {
+			_ = c.stop()
+		}
 	}
 	os.RemoveAll(sh.dir)
 }
@@ -758,7 +808,8 @@ func (sh *shape) throughput(ctx context.Context, sz sizes, c int) (DeployedThrou
 	defer w.stop()
 	slots := make(chan struct{}, c)
 	w.onFinish = func(string, seen) { <-slots }
-	procs := []*child{sh.server, sh.orch, sh.worker}
+	// The servers last: a cluster's nodes are all counted as nats-server.
+	procs := append([]*child{sh.orch, sh.worker, sh.server}, sh.peers...)
 	before := make([]time.Duration, len(procs))
 	for i, p := range procs {
 		if before[i], err = cpu(p.pid()); err != nil {
@@ -805,8 +856,16 @@ func (sh *shape) throughput(ctx context.Context, sz sizes, c int) (DeployedThrou
 	per := func(d time.Duration) float64 { return d.Seconds() / float64(max(t.Steps, 1)) }
 	t.StepsPerS = float64(t.Steps) / elapsed.Seconds()
 	t.TurnsPerS = float64(sz.throughputTurns-t.Unfinished) / elapsed.Seconds()
-	t.CPUSPerStep = ProcessCPU{Server: per(after[0] - before[0]), Orchestrator: per(after[1] - before[1]),
-		Toolworker: per(after[2] - before[2]), Driver: per(self1 - self0)}
+	var servers time.Duration
+	var nodes []float64
+	for i := 2; i < len(procs); i++ {
+		servers += after[i] - before[i]
+		if len(sh.peers) > 0 {
+			nodes = append(nodes, per(after[i]-before[i]))
+		}
+	}
+	t.CPUSPerStep = ProcessCPU{Server: per(servers), Nodes: nodes, Orchestrator: per(after[0] - before[0]),
+		Toolworker: per(after[1] - before[1]), Driver: per(self1 - self0)}
 	return t, nil
 }
 
@@ -825,7 +884,7 @@ func (sh *shape) profile(ctx context.Context, c int, d time.Duration) func() err
 	secs := max(1, int(d.Round(time.Second)/time.Second))
 	for name, base := range sh.pprof {
 		wg.Go(func() {
-			path := filepath.Join(sh.b.cfg.ProfileDir, fmt.Sprintf("deployed-%s-%s-c%d-%s.cpu.pprof", sh.sync, sh.storage, c, name))
+			path := filepath.Join(sh.b.cfg.ProfileDir, fmt.Sprintf("%s-%s-%s-c%d-%s.cpu.pprof", sh.kind, sh.sync, sh.storage, c, name))
 			if err := fetch(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, secs), path); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("%s: %w", name, err))

@@ -189,7 +189,7 @@ func (b *run) startTenantShape(ctx context.Context, bins programs, repo string) 
 	if err != nil {
 		return nil, err
 	}
-	sh := &tenantShape{b: &shape{b: b, dir: dir, repo: repo, logs: map[string]string{}, pprof: map[string]string{}, sync: "always", storage: "file"}}
+	sh := &tenantShape{b: &shape{b: b, dir: dir, repo: repo, logs: map[string]string{}, pprof: map[string]string{}, sync: "always", storage: "file", kind: "tenants"}}
 	defer func() {
 		if err != nil {
 			err = sh.b.explain(err)

@@ -20,8 +20,8 @@ func benchCmd(ctx context.Context, c *command, args []string) int {
 	asJSON := c.flags.Bool("json", false, "print one JSON object instead of the table")
 	profiles := c.flags.String("profile", "", "write CPU and allocation profiles of the orchestrator process of each throughput run to this directory (with --deployed also CPU profiles of the three processes)")
 	verbose := c.flags.Bool("v", false, "log what the processes do")
-	only := c.flags.String("only", "", "run only these phases, comma-separated: floor,overhead,local,replay,throughput,memory,recovery,workflow,deployed,tenants")
-	deployed := c.flags.Bool("deployed", false, "also measure the deployed shape: nats-server, orchestrator and toolworker as processes (see --bin), with the nats.conf and deploy/ of the checkout it runs in, jobs on file and on memory storage, and the multi-tenant deployment (deploy/tenants)")
+	only := c.flags.String("only", "", "run only these phases, comma-separated: floor,overhead,local,replay,throughput,memory,recovery,workflow,deployed,tenants,cluster")
+	deployed := c.flags.Bool("deployed", false, "also measure the deployed shape: nats-server, orchestrator and toolworker as processes (see --bin), with the nats.conf and deploy/ of the checkout it runs in, jobs on file and on memory storage, the multi-tenant deployment (deploy/tenants), and a 3-node loopback cluster with every stream and bucket on three replicas")
 	bin := c.flags.String("bin", "", "with --deployed, the directory of the binaries it runs: nats-server, orchestrator, toolworker and jetloop (default: this program's directory, then $PATH); make bench builds them")
 	// The orchestrator process the benchmark starts runs this command too.
 	orchestrator := c.flags.String("orchestrator", "", "internal: be the benchmark's orchestrator process on this server URL")
