@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jetloop/jetloop/internal/events"
+	"github.com/jetloop/jetloop/internal/testkit"
 )
 
 // TestClusterShape runs the 3-node cluster in its smallest form: the
@@ -19,7 +20,7 @@ func TestClusterShape(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the binaries")
 	}
-	b := &run{cfg: Config{Progress: testWriter{t}, Bin: buildDeployed(t)}, log: discard()}
+	b := &run{cfg: Config{Progress: testkit.Writer(t), Bin: buildDeployed(t)}, log: discard()}
 	sz := sizes{overheadTurns: 2, overheadSteps: 4, steps: 3, clusterTurns: 6, clusterConcurrency: 3}
 	if err := b.cluster(context.Background(), sz); err != nil {
 		t.Fatal(err)
