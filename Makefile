@@ -64,7 +64,7 @@ DURATION ?= 5m
 SEED ?=
 
 chaos:
-	CHAOS_DURATION=$(DURATION) CHAOS_SEED=$(SEED) $(GO) test -race -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/proctest/
+	CHAOS_DURATION=$(DURATION) CHAOS_SEED=$(SEED) $(GO) test -race -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/blackbox/
 
 demo:
 	$(GO) run ./cmd/jetloop demo
@@ -90,7 +90,7 @@ bench:
 	$(GO) build -tags $(TAGS) -o $(BIN)/ ./cmd/... github.com/nats-io/nats-server/v2
 	$(BIN)/jetloop bench --deployed --bin $(BIN)
 	$(GO) test -run '^$$' -bench BenchmarkSyncsPerStep -benchtime 1x ./internal/bench/
-	$(GO) test -run '^$$' -bench BenchmarkToolScaling -benchtime 640x ./internal/proctest/
+	$(GO) test -run '^$$' -bench BenchmarkToolScaling -benchtime 640x ./internal/blackbox/
 	$(GO) test -run '^$$' -bench BenchmarkStartupAfterHistory -benchtime 1x ./internal/orchestrator/
 
 # A standalone server with the production configuration; the version is pinned

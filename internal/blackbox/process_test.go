@@ -1,6 +1,6 @@
-// Package proctest runs the real binaries as separate processes against a
+// Package blackbox runs the real binaries as separate processes against a
 // real server: what an operator starts is what is tested.
-package proctest
+package blackbox
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package proctest
+package blackbox
 
 import (
 	"encoding/json"
@@ -30,7 +30,7 @@ const scaleConcurrency = 8
 // calls/s and its ratio to one worker (x_vs_1); the ceiling is
 // workers × 8 / 100 ms = 80 calls/s per worker.
 //
-//	go test -run '^$' -bench BenchmarkToolScaling -benchtime 640x ./internal/proctest/
+//	go test -run '^$' -bench BenchmarkToolScaling -benchtime 640x ./internal/blackbox/
 func BenchmarkToolScaling(b *testing.B) {
 	bin := b.TempDir()
 	if out, err := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "github.com/jetloop/jetloop/cmd/toolworker").CombinedOutput(); err != nil {

@@ -1,4 +1,4 @@
-package proctest
+package blackbox
 
 import (
 	"bufio"
