@@ -149,6 +149,10 @@ func (s *shard) take(in input) {
 		if in.direct != nil && !errors.Is(err, errCrashed) {
 			answerDirect(in.direct, err)
 		}
+		if in.direct != nil && err == nil {
+			// Counted here, as it has no stored copy to be counted with.
+			s.obs.countInput(events.InputResult, nil, 1)
+		}
 	case s.dead.Load():
 	case s.stopping.Load():
 		_ = in.msg.Nak() // not started: another process takes it now
