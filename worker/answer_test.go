@@ -53,3 +53,56 @@ func TestResultIsPublishedUntilStored(t *testing.T) {
 		t.Errorf("the job was delivered %d times (%d redelivered)", info.Delivered.Consumer, info.NumRedelivered)
 	}
 }
+
+// TestSilentOwnerPausesHandOvers: a result handed to a turn's owner that
+// never answers goes to the inbox after the wait, and the next results go
+// there at once, without being handed over: a deployment whose owner fails
+// over, or whose permissions predate hand-overs, pays one wait, not one a
+// call. A refusal pauses nothing.
+func TestSilentOwnerPausesHandOvers(t *testing.T) {
+	e := newEnv(t)
+	nc, _ := e.srv.Connect(t)
+	var asked atomic.Int32
+	silent, err := nc.Subscribe(events.DirectResultSubject("echo", "*"), func(*nats.Msg) { asked.Add(1) })
+	defer silent.Unsubscribe()
+	must(t, err)
+	must(t, nc.Flush())
+	e.worker(nil, worker.WithName("w1"))
+	e.job(job("t-silent-1", "echo", `{"text":"one"}`))
+	if r := e.result("t-silent-1"); r.Output != "one" {
+		t.Fatalf("result %+v", r)
+	}
+	e.job(job("t-silent-2", "echo", `{"text":"two"}`))
+	if r := e.result("t-silent-2"); r.Output != "two" {
+		t.Fatalf("result %+v", r)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("%d results handed over to a silent owner, want 1 and then the inbox", n)
+	}
+}
+
+// TestRefusedHandOverGoesToTheInbox: an owner's refusal (its reason in
+// Jetloop-Error) sends the result to the inbox at once, and pauses no
+// later hand-over.
+func TestRefusedHandOverGoesToTheInbox(t *testing.T) {
+	e := newEnv(t)
+	nc, _ := e.srv.Connect(t)
+	var refused atomic.Int32
+	sub, err := nc.Subscribe(events.DirectResultSubject("echo", "*"), func(m *nats.Msg) {
+		refused.Add(1)
+		_ = m.RespondMsg(&nats.Msg{Header: nats.Header{events.HeaderError: []string{"not here"}}})
+	})
+	must(t, err)
+	defer sub.Unsubscribe()
+	must(t, nc.Flush())
+	e.worker(nil, worker.WithName("w1"))
+	for _, turn := range []string{"t-refused-1", "t-refused-2"} {
+		e.job(job(turn, "echo", `{"text":"stored"}`))
+		if r := e.result(turn); r.Output != "stored" {
+			t.Fatalf("%s: result %+v", turn, r)
+		}
+	}
+	if n := refused.Load(); n != 2 {
+		t.Fatalf("%d results handed over, want both", n)
+	}
+}

@@ -804,10 +804,12 @@ func (w *Worker) handOver(r events.ToolResult, data []byte) bool {
 	}
 	reply, err := w.nc.RequestMsg(&nats.Msg{Subject: events.DirectResultSubject(r.Tool, r.TurnID), Data: data}, directWait)
 	switch {
-	case errors.Is(err, nats.ErrNoResponders):
+	case errors.Is(err, nats.ErrTimeout):
+		w.directOff.Store(time.Now().Add(directPause).UnixNano())
 		return false
 	case err != nil:
-		w.directOff.Store(time.Now().Add(directPause).UnixNano())
+		// No responders, a result too big for one message, a
+		// connection closing: the inbox takes it, or says why not.
 		return false
 	}
 	return reply.Header.Get(events.HeaderError) == ""

@@ -91,8 +91,9 @@ func TestTSWorkerServesATurn(t *testing.T) {
 	srv := testkit.Start(t)
 	url := srv.ClientURL()
 	root := repoRoot(t)
-	_, js := srv.Connect(t)
+	nc, js := srv.Connect(t)
 	t.Cleanup(func() { testkit.CheckLogs(t, js) })
+	answers := record(t, nc, events.DirectResultSubject(tsTool, "*"), events.ToolResultSubject(tsTool, "*"))
 
 	// The worker starts first, on an empty server: it creates what it uses.
 	worker := startTS(t, url, "ts-1")
@@ -131,6 +132,12 @@ func TestTSWorkerServesATurn(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	// Its result went to the turn's owner, not through the inbox.
+	handed := func(o observed) bool { return strings.HasPrefix(o.subject, events.DirectPrefix) }
+	answers.wait(t, "the result handed to the turn's owner", handed)
+	if answers.count(handed) != 1 || answers.count(func(observed) bool { return true }) != 1 {
+		t.Errorf("the worker's answers: %v, want one handed to the turn's owner", answers)
 	}
 	want := events.ToolCompletedData{Name: tsTool, Output: "5 words, 2 lines, 25 characters", Worker: "ts-1", Attempts: 1}
 	if len(completed) != 1 {

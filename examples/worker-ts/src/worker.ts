@@ -15,7 +15,7 @@ import {
   type JsMsg,
 } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { headers, RequestError, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { headers, TimeoutError, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { hookNames, parseHookJob, validHookName, type Decision, type Hook, type HookAnswer, type HookJob } from "./hook.js";
 import type { Logger } from "./log.js";
 import { Registry } from "./registry.js";
@@ -600,7 +600,9 @@ export class Worker {
       const reply = await this.nc.request(subjects.direct(r.tool, r.turn_id), data, { timeout: DIRECT_WAIT_MS });
       return !reply.headers?.get(names.headerError);
     } catch (err) {
-      if (!(err instanceof RequestError && err.isNoResponders())) this.directOffUntil = Date.now() + DIRECT_PAUSE_MS;
+      // Only silence pauses hand-overs: no responders, a result too big
+      // for one message or a closing connection fall back to the inbox alone.
+      if (err instanceof TimeoutError) this.directOffUntil = Date.now() + DIRECT_PAUSE_MS;
       return false;
     }
   }
