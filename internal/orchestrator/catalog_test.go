@@ -40,9 +40,11 @@ func TestCatalogKeepsToolsThroughARegistryOutage(t *testing.T) {
 	}
 	info, _ := json.Marshal(events.ToolInfo{Name: "shell", Description: "runs a command",
 		Parameters: json.RawMessage(`{"type":"object"}`), TimeoutMs: 5000, Workers: 1})
-	if _, err := tools.Put(ctx, "shell", info); err != nil {
-		t.Fatal(err)
-	}
+	// A replicated bucket just made may not have elected its leader yet.
+	testkit.WaitFor(t, "the registry to take a put", func() bool {
+		_, err := tools.Put(ctx, "shell", info)
+		return err == nil
+	})
 	cat, err := watchTools(ctx, js, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
