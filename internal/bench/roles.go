@@ -157,7 +157,9 @@ func (l *roleLoad) hold(nc *nats.Conn) error {
 		// Dropped messages are the reader's loss, not an error of the load.
 		_ = sub.SetPendingLimits(-1, -1)
 	}
-	if err := nc.Flush(); err != nil {
+	// The server takes thousands of subscriptions while the readers keep
+	// it busy: on a loaded machine that outlasts Flush's 10 s.
+	if err := nc.FlushTimeout(time.Minute); err != nil {
 		return err
 	}
 	l.subs += heldSubs
