@@ -34,7 +34,15 @@ func newDeployment(t *testing.T, urls string) *deployment {
 func (d *deployment) streams(args ...string) {
 	d.t.Helper()
 	for _, verb := range []string{"apply", "check"} {
-		out, code := run(d.t, d.dir, append(append([]string{"streams", "--nats", d.urls}, args...), verb)...)
+		// Just after the cluster formed, its meta leader may not yet see
+		// every peer online, and refuses to place three replicas ("no
+		// suitable peers"): an operator runs the command again, as this does.
+		var out string
+		var code int
+		testkit.WaitFor(d.t, "jetloop streams "+verb+" to place its replicas", func() bool {
+			out, code = run(d.t, d.dir, append(append([]string{"streams", "--nats", d.urls}, args...), verb)...)
+			return code == 0 || !strings.Contains(out, "no suitable peers")
+		})
 		if code != 0 {
 			d.t.Fatalf("jetloop streams %s %s: exit %d\n%s", strings.Join(args, " "), verb, code, out)
 		}
