@@ -22,23 +22,23 @@ type FeedFilter struct {
 	Since     time.Time
 }
 
-// subject is the filter's subject in the events stream.
-func (f FeedFilter) subject() (string, error) {
+// where is the filter's subject and the streams it reads in layout.
+func (f FeedFilter) where(layout events.Layout) (string, []string, error) {
 	switch {
 	case f.TurnID != "" && f.SessionID != "":
-		return "", errors.New("client: a feed reads a session's logs or a turn's log, not both")
+		return "", nil, errors.New("client: a feed reads a session's logs or a turn's log, not both")
 	case f.TurnID != "":
 		if !events.ValidID(f.TurnID) {
-			return "", fmt.Errorf("client: invalid turn id %q", f.TurnID)
+			return "", nil, fmt.Errorf("client: invalid turn id %q", f.TurnID)
 		}
-		return events.TurnEventsFilter(f.TurnID), nil
+		return layout.TurnFilter(f.TurnID), []string{layout.Stream(f.TurnID)}, nil
 	case f.SessionID != "":
 		if !events.ValidID(f.SessionID) {
-			return "", fmt.Errorf("client: invalid session id %q", f.SessionID)
+			return "", nil, fmt.Errorf("client: invalid session id %q", f.SessionID)
 		}
-		return events.SessionEventsFilter(f.SessionID), nil
+		return layout.SessionFilter(f.SessionID), layout.Names(), nil
 	}
-	return "jetloop.events.*.*", nil
+	return layout.AllFilter(), layout.Names(), nil
 }
 
 // Feed reads logs as they are written, many at once: each event once, in
@@ -50,7 +50,7 @@ func (f FeedFilter) subject() (string, error) {
 // client and viewer roles may. A Feed is for one goroutine; Close it when
 // done.
 type Feed struct {
-	tail     *bus.Tail
+	tail     *bus.Tails
 	buf      []Record
 	pending  uint64
 	caughtUp bool
@@ -58,31 +58,32 @@ type Feed struct {
 
 // OpenFeed opens a feed of the logs filter selects.
 func (c *Client) OpenFeed(ctx context.Context, filter FeedFilter) (*Feed, error) {
-	subject, err := filter.subject()
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	l, err := c.summaries(ctx)
+	store, err := c.events(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tail, err := turnlog.Tail(ctx, c.js, subject, bus.Start{Time: filter.Since})
+	subject, streams, err := filter.where(store.Layout())
+	if err != nil {
+		return nil, err
+	}
+	tail, err := turnlog.Tail(ctx, c.js, streams, subject, bus.Start{Time: filter.Since})
 	if err != nil {
 		return nil, fmt.Errorf("client: open feed: %w", err)
 	}
-	f := &Feed{tail: tail}
+	f := &Feed{tail: tail, caughtUp: true}
 	// Caught up from the start when nothing is stored from where it begins.
-	m, err := l.Stream().GetLastMsgForSubject(ctx, subject)
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		f.caughtUp = true
-	case err != nil:
-		tail.Close()
-		return nil, fmt.Errorf("client: open feed: %w", err)
-	default:
-		f.caughtUp = m.Time.Before(filter.Since)
+	for _, name := range streams {
+		m, err := store.Reads(name).GetLastMsgForSubject(ctx, subject)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			tail.Close()
+			return nil, fmt.Errorf("client: open feed: %w", err)
+		default:
+			f.caughtUp = f.caughtUp && m.Time.Before(filter.Since)
+		}
 	}
 	return f, nil
 }

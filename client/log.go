@@ -98,7 +98,12 @@ func (c *Client) FollowLog(ctx context.Context, turnID string, opts ...WatchOpti
 // which types what it yields.
 func (c *Client) records(ctx context.Context, turnID string, from turnlog.From) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
-		for r, err := range turnlog.Follow(ctx, c.js, turnID, from) {
+		store, err := c.events(ctx)
+		if err != nil {
+			yield(Record{}, err)
+			return
+		}
+		for r, err := range turnlog.Follow(ctx, c.js, store.Layout(), turnID, from) {
 			if err != nil {
 				yield(Record{}, fmt.Errorf("client: %w", err))
 				return

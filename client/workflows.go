@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -42,7 +43,8 @@ func (c *Client) Workflows(ctx context.Context) ([]WorkflowSummary, error) {
 		out []WorkflowSummary
 	)
 	err = l.Each(ctx, "", func(ctx context.Context, subject string) error {
-		fm, err := l.Stream().GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+		stream := l.StreamOf(bus.TurnOf(subject))
+		fm, err := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
 		if err != nil {
 			return nil // purged since the listing
 		}
@@ -50,7 +52,7 @@ func (c *Client) Workflows(ctx context.Context) ([]WorkflowSummary, error) {
 		if err != nil || !first.Type.Workflow() {
 			return nil // a turn's log
 		}
-		lm, err := l.Stream().GetLastMsgForSubject(ctx, subject)
+		lm, err := stream.GetLastMsgForSubject(ctx, subject)
 		if err != nil {
 			return nil
 		}

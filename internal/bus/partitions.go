@@ -2,8 +2,11 @@ package bus
 
 import (
 	"hash/fnv"
+
 	"strconv"
 	"strings"
+
+	"github.com/jetloop/jetloop/internal/events"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -14,7 +17,7 @@ import (
 // partition has one durable consumer that one orchestrator at a time pulls
 // from: N orchestrators share the partitions, at most this many do useful
 // work.
-const Partitions = 16
+const Partitions = events.Partitions
 
 // inboxTransform makes the inbox stream store jetloop.inbox.<kind>.<id> as
 // jetloop.inbox.<kind>.<id>.<partition of id>: clients and workers publish
@@ -24,13 +27,8 @@ var inboxTransform = &jetstream.SubjectTransformConfig{
 	Destination: "jetloop.inbox.{{wildcard(1)}}.{{wildcard(2)}}.{{partition(" + strconv.Itoa(Partitions) + ",2)}}",
 }
 
-// Partition is the partition of a turn or workflow id: the same FNV-1a hash
-// the server's partition() mapping takes.
-func Partition(id string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return int(h.Sum32() % Partitions)
-}
+// Partition is the partition of a turn or workflow id (events.Partition).
+func Partition(id string) int { return events.Partition(id) }
 
 // PartitionConsumer names the durable inbox consumer of partition p.
 func PartitionConsumer(p int) string { return InboxConsumer + "_" + strconv.Itoa(p) }

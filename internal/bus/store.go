@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,15 +44,18 @@ func (e *TooBigError) Error() string {
 // headerRoom is what the headers and protocol add to an event's bytes.
 const headerRoom = 512
 
-// Store reads and appends turn logs in JETLOOP_EVENTS.
+// Store reads and appends turn logs in the events streams of the
+// deployment's layout (events.Layout): JETLOOP_EVENTS, or the streams
+// JETLOOP_EVENTS_<k>, each log in the one its turn's id maps to.
 type Store struct {
 	js     jetstream.JetStream
-	stream jetstream.Stream
-	// reads is the handle turn logs are read with: stream itself on a
-	// single replica, a handle that reads from the stream's leader on a
-	// cluster (see leaderReads).
-	reads jetstream.Stream
-	// replicated: the stream has more than one replica, so a decision's
+	layout events.Layout
+	// streams are the layout's streams, by index; reads the handles turn
+	// logs are read with: the stream itself on a single replica, one whose
+	// gets the stream's leader answers on a cluster (see leaderReads).
+	streams []jetstream.Stream
+	reads   []jetstream.Stream
+	// replicated: the streams have more than one replica, so a decision's
 	// events are not sent together (see Append); mu keeps one decision's
 	// sends together on the connection.
 	replicated bool
@@ -62,19 +66,90 @@ type Store struct {
 	Grouped bool
 }
 
-// NewStore binds the events stream, which must exist.
+// NewStore binds the events streams, which must exist, in the layout they
+// have (FindLayout).
 func NewStore(ctx context.Context, js jetstream.JetStream) (*Store, error) {
-	st, err := js.Stream(ctx, events.StreamEvents)
+	layout, err := FindLayout(ctx, js)
 	if err != nil {
-		return nil, fmt.Errorf("bus: bind %s: %w", events.StreamEvents, err)
+		return nil, err
 	}
-	s := &Store{js: js, stream: st, reads: st, replicated: st.CachedInfo().Config.Replicas > 1, Grouped: true}
+	s := &Store{js: js, layout: layout, Grouped: true}
+	for _, name := range layout.Names() {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("bus: bind %s: %w", name, err)
+		}
+		s.streams = append(s.streams, st)
+		s.replicated = s.replicated || st.CachedInfo().Config.Replicas > 1
+	}
+	s.reads = s.streams
 	if s.replicated {
-		if s.reads, err = leaderReads(ctx, js, events.StreamEvents); err != nil {
-			return nil, err
+		s.reads = make([]jetstream.Stream, len(s.streams))
+		for k, name := range layout.Names() {
+			if s.reads[k], err = leaderReads(ctx, js, name); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return s, nil
+}
+
+// ErrNoEvents: the server has no events stream in any layout.
+var ErrNoEvents = fmt.Errorf("bus: no events stream (%s or %s): %w", events.StreamEvents, events.PartitionedStream(0), jetstream.ErrStreamNotFound)
+
+// FindLayout learns the layout of the logs from the streams that exist:
+// JETLOOP_EVENTS is the one-stream layout; otherwise JETLOOP_EVENTS_0's
+// subjects say how many streams there are. A reader needs nothing but
+// stream info to learn it, so no setting has to agree across processes.
+func FindLayout(ctx context.Context, js jetstream.JetStream) (events.Layout, error) {
+	_, err := js.Stream(ctx, events.StreamEvents)
+	if err == nil {
+		return events.OneStream, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return events.Layout{}, fmt.Errorf("bus: bind %s: %w", events.StreamEvents, err)
+	}
+	first, err := js.Stream(ctx, events.PartitionedStream(0))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return events.Layout{}, ErrNoEvents
+	}
+	if err != nil {
+		return events.Layout{}, fmt.Errorf("bus: bind %s: %w", events.PartitionedStream(0), err)
+	}
+	subjects := first.CachedInfo().Config.Subjects
+	layout, ok := events.LayoutOf(0, subjects)
+	if !ok {
+		return events.Layout{}, fmt.Errorf("bus: %s takes %v, which is no layout of the logs (docs/protocol.md, \"Where a log is stored\")",
+			events.PartitionedStream(0), subjects)
+	}
+	return layout, nil
+}
+
+// Layout is how the store's logs are laid out.
+func (s *Store) Layout() events.Layout { return s.layout }
+
+// Streams are the store's streams, by index.
+func (s *Store) Streams() []jetstream.Stream { return s.streams }
+
+// ReadsOf is the handle the log of id is read with.
+func (s *Store) ReadsOf(id string) jetstream.Stream { return s.reads[s.index(id)] }
+
+// Reads is the handle the stream named name, one of the layout's, is read
+// with.
+func (s *Store) Reads(name string) jetstream.Stream {
+	for k, n := range s.layout.Names() {
+		if n == name {
+			return s.reads[k]
+		}
+	}
+	panic("bus: " + name + " is not an events stream of the layout")
+}
+
+func (s *Store) index(id string) int {
+	if !s.layout.Partitioned() {
+		return 0
+	}
+	return events.Partition(id) % s.layout.Streams
 }
 
 // leaderReads binds a stream with a handle whose gets its leader answers.
@@ -98,7 +173,7 @@ func leaderReads(ctx context.Context, js jetstream.JetStream, name string) (jets
 // the turn has no log.
 func (s *Store) Last(ctx context.Context, turn string) (e events.Envelope, seq uint64, ok bool, err error) {
 	m, err := s.get(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-		return s.reads.GetLastMsgForSubject(ctx, events.TurnEventsFilter(turn))
+		return s.ReadsOf(turn).GetLastMsgForSubject(ctx, s.layout.TurnFilter(turn))
 	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return events.Envelope{}, 0, false, nil
@@ -121,7 +196,7 @@ func (s *Store) Read(ctx context.Context, turn string) ([]events.Envelope, uint6
 	if err != nil || !ok {
 		return nil, 0, err
 	}
-	log, err := s.readSubject(ctx, events.EventsSubject(last.SessionID, turn), seq)
+	log, err := s.readSubject(ctx, s.ReadsOf(turn), s.layout.Subject(last.SessionID, turn), seq)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -154,11 +229,11 @@ const readAttempt = 2 * time.Second
 // get of the next message on the subject at a time (direct on a single
 // server): no consumer is created, so frequent reads leave nothing behind
 // on the server.
-func (s *Store) readSubject(ctx context.Context, subject string, upTo uint64) (logWithSeq, error) {
+func (s *Store) readSubject(ctx context.Context, reads jetstream.Stream, subject string, upTo uint64) (logWithSeq, error) {
 	var out logWithSeq
 	for next := uint64(1); next <= upTo; {
 		m, err := s.get(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-			return s.reads.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subject))
+			return reads.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subject))
 		})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return logWithSeq{}, fmt.Errorf("bus: read %s: log ends before sequence %d", subject, upTo)
@@ -222,13 +297,13 @@ func (s *Store) Append(ctx context.Context, last uint64, evs []events.Envelope) 
 	return s.appendEach(ctx, last, evs, data)
 }
 
-// Replicated reports whether the events stream has more than one replica:
+// Replicated reports whether the events streams have more than one replica:
 // jetloop runs on a cluster.
 func (s *Store) Replicated() bool { return s.replicated }
 
 // eventMsg is an event's message, with no publish options set yet.
-func eventMsg(e events.Envelope, data []byte) *nats.Msg {
-	msg := &nats.Msg{Subject: events.EventsSubject(e.SessionID, e.TurnID), Data: data, Header: nats.Header{}}
+func (s *Store) eventMsg(e events.Envelope, data []byte) *nats.Msg {
+	msg := &nats.Msg{Subject: s.layout.Subject(e.SessionID, e.TurnID), Data: data, Header: nats.Header{}}
 	msg.Header.Set(events.HeaderType, string(e.Type))
 	return msg
 }
@@ -244,7 +319,7 @@ func (s *Store) appendGroup(ctx context.Context, last uint64, evs []events.Envel
 		return last, false, nil
 	}
 	first, final := evs[0], evs[len(evs)-1]
-	msg := &nats.Msg{Subject: events.EventsSubject(first.SessionID, first.TurnID), Data: data, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: s.layout.Subject(first.SessionID, first.TurnID), Data: data, Header: nats.Header{}}
 	msg.Header.Set(events.HeaderType, string(final.Type))
 	msg.Header.Set(events.HeaderEvents, strconv.Itoa(len(evs)))
 	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(last), jetstream.WithMsgID(first.ID))
@@ -256,7 +331,7 @@ func (s *Store) appendGroup(ctx context.Context, last uint64, evs []events.Envel
 
 func (s *Store) appendEach(ctx context.Context, last uint64, evs []events.Envelope, data [][]byte) (uint64, error) {
 	for i, e := range evs {
-		msg := eventMsg(e, data[i])
+		msg := s.eventMsg(e, data[i])
 		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(last), jetstream.WithMsgID(e.ID))
 		if err != nil {
 			return last, appendError(msg.Subject, e, err)
@@ -274,7 +349,7 @@ func (s *Store) appendTogether(ctx context.Context, last uint64, evs []events.En
 		if i > 0 {
 			expect = jetstream.WithExpectLastMsgID(evs[i-1].ID)
 		}
-		ack, err := s.js.PublishMsgAsync(eventMsg(e, data[i]), expect, jetstream.WithMsgID(e.ID))
+		ack, err := s.js.PublishMsgAsync(s.eventMsg(e, data[i]), expect, jetstream.WithMsgID(e.ID))
 		if err != nil {
 			break // the ones sent are awaited; the rest go one by one
 		}
@@ -312,20 +387,25 @@ func appendError(subject string, e events.Envelope, err error) error {
 	return fmt.Errorf("bus: append %s: %w", subject, err)
 }
 
-// Subjects lists the subjects of the events stream that match filter, with
-// their message counts: one subject per turn.
+// Subjects lists the subjects of the events streams that match filter, with
+// their message counts: one subject per turn. Take the filter from the
+// store's Layout.
 func (s *Store) Subjects(ctx context.Context, filter string) (map[string]uint64, error) {
-	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return nil, fmt.Errorf("bus: list %s: %w", filter, err)
+	out := map[string]uint64{}
+	for _, st := range s.streams {
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			return nil, fmt.Errorf("bus: list %s in %s: %w", filter, st.CachedInfo().Config.Name, err)
+		}
+		maps.Copy(out, info.State.Subjects)
 	}
-	return info.State.Subjects, nil
+	return out, nil
 }
 
-// PurgeThrough removes a subject's messages up to and including seq: the
+// PurgeThrough removes a turn's messages up to and including seq: the
 // orchestrator's one purge, which replaces a turn's rejection by its start.
-func (s *Store) PurgeThrough(ctx context.Context, subject string, seq uint64) error {
-	return s.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(seq+1))
+func (s *Store) PurgeThrough(ctx context.Context, session, turn string, seq uint64) error {
+	return s.streams[s.index(turn)].Purge(ctx, jetstream.WithPurgeSubject(s.layout.Subject(session, turn)), jetstream.WithPurgeSequence(seq+1))
 }
 
 // TurnOf returns the turn id of an events subject.

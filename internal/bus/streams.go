@@ -87,7 +87,42 @@ type Provision struct {
 	// WorkersMaxBytes bounds the workers' bucket, which worker
 	// deployments write.
 	WorkersMaxBytes int64
+	// EventStreams is how many streams hold the logs (events.Layout): 1
+	// is JETLOOP_EVENTS alone; 0 keeps the layout the server has, and is 1
+	// on a server that has none. It is chosen once: Apply does not move
+	// logs from one layout to another (see MoveLogs).
+	EventStreams int
 }
+
+// settleLayout returns p with the layout of the logs the server has when p
+// leaves it open, and an error when p asks for another.
+func (p Provision) settleLayout(ctx context.Context, js jetstream.JetStream) (Provision, error) {
+	have, err := FindLayout(ctx, js)
+	if errors.Is(err, ErrNoEvents) {
+		return p, nil
+	}
+	if err != nil {
+		return p, err
+	}
+	if p.EventStreams == 0 {
+		p.EventStreams = max(have.Streams, 1)
+	}
+	if want := p.Layout(); max(have.Streams, 1) != want.Streams {
+		return p, &LayoutError{Have: have, Want: want}
+	}
+	return p, nil
+}
+
+// LayoutError: the logs are in another layout than the one asked for.
+type LayoutError struct{ Have, Want events.Layout }
+
+func (e *LayoutError) Error() string {
+	return fmt.Sprintf("bus: the logs are in %d events stream(s), not %d: `jetloop streams move --event-streams %d` moves them (docs/scaling.md, \"Moving the logs\")",
+		max(e.Have.Streams, 1), e.Want.Streams, e.Want.Streams)
+}
+
+// Layout is the layout of the logs p provisions.
+func (p Provision) Layout() events.Layout { return events.Layout{Streams: max(p.EventStreams, 1)} }
 
 // DefaultProvision is the table as it stands without flags.
 // maxPayload is the server's (nats.Conn.MaxPayload).
@@ -108,6 +143,43 @@ func DefaultProvision(maxPayload int64) Provision {
 
 // StreamConfigs are the streams of docs/protocol.md as p sets them.
 func (p Provision) StreamConfigs() []jetstream.StreamConfig {
+	return append(p.fixedStreams(), p.EventsConfigs()...)
+}
+
+// EventsConfigs are the events streams of p's layout. A bound on the logs'
+// bytes is shared out over them.
+func (p Provision) EventsConfigs() []jetstream.StreamConfig {
+	layout := p.Layout()
+	maxBytes := p.EventsMaxBytes
+	if maxBytes > 0 {
+		maxBytes /= int64(len(layout.Names()))
+	}
+	var out []jetstream.StreamConfig
+	for k, name := range layout.Names() {
+		desc := "jetloop: the event log of every turn"
+		if layout.Partitioned() {
+			desc = fmt.Sprintf("jetloop: the event logs of the turns of partitions %d mod %d", k, layout.Streams)
+		}
+		out = append(out, jetstream.StreamConfig{
+			Name:        name,
+			Description: desc,
+			Subjects:    layout.StreamSubjects(k),
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    p.Replicas,
+			MaxAge:      p.EventsMaxAge,
+			MaxBytes:    maxBytes,
+			Discard:     jetstream.DiscardOld,
+			Duplicates:  eventDuplicates,
+			// Direct gets serve the last event of a turn without a consumer.
+			AllowDirect: true,
+		})
+	}
+	return out
+}
+
+// fixedStreams are the streams every layout has.
+func (p Provision) fixedStreams() []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		{
 			Name:        events.StreamInbox,
@@ -137,20 +209,6 @@ func (p Provision) StreamConfigs() []jetstream.StreamConfig {
 			MaxBytes:    p.MaxBytes,
 			Discard:     jetstream.DiscardNew,
 			Duplicates:  JobsDuplicates,
-		},
-		{
-			Name:        events.StreamEvents,
-			Description: "jetloop: the event log of every turn",
-			Subjects:    []string{"jetloop.events.>"},
-			Retention:   jetstream.LimitsPolicy,
-			Storage:     jetstream.FileStorage,
-			Replicas:    p.Replicas,
-			MaxAge:      p.EventsMaxAge,
-			MaxBytes:    p.EventsMaxBytes,
-			Discard:     jetstream.DiscardOld,
-			Duplicates:  eventDuplicates,
-			// Direct gets serve the last event of a turn without a consumer.
-			AllowDirect: true,
 		},
 		{
 			Name:        events.StreamDead,
@@ -343,6 +401,10 @@ func ModelConsumerConfig(ackWait time.Duration) jetstream.ConsumerConfig {
 // each.
 func Apply(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, error) {
 	var done []string
+	p, err := p.settleLayout(ctx, js)
+	if err != nil {
+		return nil, err
+	}
 	for _, cfg := range p.StreamConfigs() {
 		old, err := js.Stream(ctx, cfg.Name)
 		switch {
@@ -380,7 +442,7 @@ func Apply(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, 
 			done = append(done, "created bucket "+cfg.Bucket)
 		}
 	}
-	_, err := js.ObjectStore(ctx, BucketBlobs)
+	_, err = js.ObjectStore(ctx, BucketBlobs)
 	if _, uerr := js.CreateOrUpdateObjectStore(ctx, p.Blobs()); uerr != nil {
 		return done, fmt.Errorf("bus: object store %s: %w", BucketBlobs, uerr)
 	}
@@ -468,6 +530,13 @@ const codeNoSuitablePeers = 10005
 // differs.
 func Check(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, error) {
 	var diffs []string
+	p, err := p.settleLayout(ctx, js)
+	if lerr := (*LayoutError)(nil); errors.As(err, &lerr) {
+		return []string{fmt.Sprintf("events: the logs are in %d stream(s), want %d", max(lerr.Have.Streams, 1), lerr.Want.Streams)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	for _, cfg := range p.StreamConfigs() {
 		s, err := js.Stream(ctx, cfg.Name)
 		switch {
@@ -611,7 +680,10 @@ const DefaultAckWait = 30 * time.Second
 // retention it relies on; limits are the operator's (`jetloop streams
 // apply|check`). What exists is never changed here.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
-	p := DefaultProvision(js.Conn().MaxPayload())
+	p, err := DefaultProvision(js.Conn().MaxPayload()).settleLayout(ctx, js)
+	if err != nil {
+		return err
+	}
 	var missing, wrong []string
 	for _, cfg := range p.StreamConfigs() {
 		s, err := js.Stream(ctx, cfg.Name)

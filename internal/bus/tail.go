@@ -375,11 +375,11 @@ func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, tailTimeout)
 }
 
-// Follow delivers the stored messages of stream that match filter, from
+// Follow delivers the stored messages of streams that match filter, from
 // start, to a channel until ctx ends; its error channel says why it stopped
-// otherwise. It reads by get (Tail): a reader creates no consumer.
-func Follow(ctx context.Context, js jetstream.JetStream, stream, filter string, start Start) (<-chan TailMsg, <-chan error, func(), error) {
-	tail, err := NewTail(ctx, js, stream, filter, start)
+// otherwise. It reads by get (Tails): a reader creates no consumer.
+func Follow(ctx context.Context, js jetstream.JetStream, streams []string, filter string, start Start) (<-chan TailMsg, <-chan error, func(), error) {
+	tail, err := NewTails(ctx, js, streams, filter, start)
 	if err != nil {
 		return nil, nil, nil, err
 	}

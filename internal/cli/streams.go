@@ -19,7 +19,8 @@ func streams(ctx context.Context, c *command, args []string) int {
 	replicas := c.flags.Int("replicas", 1, "replicas of every stream and bucket: 1, or 3 on a cluster")
 	jobsStorage := c.flags.String("jobs-storage", "", "storage of JETLOOP_JOBS: memory or file (jobs are derived from the logs again after a server restart); default: as the stream is, memory for a new one")
 	eventsMaxAge := c.flags.Duration("events-max-age", 30*24*time.Hour, "how long a turn's log is kept")
-	eventsMaxBytes := c.flags.String("events-max-bytes", "unlimited", "bound of JETLOOP_EVENTS (e.g. 50GiB)")
+	eventsMaxBytes := c.flags.String("events-max-bytes", "unlimited", "bound of the logs, shared out over their streams (e.g. 50GiB)")
+	eventStreams := c.flags.Int("event-streams", 0, "how many streams hold the logs: 1 (JETLOOP_EVENTS), 2, 4, 8 or 16 (JETLOOP_EVENTS_<k>, by partition); default: as the server has them, 1 on a new one")
 	maxBytes := c.flags.String("max-bytes", "1GiB", "bound of JETLOOP_INBOX, JETLOOP_JOBS and JETLOOP_DEAD each")
 	deadMaxAge := c.flags.Duration("dead-max-age", 14*24*time.Hour, "how long a dead letter is kept")
 	if !c.parse(args) {
@@ -27,6 +28,9 @@ func streams(ctx context.Context, c *command, args []string) int {
 	}
 	if c.flags.NArg() != 1 || (c.flags.Arg(0) != "apply" && c.flags.Arg(0) != "check") {
 		return c.usageErr("usage: jetloop streams [flags] apply|check")
+	}
+	if err := (events.Layout{Streams: *eventStreams}).Check(); err != nil {
+		return c.usageErr("--event-streams: %v", err)
 	}
 	if *replicas != 1 && *replicas != 3 {
 		return c.usageErr("--replicas must be 1 or 3, got %d", *replicas)
@@ -55,7 +59,7 @@ func streams(ctx context.Context, c *command, args []string) int {
 	defer nc.Close()
 	p := bus.DefaultProvision(nc.MaxPayload())
 	p.Replicas, p.JobsStorage, p.EventsMaxAge, p.EventsMaxBytes = *replicas, storage, *eventsMaxAge, evBytes
-	p.MaxBytes, p.DeadMaxAge = bytes, *deadMaxAge
+	p.MaxBytes, p.DeadMaxAge, p.EventStreams = bytes, *deadMaxAge, *eventStreams
 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

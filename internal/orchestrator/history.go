@@ -94,7 +94,7 @@ func (h *historyCache) finished(turn string, seq uint64, msgs []events.Message) 
 // first, and their ids. Rejected turns said nothing; unfinished turns are not
 // history yet.
 func (h *historyCache) session(ctx context.Context, session, except string) ([]events.Message, []string, error) {
-	subjects, err := h.store.Subjects(ctx, events.SessionEventsFilter(session))
+	subjects, err := h.store.Subjects(ctx, h.store.Layout().SessionFilter(session))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -246,10 +246,9 @@ func (s *shard) clearRejected(ctx context.Context, log *slog.Logger, turn string
 	if err := json.Unmarshal(last.Data, &fin); err != nil || fin.StopReason != events.StopRejected {
 		return false, nil
 	}
-	subject := events.EventsSubject(last.SessionID, turn)
 	// The purge removes the rejection and nothing after it: were the log to
 	// have moved on meanwhile, the start's expected sequence would fail.
-	if err := s.store.PurgeThrough(ctx, subject, seq); err != nil {
+	if err := s.store.PurgeThrough(ctx, last.SessionID, turn, seq); err != nil {
 		return false, fmt.Errorf("orchestrator: clear the rejection of %s: %w", turn, err)
 	}
 	s.cache.Delete(turn)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetloop/jetloop/internal/backoff"
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/workflow"
@@ -36,8 +37,8 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 			return err
 		})
 	}
-	var stream jetstream.Stream
-	err := again(func() (err error) { stream, err = js.Stream(ctx, events.StreamEvents); return err })
+	var layout events.Layout
+	err := again(func() (err error) { layout, err = bus.FindLayout(ctx, js); return err })
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return
 	}
@@ -45,57 +46,11 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 		t.Errorf("check logs: %v", err)
 		return
 	}
-	var info *jetstream.StreamInfo
-	if err := again(func() (err error) { info, err = stream.Info(ctx); return err }); err != nil {
-		t.Errorf("check logs: %v", err)
-		return
-	}
 	logs := map[string][]events.Envelope{}
-	// Read with a consumer: on a cluster a direct get may be answered by a
-	// follower still catching up, and leave a hole in a log. A consumer
-	// reads one replica's store in order, and a fetch for as many messages
-	// as the stream holds waits for that replica to catch up.
-	var cons jetstream.Consumer
-	err = again(func() (err error) {
-		cons, err = stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-		return err
-	})
-	if err != nil {
-		t.Errorf("check logs: %v", err)
-		return
-	}
-	for read := uint64(0); read < info.State.Msgs; {
-		var batch jetstream.MessageBatch
-		if err := again(func() (err error) {
-			batch, err = cons.Fetch(int(min(1000, info.State.Msgs-read)), jetstream.FetchMaxWait(5*time.Second))
-			return err
-		}); err != nil {
-			t.Errorf("check logs: %v", err)
+	for _, name := range layout.Names() {
+		if err := readLogs(ctx, t, js, again, name, layout, logs); err != nil {
+			t.Errorf("check logs: %s: %v", name, err)
 			return
-		}
-		n := 0
-		for msg := range batch.Messages() {
-			n++
-			md, err := msg.Metadata()
-			if err != nil {
-				t.Errorf("check logs: %v", err)
-				return
-			}
-			checkEvent(t, md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data(), logs)
-		}
-		read += uint64(n)
-		err := batch.Error()
-		if errors.Is(err, nats.ErrNoResponders) && backoff.Sleep(ctx, 250*time.Millisecond) {
-			// The consumer's node is coming back: the ordered consumer
-			// goes on from its last message.
-			continue
-		}
-		if err != nil {
-			t.Errorf("check logs: %v", err)
-			return
-		}
-		if n == 0 {
-			break // the rest was removed since the stream's info was read
 		}
 	}
 	for subject, log := range logs {
@@ -120,9 +75,67 @@ func CheckLogs(t testing.TB, js jetstream.JetStream) {
 	}
 }
 
+// readLogs adds the events of stream to their logs, checking each message.
+func readLogs(ctx context.Context, t testing.TB, js jetstream.JetStream, again func(func() error) error,
+	name string, layout events.Layout, logs map[string][]events.Envelope) error {
+	t.Helper()
+	var stream jetstream.Stream
+	if err := again(func() (err error) { stream, err = js.Stream(ctx, name); return err }); err != nil {
+		return err
+	}
+	var info *jetstream.StreamInfo
+	if err := again(func() (err error) { info, err = stream.Info(ctx); return err }); err != nil {
+		return err
+	}
+	// Read with a consumer: on a cluster a direct get may be answered by a
+	// follower still catching up, and leave a hole in a log. A consumer
+	// reads one replica's store in order, and a fetch for as many messages
+	// as the stream holds waits for that replica to catch up.
+	var cons jetstream.Consumer
+	err := again(func() (err error) {
+		cons, err = stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for read := uint64(0); read < info.State.Msgs; {
+		var batch jetstream.MessageBatch
+		if err := again(func() (err error) {
+			batch, err = cons.Fetch(int(min(1000, info.State.Msgs-read)), jetstream.FetchMaxWait(5*time.Second))
+			return err
+		}); err != nil {
+			return err
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			md, err := msg.Metadata()
+			if err != nil {
+				return err
+			}
+			checkEvent(t, layout, md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data(), logs)
+		}
+		read += uint64(n)
+		err := batch.Error()
+		if errors.Is(err, nats.ErrNoResponders) && backoff.Sleep(ctx, 250*time.Millisecond) {
+			// The consumer's node is coming back: the ordered consumer
+			// goes on from its last message.
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break // the rest was removed since the stream's info was read
+		}
+	}
+	return nil
+}
+
 // checkEvent checks one stored message — one event, or a decision's events
 // (docs/protocol.md, "Reading a log") — and adds its events to their log.
-func checkEvent(t testing.TB, seq uint64, subject string, hdr nats.Header, data []byte, logs map[string][]events.Envelope) {
+func checkEvent(t testing.TB, layout events.Layout, seq uint64, subject string, hdr nats.Header, data []byte, logs map[string][]events.Envelope) {
 	t.Helper()
 	parts, err := events.Split(data)
 	if err != nil {
@@ -141,7 +154,7 @@ func checkEvent(t testing.TB, seq uint64, subject string, hdr nats.Header, data 
 			t.Errorf("event at stream seq %d: %v", seq, err)
 			return
 		}
-		if got := events.EventsSubject(e.SessionID, e.TurnID); got != subject {
+		if got := layout.Subject(e.SessionID, e.TurnID); got != subject {
 			t.Errorf("event of %s/%s stored on %s", e.SessionID, e.TurnID, subject)
 		}
 		// A group's headers speak for it (docs/protocol.md, "Reading a log").

@@ -25,7 +25,7 @@ const (
 // ctx ends or the caller stops. It never ends on its own: a caller stops
 // after turn.finished. A failure is its last item, ctx's error when ctx
 // ended.
-func Follow(ctx context.Context, js jetstream.JetStream, turn string, from From) iter.Seq2[events.Envelope, error] {
+func Follow(ctx context.Context, js jetstream.JetStream, layout events.Layout, turn string, from From) iter.Seq2[events.Envelope, error] {
 	var start bus.Start
 	switch from {
 	case FromLast:
@@ -42,7 +42,7 @@ func Follow(ctx context.Context, js jetstream.JetStream, turn string, from From)
 		}
 		// Read by get, never by a consumer: a reader may not create one
 		// (docs/accounts.md).
-		tail, err := Tail(ctx, js, events.TurnEventsFilter(turn), start)
+		tail, err := Tail(ctx, js, []string{layout.Stream(turn)}, layout.TurnFilter(turn), start)
 		if err != nil {
 			fail(err)
 			return
@@ -79,9 +79,8 @@ func Follow(ctx context.Context, js jetstream.JetStream, turn string, from From)
 }
 
 // Tail follows the logs that filter selects (a turn's, a session's or
-// every log's subjects) from start, by get (bus.Tail). Follow and the
-// client's feeds read through it, and Lister reads the same stream: where
-// logs are stored is said here.
-func Tail(ctx context.Context, js jetstream.JetStream, filter string, start bus.Start) (*bus.Tail, error) {
-	return bus.NewTail(ctx, js, events.StreamEvents, filter, start)
+// every log's subjects of a layout) in streams from start, by get
+// (bus.Tails). Follow and the client's feeds read through it.
+func Tail(ctx context.Context, js jetstream.JetStream, streams []string, filter string, start bus.Start) (*bus.Tails, error) {
+	return bus.NewTails(ctx, js, streams, filter, start)
 }

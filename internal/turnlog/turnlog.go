@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/fsm"
 	"github.com/jetloop/jetloop/internal/logstore"
@@ -101,24 +102,19 @@ var ErrNoTurn = errors.New("no turn")
 // still under way are read whole and folded, because whether one is paused,
 // and on what, depends on more than its last event.
 type Lister struct {
-	stream jetstream.Stream
-	store  *logstore.Store
+	store *logstore.Store
 
 	mu     sync.Mutex
 	folded int
 }
 
-// NewLister binds the events stream.
+// NewLister binds the events streams.
 func NewLister(ctx context.Context, js jetstream.JetStream) (*Lister, error) {
-	stream, err := js.Stream(ctx, events.StreamEvents)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", events.StreamEvents, err)
-	}
 	store, err := logstore.New(ctx, js)
 	if err != nil {
 		return nil, err
 	}
-	return &Lister{stream: stream, store: store}, nil
+	return &Lister{store: store}, nil
 }
 
 // Folded counts the turns this lister has read whole.
@@ -169,26 +165,28 @@ func Sort(turns []Turn) {
 }
 
 // Each calls fn, 16 at a time, with the subject of every log of session
-// ("" for all) in the events stream.
+// ("" for all) in the events streams.
 func (l *Lister) Each(ctx context.Context, session string, fn func(ctx context.Context, subject string) error) error {
-	filter := "jetloop.events.*.*"
+	layout := l.store.Layout()
+	filter := layout.AllFilter()
 	if session != "" {
-		filter = events.SessionEventsFilter(session)
+		filter = layout.SessionFilter(session)
 	}
-	info, err := l.stream.Info(ctx, jetstream.WithSubjectFilter(filter))
+	subjects, err := l.store.Subjects(ctx, filter)
 	if err != nil {
 		return fmt.Errorf("list turns: %w", err)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
-	for subj := range info.State.Subjects {
+	for subj := range subjects {
 		g.Go(func() error { return fn(gctx, subj) })
 	}
 	return g.Wait()
 }
 
-// Stream is the events stream the lister reads.
-func (l *Lister) Stream() jetstream.Stream { return l.stream }
+// StreamOf is the events stream that holds the log of id, bound for
+// reads (logstore.Store.ReadsOf).
+func (l *Lister) StreamOf(id string) jetstream.Stream { return l.store.ReadsOf(id) }
 
 // Store reads logs from the lister's stream.
 func (l *Lister) Store() *logstore.Store { return l.store }
@@ -202,13 +200,14 @@ func (l *Lister) Get(ctx context.Context, turn string) (Turn, error) {
 	if !ok {
 		return Turn{}, fmt.Errorf("%w %q", ErrNoTurn, turn)
 	}
-	return l.Summary(ctx, events.EventsSubject(last.SessionID, turn))
+	return l.Summary(ctx, l.store.Layout().Subject(last.SessionID, turn))
 }
 
 // Summary summarizes the log on subject. A log that is not a turn's (it
 // does not start with turn.started) gives a Turn without a TurnID.
 func (l *Lister) Summary(ctx context.Context, subject string) (Turn, error) {
-	lastMsg, err := l.stream.GetLastMsgForSubject(ctx, subject)
+	stream := l.StreamOf(bus.TurnOf(subject))
+	lastMsg, err := stream.GetLastMsgForSubject(ctx, subject)
 	if err != nil {
 		return Turn{}, fmt.Errorf("last event of %s: %w", subject, err)
 	}
@@ -240,7 +239,7 @@ func (l *Lister) Summary(ctx context.Context, subject string) (Turn, error) {
 	if last.Seq == 1 {
 		return s, nil // rejected: the log is this one event
 	}
-	firstMsg, err := l.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+	firstMsg, err := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
 	if err != nil {
 		return Turn{}, fmt.Errorf("first event of %s: %w", subject, err)
 	}

@@ -137,7 +137,7 @@ func TestFollow(t *testing.T) {
 	defer cancel()
 
 	var types []events.Type
-	for e, err := range turnlog.Follow(ctx, l.js, "done", turnlog.FromFirst) {
+	for e, err := range turnlog.Follow(ctx, l.js, events.OneStream, "done", turnlog.FromFirst) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func TestFollow(t *testing.T) {
 	if len(types) != done.st.Seq || types[0] != events.TurnStarted {
 		t.Errorf("from the first: %v, want the log's %d events from turn.started", types, done.st.Seq)
 	}
-	for e, err := range turnlog.Follow(ctx, l.js, "done", turnlog.FromLast) {
+	for e, err := range turnlog.Follow(ctx, l.js, events.OneStream, "done", turnlog.FromLast) {
 		if err != nil || e.Type != events.TurnFinished || e.Seq != done.st.Seq {
 			t.Errorf("from the last: %s seq %d, %v", e.Type, e.Seq, err)
 		}
@@ -159,7 +159,7 @@ func TestFollow(t *testing.T) {
 	// A log not written yet is waited for.
 	first := make(chan events.Type, 1)
 	go func() {
-		for e, err := range turnlog.Follow(ctx, l.js, "later", turnlog.FromFirst) {
+		for e, err := range turnlog.Follow(ctx, l.js, events.OneStream, "later", turnlog.FromFirst) {
 			if err == nil {
 				first <- e.Type
 			}
@@ -176,7 +176,7 @@ func TestFollow(t *testing.T) {
 	next := make(chan events.Envelope)
 	go func() {
 		defer close(next)
-		for e, err := range turnlog.Follow(ctx, l.js, "growing", turnlog.FromFirst) {
+		for e, err := range turnlog.Follow(ctx, l.js, events.OneStream, "growing", turnlog.FromFirst) {
 			if err != nil {
 				return
 			}

@@ -17,7 +17,7 @@ import (
 // deadLive streams the dead letters: those there are, then each new one.
 func (u *Server) deadLive(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	msgs, errs, stop, err := bus.Follow(ctx, u.js, events.StreamDead, "jetloop.dead.>", bus.Start{New: true})
+	msgs, errs, stop, err := bus.Follow(ctx, u.js, []string{events.StreamDead}, "jetloop.dead.>", bus.Start{New: true})
 	if err != nil {
 		uiError(w, http.StatusBadGateway, "follow %s: %v", events.StreamDead, err)
 		return

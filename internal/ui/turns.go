@@ -94,8 +94,9 @@ func (u *Server) row(ctx context.Context, subject string) (Row, error) {
 	// Not a turn, or one that does not fold: show the envelopes, which
 	// every log has. This is where workflows get their own summary.
 	var first, last events.Envelope
-	lm, lerr := u.lister.Stream().GetLastMsgForSubject(ctx, subject)
-	fm, ferr := u.lister.Stream().GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
+	stream := u.lister.StreamOf(bus.TurnOf(subject))
+	lm, lerr := stream.GetLastMsgForSubject(ctx, subject)
+	fm, ferr := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subject))
 	if lerr != nil || ferr != nil {
 		return Row{}, errors.Join(lerr, ferr)
 	}
@@ -137,9 +138,10 @@ func (u *Server) turnsLive(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	// Follow first, list second: an event between the two is seen twice
 	// rather than missed, and a row is always read whole from the stream.
-	msgs, errs, stop, err := bus.Follow(ctx, u.js, events.StreamEvents, "jetloop.events.>", bus.Start{New: true})
+	layout := u.lister.Store().Layout()
+	msgs, errs, stop, err := bus.Follow(ctx, u.js, layout.Names(), layout.AllFilter(), bus.Start{New: true})
 	if err != nil {
-		uiError(w, http.StatusBadGateway, "follow %s: %v", events.StreamEvents, err)
+		uiError(w, http.StatusBadGateway, "follow the logs: %v", err)
 		return
 	}
 	defer stop()
