@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/orchestrator"
+	"github.com/jetloop/jetloop/internal/testkit"
 
 	"github.com/jetloop/jetloop/internal/events"
 )
@@ -26,12 +28,15 @@ const threeSteps = `{"responses": [
 // input; a fresh orchestrator finishes the turn with a valid log and no tool
 // call run twice. (Half the inputs are model answers the orchestrator's own
 // runner hands its shard: nothing brings those again but the fresh
-// orchestrator's look at the turns it found orphaned.)
+// orchestrator's look at the turns it found orphaned.) Every other input
+// crashes with the logs in four streams (events.Layout), so that each stage
+// is crashed in both layouts.
 func TestCrashAtEveryStage(t *testing.T) {
 	for _, stage := range []string{orchestrator.StagePartial, orchestrator.StageAppended, orchestrator.StagePublished} {
 		for n := 1; n <= 8; n++ {
-			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
-				h := newHarness(t)
+			streams := 1 + 3*(n%2)
+			t.Run(fmt.Sprintf("%s/input-%d/streams-%d", stage, n, streams), func(t *testing.T) {
+				h := newHarnessOn(t, testkit.Start(t), eventStreams(streams))
 				h.worker()
 				crashed, kill := h.orchestratorCrashing(stage, n)
 				turn := fmt.Sprintf("t-crash-%s-%d", stage, n)
@@ -53,9 +58,22 @@ func TestCrashAtEveryStage(t *testing.T) {
 
 // TestTwoOrchestratorsNeverCorruptATurn runs two orchestrators on one inbox:
 // the inputs of one turn land on both, and optimistic concurrency keeps each
-// log whole.
+// log whole, in either layout of the logs.
 func TestTwoOrchestratorsNeverCorruptATurn(t *testing.T) {
-	h := newHarness(t)
+	for _, streams := range []int{1, 4} {
+		t.Run(fmt.Sprintf("streams-%d", streams), func(t *testing.T) { twoOrchestrators(t, streams) })
+	}
+}
+
+// eventStreams provisions the logs in n streams, the rest as by default.
+func eventStreams(n int) *bus.Provision {
+	p := bus.DefaultProvision(1 << 20)
+	p.EventStreams = n
+	return &p
+}
+
+func twoOrchestrators(t *testing.T, streams int) {
+	h := newHarnessOn(t, testkit.Start(t), eventStreams(streams))
 	h.worker()
 	h.orchestrator()
 	h.orchestrator()

@@ -307,8 +307,11 @@ func TestSubagentAbort(t *testing.T) {
 func TestCrashAtEveryStageSubagent(t *testing.T) {
 	for _, stage := range []string{orchestrator.StagePartial, orchestrator.StageAppended, orchestrator.StagePublished} {
 		for n := 1; n <= 6; n++ {
-			t.Run(fmt.Sprintf("%s/input-%d", stage, n), func(t *testing.T) {
-				h := newSubagentHarness(t)
+			// Every other input with the logs in four streams, where a
+			// parent's and its child's logs are mostly in different ones.
+			streams := 1 + 3*(n%2)
+			t.Run(fmt.Sprintf("%s/input-%d/streams-%d", stage, n, streams), func(t *testing.T) {
+				h := newHarnessServing(t, testkit.Start(t), eventStreams(streams), subagentAgents, subagentScripts)
 				h.worker()
 				crashed, kill := h.orchestratorCrashing(stage, n)
 				turn := fmt.Sprintf("lead-crash-%s-%d", stage, n)
