@@ -53,6 +53,9 @@ type Config struct {
 	// orchestrator, toolworker, jetloop). Empty: beside the running
 	// executable, then on $PATH. The bench builds nothing.
 	Bin string
+	// EventStreams is how many streams the deployed shapes' logs are in
+	// (jetloop streams apply --event-streams); 0 is the default layout.
+	EventStreams int
 }
 
 // Throughput is one run of N turns of K steps at concurrency C.

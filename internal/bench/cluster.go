@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -201,7 +202,8 @@ func (b *run) startCluster(ctx context.Context, bins programs, repo string) (_ *
 		applyErr error
 	)
 	if err := waitFor(ctx, time.Minute, "jetloop streams apply --replicas 3", func() bool {
-		apply := exec.CommandContext(ctx, bins["jetloop"], append([]string{"streams"}, append(sh.as("admin"), "--replicas", "3", "apply")...)...)
+		apply := exec.CommandContext(ctx, bins["jetloop"], append([]string{"streams"},
+			append(sh.as("admin"), "--replicas", "3", "--event-streams", strconv.Itoa(b.cfg.EventStreams), "apply")...)...)
 		out, applyErr = apply.CombinedOutput()
 		return applyErr == nil
 	}); err != nil {

@@ -328,7 +328,7 @@ func (b *run) startShape(ctx context.Context, bins programs, repo, sync, storage
 	// Every stream, bucket and consumer of docs/protocol.md, as an operator
 	// provisions them.
 	apply := exec.CommandContext(ctx, bins["jetloop"], append([]string{"streams"},
-		append(sh.as("admin"), "--jobs-storage", storage, "apply")...)...)
+		append(sh.as("admin"), "--jobs-storage", storage, "--event-streams", strconv.Itoa(b.cfg.EventStreams), "apply")...)...)
 	if out, err := apply.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("jetloop streams apply --jobs-storage %s: %v\n%s", storage, err, out)
 	}

@@ -59,6 +59,9 @@ func TestChaos(t *testing.T) {
 	}
 	c := &chaos{powerLoss: newPowerLoss(t, "always", envSeed(t, "CHAOS_SEED"), 3),
 		faults: map[string]int{}, excuse: map[string]string{}, faulted: map[string]bool{}}
+	// The logs in four streams, whose leaders the nodes share: the layout
+	// a cluster is for (docs/scaling.md).
+	c.eventStreams = 4
 	c.run(d)
 }
 

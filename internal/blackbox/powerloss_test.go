@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/lazyfs"
 	"github.com/jetloop/jetloop/internal/testkit"
@@ -170,6 +171,9 @@ type powerLoss struct {
 	orch, worker *process
 	js           jetstream.JetStream
 	reader       *eventReader
+	// eventStreams is how many streams hold the logs (events.Layout): 0
+	// is the default.
+	eventStreams int
 
 	mu       sync.Mutex
 	accepted map[string]bool
@@ -365,7 +369,7 @@ func (pl *powerLoss) startAll() {
 		return err == nil
 	})
 	apply := append([]string{"streams"}, pl.as("admin")...)
-	apply = append(apply, "--replicas", strconv.Itoa(len(pl.machines)), "apply")
+	apply = append(apply, "--replicas", strconv.Itoa(len(pl.machines)), "--event-streams", strconv.Itoa(pl.eventStreams), "apply")
 	if out, code := run(t, pl.dir, apply...); code != 0 {
 		t.Fatalf("streams apply as admin exited %d:\n%s", code, out)
 	}
@@ -665,39 +669,49 @@ func (pl *powerLoss) compare() (lost, changed int) {
 	return lost, changed
 }
 
-// storedEvents reads every event the events stream holds, by turn and seq;
-// nothing when the stream itself is gone.
+// storedEvents reads every event the events streams hold, by turn and seq;
+// nothing when they are gone.
 func storedEvents(t *testing.T, js jetstream.JetStream) map[string]map[int][]byte {
 	t.Helper()
 	out := map[string]map[int][]byte{}
-	var stream jetstream.Stream
-	var info *jetstream.StreamInfo
-	testkit.WaitFor(t, "the events stream's state", func() bool {
+	var layout events.Layout
+	found := true
+	testkit.WaitFor(t, "the events streams' layout", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var err error
-		if stream, err = js.Stream(ctx, events.StreamEvents); errors.Is(err, jetstream.ErrStreamNotFound) {
-			return true
-		} else if err != nil {
-			return false
-		}
-		info, err = stream.Info(ctx)
-		return err == nil
+		layout, err = bus.FindLayout(ctx, js)
+		found = !errors.Is(err, jetstream.ErrStreamNotFound)
+		return err == nil || !found
 	})
-	if info == nil || info.State.Msgs == 0 {
+	if !found {
 		return out
 	}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		m, err := stream.GetMsg(ctx, seq)
-		cancel()
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
+	for _, name := range layout.Names() {
+		var stream jetstream.Stream
+		var info *jetstream.StreamInfo
+		testkit.WaitFor(t, "the state of "+name, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			var err error
+			if stream, err = js.Stream(ctx, name); err != nil {
+				return false
+			}
+			info, err = stream.Info(ctx)
+			return err == nil
+		})
+		for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			m, err := stream.GetMsg(ctx, seq)
+			cancel()
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("stored message %d of %s: %v", seq, name, err)
+			}
+			recordEvents(out, m.Data, nil)
 		}
-		if err != nil {
-			t.Fatalf("stored message %d: %v", seq, err)
-		}
-		recordEvents(out, m.Data, nil)
 	}
 	return out
 }
@@ -893,8 +907,22 @@ func readEvents(t *testing.T, js jetstream.JetStream) *eventReader {
 	r := &eventReader{t: t, seen: map[string]map[int][]byte{}, readAt: map[string][]time.Time{}, finished: map[string]bool{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// An ordered consumer follows the stream across a server's restart.
-	cons, err := js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"jetloop.events.>"}})
+	layout, err := bus.FindLayout(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range layout.Names() {
+		r.follow(ctx, js, name)
+	}
+	return r
+}
+
+// follow reads stream into r with an ordered consumer, which follows it
+// across a server's restart.
+func (r *eventReader) follow(ctx context.Context, js jetstream.JetStream, stream string) {
+	t := r.t
+	t.Helper()
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"jetloop.events.>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -918,7 +946,6 @@ func readEvents(t *testing.T, js jetstream.JetStream) *eventReader {
 		t.Fatal(err)
 	}
 	t.Cleanup(cc.Stop)
-	return r
 }
 
 func (r *eventReader) count() int {

@@ -22,6 +22,7 @@ func benchCmd(ctx context.Context, c *command, args []string) int {
 	verbose := c.flags.Bool("v", false, "log what the processes do")
 	only := c.flags.String("only", "", "run only these phases, comma-separated: floor,overhead,local,replay,throughput,memory,recovery,workflow,deployed,tenants,cluster")
 	deployed := c.flags.Bool("deployed", false, "also measure the deployed shape: nats-server, orchestrator and toolworker as processes (see --bin), with the nats.conf and deploy/ of the checkout it runs in, jobs on file and on memory storage, the multi-tenant deployment (deploy/tenants), and a 3-node loopback cluster with every stream and bucket on three replicas")
+	eventStreams := c.flags.Int("event-streams", 0, "with --deployed, how many streams the deployed shapes' logs are in (streams apply --event-streams)")
 	bin := c.flags.String("bin", "", "with --deployed, the directory of the binaries it runs: nats-server, orchestrator, toolworker and jetloop (default: this program's directory, then $PATH); make bench builds them")
 	// The orchestrator process the benchmark starts runs this command too.
 	orchestrator := c.flags.String("orchestrator", "", "internal: be the benchmark's orchestrator process on this server URL")
@@ -56,7 +57,7 @@ func benchCmd(ctx context.Context, c *command, args []string) int {
 		childLog = c.stderr
 	}
 	res, err := bench.Run(ctx, bench.Config{Quick: *quick, Child: child, ChildLog: childLog,
-		ProfileDir: *profiles, Progress: c.stderr, Log: log, Only: phases(*only), Metrics: *withMetrics, Deployed: *deployed, Bin: *bin})
+		ProfileDir: *profiles, Progress: c.stderr, Log: log, Only: phases(*only), Metrics: *withMetrics, Deployed: *deployed, Bin: *bin, EventStreams: *eventStreams})
 	if err != nil {
 		return c.fail("%v", err)
 	}
