@@ -81,7 +81,7 @@ func (a *admission) refuse(ctx context.Context, id string) (reason string, settl
 	}
 	last, _, ok, err := a.store.Last(ctx, id)
 	if err != nil {
-		return "", nil, &retry{err}
+		return "", nil, &retry{err: err}
 	}
 	// A log whose first event ends it is a rejection's, which a valid
 	// submission replaces.

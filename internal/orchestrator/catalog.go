@@ -39,6 +39,8 @@ type toolCatalog struct {
 	// out is the time the registry could not be written, which does not
 	// age an entry.
 	out outage
+	// started is when the catalog began to watch the bucket.
+	started time.Time
 	// consumers are the tools' and hooks' consumers this process makes.
 	consumers *jobConsumers
 }
@@ -67,8 +69,8 @@ func watchTools(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (
 		return nil, fmt.Errorf("orchestrator: watch %s: %w", events.BucketTools, err)
 	}
 	made := &jobConsumers{js: js, log: log, checked: map[string]time.Time{}}
-	c := &toolCatalog{entries: map[string]toolEntry{}, ttl: status.TTL(), consumers: made}
-	c.out.up(time.Now())
+	c := &toolCatalog{entries: map[string]toolEntry{}, ttl: status.TTL(), consumers: made, started: time.Now()}
+	c.out.up(c.started)
 	if c.ttl > 0 {
 		go c.out.watch(ctx, js, min(time.Second, max(c.ttl/10, 50*time.Millisecond)))
 	}
@@ -141,6 +143,27 @@ func (c *toolCatalog) live() []events.ToolSpec {
 	}
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
 	return specs
+}
+
+// settling is how much longer a catalog that shows no worker's tool may
+// only not have heard from the workers yet: until it has watched the
+// registry, writable, for the bucket's TTL, within which every live worker
+// writes its entries. An orchestrator started just after a fault emptied
+// the registry (a cluster's disks lost it) finds no entry to keep, while
+// the workers that serve them are alive. 0: the catalog can be believed.
+func (c *toolCatalog) settling(now time.Time) time.Duration {
+	if c.ttl <= 0 {
+		return 0
+	}
+	c.mu.RLock()
+	for _, e := range c.entries {
+		if e.info.Workers > 0 {
+			c.mu.RUnlock()
+			return 0 // workers wrote since the registry was emptied, if it was
+		}
+	}
+	c.mu.RUnlock()
+	return max(c.ttl-(now.Sub(c.started)-c.out.total(now)), 0)
 }
 
 // outage measures the time the registry could not be written, by asking

@@ -1,10 +1,13 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/jetloop/jetloop/internal/bus"
 	"github.com/jetloop/jetloop/internal/events"
@@ -34,7 +37,10 @@ type historyCache struct {
 // workflow's log in the session is remembered too, as no turn's: it never
 // becomes one, and a workflow's every task would otherwise read it again.
 type ended struct {
-	seq      uint64
+	seq uint64
+	// at is the time of the log's turn.finished: a session's turns may be
+	// in different streams (events.Layout), whose sequences do not compare.
+	at       time.Time
 	rejected bool
 	workflow bool
 }
@@ -64,7 +70,7 @@ func (h *historyCache) end(ctx context.Context, turn string) (ended, bool, error
 	if err != nil || !ok || last.Type != events.TurnFinished {
 		return ended{}, false, err
 	}
-	e = ended{seq: seq, rejected: last.Step == 0 && last.Seq == 1}
+	e = ended{seq: seq, at: last.Time, rejected: last.Step == 0 && last.Seq == 1}
 	if e.rejected {
 		// A valid submission of a rejected turn replaces its log: not
 		// final.
@@ -85,8 +91,8 @@ func (h *historyCache) remember(turn string, e ended) {
 // transcript, so the session's next turn reads neither back (a read of a
 // finished turn's log is one direct get per event, on the next turn's
 // start).
-func (h *historyCache) finished(turn string, seq uint64, msgs []events.Message) {
-	h.remember(turn, ended{seq: seq})
+func (h *historyCache) finished(turn string, seq uint64, at time.Time, msgs []events.Message) {
+	h.remember(turn, ended{seq: seq, at: at})
 	h.keep(turn, msgs)
 }
 
@@ -100,7 +106,7 @@ func (h *historyCache) session(ctx context.Context, session, except string) ([]e
 	}
 	type done struct {
 		turn string
-		seq  uint64
+		end  ended
 	}
 	var turns []done
 	for subj := range subjects {
@@ -115,10 +121,13 @@ func (h *historyCache) session(ctx context.Context, session, except string) ([]e
 		if !finished || e.rejected {
 			continue // unfinished, or rejected: a log of one turn.finished
 		}
-		turns = append(turns, done{turn, e.seq})
+		turns = append(turns, done{turn, e})
 	}
-	// A turn's place in the session is when it finished.
-	slices.SortFunc(turns, func(a, b done) int { return int(a.seq) - int(b.seq) })
+	// A turn's place in the session is when it finished: by the time its
+	// log says, then, for turns of one stream, by where their logs end.
+	slices.SortFunc(turns, func(a, b done) int {
+		return cmp.Or(a.end.at.Compare(b.end.at), cmp.Compare(a.end.seq, b.end.seq), strings.Compare(a.turn, b.turn))
+	})
 	ids := make([]string, len(turns))
 	for i, t := range turns {
 		ids[i] = t.turn

@@ -133,7 +133,7 @@ func advance[S, I any](ctx context.Context, s *shard, m logMachine[S, I], log *s
 			switch v := m.judge(err); {
 			case v == finished:
 				if err := m.again(ctx, log, e.state); err != nil {
-					return &retry{err}
+					return &retry{err: err}
 				}
 				return nil
 			case cached && (v == unknownLog || v == refused):
@@ -153,7 +153,7 @@ func advance[S, I any](ctx context.Context, s *shard, m logMachine[S, I], log *s
 			case v == passed:
 				return err
 			case err != nil:
-				return &retry{err}
+				return &retry{err: err}
 			}
 			current := func() (bool, error) {
 				if !cached {
@@ -173,7 +173,7 @@ func advance[S, I any](ctx context.Context, s *shard, m logMachine[S, I], log *s
 				// sequence; this is not.
 				ok, err := current()
 				if err != nil {
-					return &retry{err}
+					return &retry{err: err}
 				}
 				if !ok {
 					cache.Delete(id)
@@ -205,7 +205,7 @@ func advance[S, I any](ctx context.Context, s *shard, m logMachine[S, I], log *s
 				}
 				next, ok := m.fail(id, in, m.unstorable(u.err, true))
 				if !ok {
-					return &retry{u.err}
+					return &retry{err: u.err}
 				}
 				log.Error("ending the "+m.noun()+": what it did cannot be stored", "err", u.err)
 				in = next
@@ -224,7 +224,7 @@ func advance[S, I any](ctx context.Context, s *shard, m logMachine[S, I], log *s
 			}
 			in = next
 		}
-		return &retry{fmt.Errorf("orchestrator: %s %s: the log kept moving", m.noun(), id)}
+		return &retry{err: fmt.Errorf("orchestrator: %s %s: the log kept moving", m.noun(), id)}
 	}()
 	if err != nil && !errors.Is(err, errDoubt) {
 		// Whatever stopped the input may have left the log ahead of the
@@ -258,7 +258,7 @@ func perform[S, I any](ctx context.Context, s *shard, m logMachine[S, I], log *s
 	case err != nil && unstorable(err):
 		return &unstorableError{err}
 	case err != nil:
-		return &retry{err}
+		return &retry{err: err}
 	}
 	st.seq = seq
 	if err := s.crash(StageAppended); err != nil {

@@ -76,7 +76,7 @@ func (a *admission) loadScript(ctx context.Context, name string, detail bool) (*
 	case <-timer.C:
 		return nil, &deadLetter{ref + ": the agents directory cannot be read now (earlier reads are stuck)"}
 	case <-ctx.Done():
-		return nil, &retry{ctx.Err()}
+		return nil, &retry{err: ctx.Err()}
 	}
 	type read struct {
 		data []byte
@@ -94,7 +94,7 @@ func (a *admission) loadScript(ctx context.Context, name string, detail bool) (*
 	case <-timer.C:
 		return nil, &deadLetter{fmt.Sprintf("%s: not read within %s", ref, scriptReadTimeout)}
 	case <-ctx.Done():
-		return nil, &retry{ctx.Err()}
+		return nil, &retry{err: ctx.Err()}
 	}
 	switch {
 	case errors.Is(r.err, confined.ErrNoFile):

@@ -412,8 +412,12 @@ func replyable(subject string) bool {
 // earlyKey names a call whose result was applied before it was stored.
 func earlyKey(turn, call string) string { return turn + "\x00" + call }
 
-// retry is an input that could not be handled now and comes back later.
-type retry struct{ err error }
+// retry is an input that could not be handled now and comes back later:
+// after its redelivery delay, or after when that is longer.
+type retry struct {
+	err   error
+	after time.Duration
+}
 
 func (r *retry) Error() string { return r.err.Error() }
 func (r *retry) Unwrap() error { return r.err }
@@ -467,7 +471,7 @@ func (s *shard) handle(msg jetstream.Msg) {
 		s.bury(log, msg, kind, reason)
 	case errors.As(err, &r):
 		log.Warn("input deferred", "err", r.err)
-		_ = msg.NakWithDelay(redeliveryDelay(delivered))
+		_ = msg.NakWithDelay(max(redeliveryDelay(delivered), r.after))
 	default:
 		log.Error("input failed", "err", err)
 		_ = msg.NakWithDelay(redeliveryDelay(delivered))

@@ -73,7 +73,7 @@ func (sr *starter) checkChild(ctx context.Context, sub *events.Submit) (genuine 
 	}
 	parent, _, err := sr.store.Load(ctx, p.TurnID)
 	if err != nil {
-		return false, &retry{err}
+		return false, &retry{err: err}
 	}
 	c := parent.Call(p.CallID)
 	if c == nil || c.Child != sub.TurnID {
@@ -91,7 +91,7 @@ func (sr *starter) checkChild(ctx context.Context, sub *events.Submit) (genuine 
 	for up := parent; up.Parent != nil && len(chain) <= fsm.MaxDepth; {
 		next, _, err := sr.store.Load(ctx, up.Parent.TurnID)
 		if err != nil {
-			return false, &retry{err}
+			return false, &retry{err: err}
 		}
 		chain = append(chain, next.Agent)
 		up = next
@@ -109,7 +109,7 @@ func (sr *starter) checkCompaction(ctx context.Context, sub *events.Submit, thro
 	p := sub.Parent
 	parent, _, err := sr.store.Load(ctx, p.TurnID)
 	if err != nil {
-		return false, &retry{err}
+		return false, &retry{err: err}
 	}
 	if parent.CompactionDue() != through {
 		return false, notOurs(fmt.Sprintf("the log of turn %q waits for no summary of its steps through %d", p.TurnID, through))
@@ -170,7 +170,7 @@ func (ef *effects) childAnswer(ctx context.Context, turn, callID string) (fsm.In
 	}
 	last, _, ok, err := ef.store.Last(ctx, child)
 	if err != nil {
-		return nil, &retry{err}
+		return nil, &retry{err: err}
 	}
 	if !ok || last.Type != events.TurnFinished {
 		return nil, &deadLetter{fmt.Sprintf("a subagent's result for call %q of turn %q, whose turn %s has not finished", callID, turn, child)}

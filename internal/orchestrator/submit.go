@@ -80,7 +80,7 @@ func (s *shard) submit(ctx context.Context, log *slog.Logger, data []byte, redel
 		if errors.As(err, &d) {
 			if nerr := s.eff.notifyTask(ctx, sub.Workflow, sub.TurnID, events.TurnFinishedData{
 				StopReason: events.StopRejected, Error: d.reason}); nerr != nil {
-				return &retry{nerr}
+				return &retry{err: nerr}
 			}
 		}
 		return err
@@ -109,7 +109,7 @@ func (s *shard) startChild(ctx context.Context, log *slog.Logger, sub *events.Su
 		return err
 	}
 	if nerr := s.eff.notifyParent(ctx, sub.Parent, sub.TurnID, sub.Agent); nerr != nil {
-		return &retry{nerr}
+		return &retry{err: nerr}
 	}
 	var d *deadLetter
 	if errors.As(err, &d) && strings.HasSuffix(d.reason, "already exists") {
@@ -162,11 +162,11 @@ func (sr *starter) loadEntry(ctx context.Context, turn string) (*entry[*fsm.Stat
 		return nil, &deadLetter{fmt.Sprintf("%q is a workflow, not a turn", turn)}
 	}
 	if err != nil {
-		return nil, &retry{err}
+		return nil, &retry{err: err}
 	}
 	if st.Exists() && !st.Done() {
 		if err := sr.history.fill(ctx, st); err != nil {
-			return nil, &retry{err}
+			return nil, &retry{err: err}
 		}
 	}
 	return &entry[*fsm.State]{state: st, seq: seq}, nil
@@ -210,7 +210,7 @@ func (s *shard) start(ctx context.Context, log *slog.Logger, sub *events.Submit,
 		// whose id a client chose the moment of.)
 		cleared, cerr := s.clearRejected(ctx, log, sub.TurnID)
 		if cerr != nil {
-			return &retry{cerr}
+			return &retry{err: cerr}
 		}
 		if cleared {
 			err = s.apply(ctx, log, sub.TurnID, start, redelivered)
@@ -296,14 +296,18 @@ func (sr *starter) resolve(ctx context.Context, sub *events.Submit) (fsm.Start, 
 		return fsm.Start{}, err
 	}
 	limits := fsm.EffectiveLimits(a.Steps, a.Budget, sr.clockOf(a), a.DoomLoop, sub.Limits)
+	tools, err := sr.offered(a)
+	if err != nil {
+		return fsm.Start{}, err
+	}
 	history, turns, err := sr.history.session(ctx, sub.SessionID, sub.TurnID)
 	if err != nil {
-		return fsm.Start{}, &retry{err}
+		return fsm.Start{}, &retry{err: err}
 	}
 	if w := sub.Workflow; w != nil && w.KeepTasks > 0 {
 		turns = keptTasks(turns, w)
 		if history, err = sr.history.taskMessages(ctx, turns, w); err != nil {
-			return fsm.Start{}, &retry{err}
+			return fsm.Start{}, &retry{err: err}
 		}
 	}
 	input := sub.Input
@@ -313,7 +317,7 @@ func (sr *starter) resolve(ctx context.Context, sub *events.Submit) (fsm.Start, 
 	return fsm.Start{
 		TurnID: sub.TurnID, SessionID: sub.SessionID, Input: input, History: history,
 		Setup: fsm.Setup{Agent: a.Name, Model: modelName, System: a.Prompt,
-			Limits: limits, Tools: sr.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
+			Limits: limits, Tools: tools, Approval: a.Approval, FinalTools: a.FinalTools,
 			HistoryTurns: turns, Script: script, Metadata: sub.Metadata,
 			KeepSteps: a.KeepSteps, Summarizer: a.Summarizer, OverTokens: a.OverTokens, Workflow: sub.Workflow, Parent: sub.Parent},
 	}, nil
@@ -360,7 +364,7 @@ func (sr *starter) resolveFork(ctx context.Context, sub *events.Submit) (fsm.Sta
 		if errors.As(err, &fe) {
 			return fsm.Start{}, &deadLetter{fmt.Sprintf("cannot fork turn %q from step %d: %s", fe.Turn, fe.Step, fe.Reason)}
 		}
-		return fsm.Start{}, &retry{err}
+		return fsm.Start{}, &retry{err: err}
 	}
 	if sub.SessionID == "" {
 		sub.SessionID = point.SessionID
@@ -401,11 +405,15 @@ func (sr *starter) resolveFork(ctx context.Context, sub *events.Submit) (fsm.Sta
 	if input == nil {
 		input = []events.Message{}
 	}
+	tools, err := sr.offered(a)
+	if err != nil {
+		return fsm.Start{}, err
+	}
 	return fsm.Start{
 		TurnID: sub.TurnID, SessionID: sub.SessionID, Input: input, History: history,
 		Setup: fsm.Setup{Agent: a.Name, Model: modelName, System: a.Prompt,
 			Limits: fsm.EffectiveLimits(a.Steps, a.Budget, sr.clockOf(a), a.DoomLoop, sub.Limits),
-			Tools:  sr.offered(a), Approval: a.Approval, FinalTools: a.FinalTools,
+			Tools:  tools, Approval: a.Approval, FinalTools: a.FinalTools,
 			Script: script, Metadata: sub.Metadata, KeepSteps: a.KeepSteps, ScriptIndex: scriptIndex,
 			Summarizer: a.Summarizer, OverTokens: a.OverTokens,
 			ForkedFrom: &events.ForkedFrom{TurnID: sub.ForkedFrom.TurnID, Step: sub.ForkedFrom.Step}},
@@ -471,8 +479,18 @@ func (sr *starter) script(ctx context.Context, modelName string, inline json.Raw
 }
 
 // offered lists the tools an agent may call that some worker serves now,
-// with ask_user where the agent allows it.
-func (sr *starter) offered(a *agents.Agent) []events.ToolSpec {
+// with ask_user where the agent allows it. While the catalog shows no
+// worker's tool and may only not have heard from the workers yet
+// (toolCatalog.settling), a start whose agent calls workers' tools is held
+// back for that long rather than offered none of them.
+func (sr *starter) offered(a *agents.Agent) ([]events.ToolSpec, error) {
+	if wait := sr.tools.settling(time.Now()); wait > 0 && sr.callsWorkers(a) {
+		// Asked again a few times within the wait, each under the inbox's
+		// deliveries, which end in a dead letter.
+		again := min(wait, max(wait/3, time.Second))
+		return nil, &retry{err: fmt.Errorf("orchestrator: no worker's tool in the registry yet, %s after this process began to watch it: held back %s at most",
+			time.Since(sr.tools.started).Round(time.Millisecond), wait.Round(time.Millisecond)), after: again}
+	}
 	// An agent tool is served by the orchestrator: no worker's tool of the
 	// same name is offered beside it.
 	out := sr.subagentSpecs(a)
@@ -493,5 +511,14 @@ func (sr *starter) offered(a *agents.Agent) []events.ToolSpec {
 		}
 		return 0
 	})
-	return out
+	return out, nil
+}
+
+// callsWorkers reports whether a may call a tool a worker serves: any, or
+// one it names that is neither ask_user nor an agent.
+func (sr *starter) callsWorkers(a *agents.Agent) bool {
+	if a.Tools == nil {
+		return true
+	}
+	return slices.ContainsFunc(a.Tools, func(t string) bool { return t != fsm.AskUser && !slices.Contains(a.Subagents, t) })
 }

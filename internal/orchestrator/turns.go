@@ -108,12 +108,12 @@ func (t turns) publish(ctx context.Context, log *slog.Logger, st *step[*fsm.Stat
 			if unstorable(err) {
 				return &unstorableError{err}
 			}
-			return &retry{err}
+			return &retry{err: err}
 		}
 	}
 	if look {
 		if err := eff.look(ctx, turn); err != nil {
-			return &retry{err}
+			return &retry{err: err}
 		}
 	}
 	if start && !state.Done() {
@@ -126,7 +126,7 @@ func (t turns) publish(ctx context.Context, log *slog.Logger, st *step[*fsm.Stat
 				// jobs cannot be stored is.
 				return &unstorableError{err}
 			}
-			return &retry{err}
+			return &retry{err: err}
 		}
 	}
 	return nil
@@ -144,11 +144,11 @@ func (t turns) settle(ctx context.Context, log *slog.Logger, st *step[*fsm.State
 		// Before the input is acknowledged: a crash here has the input
 		// come again, and the turn, finished, does this again.
 		if err := t.again(ctx, log, state); err != nil {
-			return nil, &retry{err}
+			return nil, &retry{err: err}
 		}
 	}
 	if st.fresh() && st.prev.state.Exists() {
-		eff.history.finished(turn, st.seq, state.Transcript())
+		eff.history.finished(turn, st.seq, state.LastTime, state.Transcript())
 		eff.index.done(ctx, turn)
 	}
 	if r := state.Finished.StopReason; r == events.StopAborted || r == events.StopTimeout {

@@ -69,7 +69,7 @@ func (s *shard) workflowSubmit(ctx context.Context, log *slog.Logger, data []byt
 		if unstorable(err) {
 			return s.rejectWorkflow(ctx, log, sub.WorkflowID, sub.SessionID, "cannot start the workflow: "+err.Error())
 		}
-		return &retry{err}
+		return &retry{err: err}
 	}
 	err = s.applyWorkflow(ctx, log, sub.WorkflowID, start)
 	if d := (*deadLetter)(nil); errors.As(err, &d) {
@@ -114,7 +114,7 @@ func (s *shard) isWorkflow(ctx context.Context, id string) (bool, error) {
 	}
 	last, _, ok, err := s.store.Last(ctx, id)
 	if err != nil {
-		return false, &retry{err}
+		return false, &retry{err: err}
 	}
 	return ok && last.Type.Workflow(), nil
 }
@@ -139,7 +139,7 @@ func (f flows) fold(ctx context.Context, id string) (*entry[*workflow.State], er
 		return nil, &deadLetter{fmt.Sprintf("%q is a turn, not a workflow", id)}
 	}
 	if err != nil {
-		return nil, &retry{err}
+		return nil, &retry{err: err}
 	}
 	return &entry[*workflow.State]{state: st, seq: seq}, nil
 }
@@ -185,12 +185,12 @@ func (f flows) prepare(ctx context.Context, _ *slog.Logger, st *step[*workflow.S
 	}
 	switch ok, err := current(); {
 	case err != nil:
-		return &retry{err}
+		return &retry{err: err}
 	case !ok:
 		return bus.ErrConflict
 	}
 	if err := f.s.eff.publishFlowJobList(ctx, final); err != nil {
-		return &retry{err}
+		return &retry{err: err}
 	}
 	return nil
 }
@@ -202,7 +202,7 @@ func (f flows) prepare(ctx context.Context, _ *slog.Logger, st *step[*workflow.S
 // KV too: by the Gate that follows it (follow), whatever the input.
 func (f flows) publish(ctx context.Context, _ *slog.Logger, st *step[*workflow.State, workflow.Input]) error {
 	if err := f.s.eff.publishFlowJobs(ctx, st.next.state, gating(st.in)); err != nil {
-		return &retry{err}
+		return &retry{err: err}
 	}
 	return nil
 }
@@ -237,7 +237,7 @@ func (f flows) follow(ctx context.Context, st *step[*workflow.State, workflow.In
 	}
 	rev, err := f.s.eff.putCheckpoint(ctx, st.next.state, st.prev.checkpoint)
 	if err != nil {
-		return nil, false, &retry{err}
+		return nil, false, &retry{err: err}
 	}
 	if kept != nil {
 		kept.checkpoint = rev
@@ -349,7 +349,7 @@ func (sr *starter) startedTask(ctx context.Context, sub *events.Submit) error {
 	w := sub.Workflow
 	last, _, ok, err := sr.store.Last(ctx, w.WorkflowID)
 	if err != nil {
-		return &retry{err}
+		return &retry{err: err}
 	}
 	if ok && last.Type == events.TaskStarted {
 		var d events.TaskStartedData
