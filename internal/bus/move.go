@@ -744,7 +744,11 @@ func (w *writer) flush(ctx context.Context) error {
 // cluster, each one's leader.
 func DescribeLayout(ctx context.Context, js jetstream.JetStream) (string, error) {
 	if err := unfinishedMove(ctx, js); err != nil {
-		return "events: " + strings.TrimPrefix(err.Error(), "bus: "), nil
+		st, lerr := (&mover{js: js}).look(ctx)
+		if lerr != nil {
+			return "", lerr
+		}
+		return fmt.Sprintf("events: the logs are half-moved, in %s", strings.Join(append([]string{events.StreamEvents}, st.partNames()...), ", ")), nil
 	}
 	layout, err := FindLayout(ctx, js)
 	if errors.Is(err, ErrNoEvents) {
