@@ -101,33 +101,32 @@ func MoveLogs(ctx context.Context, js jetstream.JetStream, p Provision, progress
 		return err
 	}
 	m := &mover{js: js, p: p, want: p.Layout(), progress: progress}
-	if err := m.noOrchestrators(ctx); err != nil {
-		return err
-	}
 	st, err := m.look(ctx)
 	if err != nil {
 		return err
 	}
+	switch {
+	case st.one == nil && len(st.parts) == 0:
+		return ErrNoEvents
+	case st.one == nil && st.whole() == nil && st.layout == m.want:
+		progress(fmt.Sprintf("the logs are in %d streams already: nothing to do", m.want.Streams))
+		return nil
+	case st.one != nil && m.want == events.OneStream && slices.Equal(st.one.CachedInfo().Config.Subjects, events.OneStream.StreamSubjects(0)):
+		progress("the logs are in " + events.StreamEvents + " already: nothing to do")
+		return nil
+	}
+	if err := m.noOrchestrators(ctx); err != nil {
+		return err
+	}
 	if st.one == nil {
-		if len(st.parts) == 0 {
-			return ErrNoEvents
-		}
 		if err := st.whole(); err != nil {
 			return err
-		}
-		if st.layout == m.want {
-			progress(fmt.Sprintf("the logs are in %d streams already: nothing to do", m.want.Streams))
-			return nil
 		}
 		return m.toOne(ctx, st)
 	}
 	cfg := st.one.CachedInfo().Config
 	switch {
 	case slices.Equal(cfg.Subjects, events.OneStream.StreamSubjects(0)):
-		if m.want == events.OneStream {
-			progress("the logs are in " + events.StreamEvents + " already: nothing to do")
-			return nil
-		}
 		return m.fromOne(ctx, st)
 	case !slices.Equal(cfg.Subjects, []string{pivotSubjects}):
 		return fmt.Errorf("bus: %s takes %v, which no layout of the logs or move gives", events.StreamEvents, cfg.Subjects)

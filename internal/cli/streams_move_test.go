@@ -18,7 +18,7 @@ import (
 // TestStreamsMove moves the logs of a provisioned server from one stream to
 // four and back with `streams move`, which check then reports; a second move
 // to the same layout has nothing to do; a live orchestrator's key refuses a
-// move; an event-streams count that is no layout's is a usage error.
+// move (not one with nothing to do); an event-streams count that is no layout's is a usage error.
 func TestStreamsMove(t *testing.T) {
 	srv := testkit.Start(t)
 	_, js := srv.Connect(t)
@@ -97,6 +97,10 @@ func TestStreamsMove(t *testing.T) {
 	}
 	if _, err := kv.Put(ctx, "orch-1", []byte("{}")); err != nil {
 		t.Fatal(err)
+	}
+	// Nothing to do needs no orchestrator stopped.
+	if out, code := jl("move", "--event-streams", "4"); code != 0 || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("a move to the layout there is, an orchestrator live: exit %d:\n%s", code, out)
 	}
 	if out, code := jl("move", "--event-streams", "1"); code == 0 || !strings.Contains(out, "orch-1") || !strings.Contains(out, "stop them") {
 		t.Fatalf("move with an orchestrator live: exit %d:\n%s", code, out)
