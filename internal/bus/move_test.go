@@ -372,3 +372,52 @@ func TestApplyPartitionedLayout(t *testing.T) {
 		t.Fatalf("layout line %q (%v)", line, err)
 	}
 }
+
+// TestMoveManyMessages moves more messages than go out in one window, so
+// the copy waits for its acks several times, each message expecting the
+// one before it.
+func TestMoveManyMessages(t *testing.T) {
+	ctx, js := layoutServer(t, 1)
+	store, err := bus.NewStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]uint64{}
+	var turns []string
+	for i := range 700 {
+		turn := fmt.Sprintf("t%d", i%20)
+		if i < 20 {
+			turns = append(turns, turn)
+		}
+		e := events.Envelope{ID: fmt.Sprintf("%s-e%d", turn, i/20+1), Type: events.StepStarted, TurnID: turn, SessionID: "s",
+			Seq: i/20 + 1, Step: 1, Time: time.Now().UTC(), Data: json.RawMessage(`{}`)}
+		if last[turn], err = store.Append(ctx, last[turn], []events.Envelope{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() map[string][]events.Envelope {
+		s, err := bus.NewStore(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]events.Envelope{}
+		for _, turn := range turns {
+			if out[turn], _, err = s.Read(ctx, turn); err != nil || len(out[turn]) != 35 {
+				t.Fatalf("%s: %d events (%v)", turn, len(out[turn]), err)
+			}
+		}
+		return out
+	}
+	before := read()
+	for _, n := range []int{2, 1} {
+		if err := bus.MoveLogs(ctx, js, provision(js, n), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, msgs := eventStreams(t, ctx, js); msgs != 700 {
+			t.Fatalf("%d messages after the move to %d, want 700", msgs, n)
+		}
+		if !reflect.DeepEqual(read(), before) {
+			t.Fatalf("the logs read differently after the move to %d", n)
+		}
+	}
+}
