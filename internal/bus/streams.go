@@ -95,13 +95,17 @@ type Provision struct {
 }
 
 // settleLayout returns p with the layout of the logs the server has when p
-// leaves it open, and an error when p asks for another.
+// leaves it open, and an error when p asks for another or a move of the logs
+// is unfinished (*MoveUnfinishedError).
 func (p Provision) settleLayout(ctx context.Context, js jetstream.JetStream) (Provision, error) {
 	have, err := FindLayout(ctx, js)
 	if errors.Is(err, ErrNoEvents) {
 		return p, nil
 	}
 	if err != nil {
+		return p, err
+	}
+	if err := unfinishedMove(ctx, js); err != nil {
 		return p, err
 	}
 	if p.EventStreams == 0 {
@@ -533,6 +537,9 @@ func Check(ctx context.Context, js jetstream.JetStream, p Provision) ([]string, 
 	p, err := p.settleLayout(ctx, js)
 	if lerr := (*LayoutError)(nil); errors.As(err, &lerr) {
 		return []string{fmt.Sprintf("events: the logs are in %d stream(s), want %d", max(lerr.Have.Streams, 1), lerr.Want.Streams)}, nil
+	}
+	if merr := (*MoveUnfinishedError)(nil); errors.As(err, &merr) {
+		return []string{"events: " + strings.TrimPrefix(merr.Error(), "bus: ")}, nil
 	}
 	if err != nil {
 		return nil, err

@@ -12,25 +12,31 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// streams provisions the server (apply, as admin) or reports how it differs
-// from the protocol's table (check): the streams, buckets and consumers are
-// fixed by the table, not by whichever process starts first.
+// streams provisions the server (apply, as admin), reports how it differs
+// from the protocol's table (check), or moves the logs to another number of
+// streams (move, as admin, with every orchestrator stopped): the streams,
+// buckets and consumers are fixed by the table, not by whichever process
+// starts first.
 func streams(ctx context.Context, c *command, args []string) int {
 	replicas := c.flags.Int("replicas", 1, "replicas of every stream and bucket: 1, or 3 on a cluster")
 	jobsStorage := c.flags.String("jobs-storage", "", "storage of JETLOOP_JOBS: memory or file (jobs are derived from the logs again after a server restart); default: as the stream is, memory for a new one")
 	eventsMaxAge := c.flags.Duration("events-max-age", 30*24*time.Hour, "how long a turn's log is kept")
 	eventsMaxBytes := c.flags.String("events-max-bytes", "unlimited", "bound of the logs, shared out over their streams (e.g. 50GiB)")
-	eventStreams := c.flags.Int("event-streams", 0, "how many streams hold the logs: 1 (JETLOOP_EVENTS), 2, 4, 8 or 16 (JETLOOP_EVENTS_<k>, by partition); default: as the server has them, 1 on a new one")
+	eventStreams := c.flags.Int("event-streams", 0, "how many streams hold the logs: 1 (JETLOOP_EVENTS), 2, 4, 8 or 16 (JETLOOP_EVENTS_<k>, by partition); default: as the server has them, 1 on a new one; move: the number to move them to")
 	maxBytes := c.flags.String("max-bytes", "1GiB", "bound of JETLOOP_INBOX, JETLOOP_JOBS and JETLOOP_DEAD each")
 	deadMaxAge := c.flags.Duration("dead-max-age", 14*24*time.Hour, "how long a dead letter is kept")
 	if !c.parse(args) {
 		return c.exit
 	}
-	if c.flags.NArg() != 1 || (c.flags.Arg(0) != "apply" && c.flags.Arg(0) != "check") {
-		return c.usageErr("usage: jetloop streams [flags] apply|check")
+	verb := c.flags.Arg(0)
+	if c.flags.NArg() != 1 || (verb != "apply" && verb != "check" && verb != "move") {
+		return c.usageErr("usage: jetloop streams [flags] apply|check|move")
 	}
 	if err := (events.Layout{Streams: *eventStreams}).Check(); err != nil {
 		return c.usageErr("--event-streams: %v", err)
+	}
+	if verb == "move" && *eventStreams == 0 {
+		return c.usageErr("move: --event-streams says how many streams to move the logs to")
 	}
 	if *replicas != 1 && *replicas != 3 {
 		return c.usageErr("--replicas must be 1 or 3, got %d", *replicas)
@@ -61,6 +67,14 @@ func streams(ctx context.Context, c *command, args []string) int {
 	p.Replicas, p.JobsStorage, p.EventsMaxAge, p.EventsMaxBytes = *replicas, storage, *eventsMaxAge, evBytes
 	p.MaxBytes, p.DeadMaxAge, p.EventStreams = bytes, *deadMaxAge, *eventStreams
 
+	if verb == "move" {
+		// No deadline: a copy takes as long as the logs are big. The new
+		// streams keep the old ones' settings; only the layout is p's.
+		if err := bus.MoveLogs(ctx, js, p, func(line string) { fmt.Fprintln(c.stdout, line) }); err != nil {
+			return c.fail("%v", err)
+		}
+		return ExitOK
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if *jobsStorage == "" {
@@ -80,7 +94,7 @@ func streams(ctx context.Context, c *command, args []string) int {
 	if err == nil {
 		p = tenants.Fit(p, info.Limits.MaxStore, info.Limits.MaxMemory)
 	}
-	if c.flags.Arg(0) == "apply" {
+	if verb == "apply" {
 		if err := c.applyStreams(ctx, js, p); err != nil {
 			return c.fail("%v", err)
 		}
@@ -90,6 +104,11 @@ func streams(ctx context.Context, c *command, args []string) int {
 	if err != nil {
 		return c.fail("%v", err)
 	}
+	layout, err := bus.DescribeLayout(ctx, js)
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	fmt.Fprintln(c.stdout, layout)
 	for _, d := range diffs {
 		fmt.Fprintln(c.stdout, d)
 	}

@@ -75,8 +75,11 @@ func init() {
 				"duplicate name). Warnings are for the merely unusual; --strict fails on them too."},
 		{name: "bench", synopses: []string{"[--quick] [--deployed] [--json]"}, run: benchCmd,
 			summary: "measure the cost of a durable step (see BENCHMARKS.md)"},
-		{name: "streams", synopses: []string{"apply [flags]", "check [flags]"}, run: streams,
-			summary: "provision the streams, buckets and consumers (as admin), or report how the server differs"},
+		{name: "streams", synopses: []string{"apply [flags]", "check [flags]", "move --event-streams N"}, run: streams,
+			summary: "provision the streams, buckets and consumers (as admin), or report how the server differs",
+			about: "move (as admin) moves every turn's log to N events streams (1, 2, 4, 8 or 16), from as many as the\n" +
+				"server has now; every orchestrator must be stopped first. A move that stopped half-way is finished by\n" +
+				"running it again (docs/scaling.md, \"Moving the logs\"). check also says which streams hold the logs."},
 		{name: "tenants", synopses: []string{"add [--storage SIZE] [--in-flight N] [--submit-rate R] [--soft-storage PCT] [--tools T,...] [flags] NAME", "remove [--keep-streams] NAME", "list [--json]", "render"}, run: tenantsCmd,
 			summary: "add, remove and list the tenants of a multi-tenant deployment (docs/tenants.md)",
 			about: "The tenants file (--tenants, default $JETLOOP_TENANTS, else deploy/tenants/tenants.yaml) lists the\n" +
