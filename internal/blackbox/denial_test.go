@@ -108,19 +108,15 @@ func TestRolesAreDenied(t *testing.T) {
 	}
 }
 
-// deniedTo lists what role may not do.
-func deniedTo(role string) []denied {
-	var ds []denied
-	add := func(what, subject string, body any) {
-		ds = append(ds, denied{what: what, subject: subject, body: body})
-	}
-	// A role in an account of its own is tried at both the streams'
-	// account's API subjects and its own prefix's.
+// adder returns the add of what role may not do to ds. A role in an
+// account of its own is tried at both the streams' account's API subjects
+// and its own prefix's.
+func adder(role string, ds *[]denied) func(what, subject string, body any) {
 	prefixes := []string{bus.DefaultAPIPrefix}
 	if ownAccount(role) {
 		prefixes = append(prefixes, bus.APIPrefix)
 	}
-	add = func(what, subject string, body any) {
+	return func(what, subject string, body any) {
 		for _, p := range prefixes {
 			subj, w := subject, what
 			if p != bus.DefaultAPIPrefix {
@@ -132,11 +128,48 @@ func deniedTo(role string) []denied {
 					subj = p + "." + subject
 				}
 			}
-			ds = append(ds, denied{what: w, subject: subj, body: body})
+			*ds = append(*ds, denied{what: w, subject: subj, body: body})
 		}
 	}
+}
+
+// deniedOnLogs lists what role may not do to the logs' streams named:
+// purge them (but the orchestrator, the logs' one writer), delete them or
+// their messages, change them, or make a consumer on them; and a worker
+// deployment reads none of them.
+func deniedOnLogs(role string, streams []string) []denied {
+	var ds []denied
+	add := adder(role, &ds)
+	api := func(s string, a ...any) string { return "$JS.API." + fmt.Sprintf(s, a...) }
+	for _, s := range streams {
+		if role != "orchestrator" {
+			add("purge "+s, api("STREAM.PURGE.%s", s), map[string]any{})
+		}
+		add("delete "+s, api("STREAM.DELETE.%s", s), nil)
+		add("update "+s+" to max_msgs 1", api("STREAM.UPDATE.%s", s), map[string]any{"name": s, "max_msgs": 1})
+		add("delete a message of "+s, api("STREAM.MSG.DELETE.%s", s), map[string]any{"seq": 1})
+		add("create a consumer on "+s, api("CONSUMER.CREATE.%s.spy.jetloop.events.>", s),
+			map[string]any{"stream_name": s, "config": map[string]any{"name": "spy", "filter_subject": "jetloop.events.>"}})
+		add("create an ordered consumer on "+s, api("CONSUMER.CREATE.%s", s),
+			map[string]any{"stream_name": s, "config": map[string]any{"deliver_subject": bus.InboxCLI + ".spy", "ack_policy": "none"}})
+		if isWorker(role) {
+			add("read "+s+" directly", api("DIRECT.GET.%s", s), map[string]any{"seq": 1})
+			add("read "+s+" by sequence", api("STREAM.MSG.GET.%s", s), map[string]any{"seq": 1})
+		}
+	}
+	return ds
+}
+
+// deniedTo lists what role may not do.
+func deniedTo(role string) []denied {
+	var ds []denied
+	add := adder(role, &ds)
 	api := func(s string, a ...any) string { return "$JS.API." + fmt.Sprintf(s, a...) }
 
+	// The streams of a partitioned layout of the logs, which the shipped
+	// configs grant reads on (and the orchestrator purges), whether or not
+	// they exist.
+	ds = append(ds, deniedOnLogs(role, events.Layout{Streams: events.Partitions}.Names())...)
 	for _, s := range streamsOf {
 		if !(role == "orchestrator" && (s == events.StreamEvents || s == "OBJ_JETLOOP_BLOBS")) {
 			add("purge "+s, api("STREAM.PURGE.%s", s), map[string]any{})

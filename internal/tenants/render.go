@@ -2,10 +2,11 @@ package tenants
 
 import (
 	"fmt"
-
-	"github.com/jetloop/jetloop/internal/bus"
 	"slices"
 	"strings"
+
+	"github.com/jetloop/jetloop/internal/bus"
+	"github.com/jetloop/jetloop/internal/events"
 )
 
 // The accounts' exports and imports are written here once: Render writes
@@ -64,11 +65,62 @@ func (i Import) To() string {
 	}
 }
 
+// EventsStreams are every name a stream of the logs may have, whatever the
+// layout (events.Layout): JETLOOP_EVENTS and JETLOOP_EVENTS_0 to _15. A
+// subject cannot wildcard part of a token, so every grant on the logs names
+// each of them: a deployment then serves any layout that
+// jetloop streams apply --event-streams makes, without new accounts or
+// permissions.
+func EventsStreams() []string {
+	return append([]string{events.StreamEvents}, events.Layout{Streams: events.Partitions}.Names()...)
+}
+
+// ReadEvents are the reads of the logs' stream named stream, all by get: a
+// direct get (batched: many answers), one by subject, and a leader get.
+func ReadEvents(stream string) []string {
+	return []string{"$JS.API.DIRECT.GET." + stream, "$JS.API.DIRECT.GET." + stream + ".>", "$JS.API.STREAM.MSG.GET." + stream}
+}
+
+// OrchestratorEvents are the orchestrator's calls on the logs' streams
+// (deploy/permissions.conf): the reads, and the purge with which the log's
+// only writer replaces a rejected-only turn's log.
+func OrchestratorEvents() []string {
+	var out []string
+	for _, s := range EventsStreams() {
+		out = append(out, ReadEvents(s)...)
+		out = append(out, "$JS.API.STREAM.PURGE."+s)
+	}
+	return out
+}
+
+// EventsExports are the reads of every stream the logs may be in, offered
+// to the readers.
+func EventsExports() []Export {
+	var es []Export
+	for _, s := range EventsStreams() {
+		r := ReadEvents(s)
+		es = append(es, Export{Subject: r[0], Many: true, To: ToReaders},
+			Export{Subject: r[1], To: ToReaders}, Export{Subject: r[2], To: ToReaders})
+	}
+	return es
+}
+
+// EventsImports are the readers' imports of EventsExports.
+func EventsImports() []Import {
+	var is []Import
+	for _, s := range EventsStreams() {
+		for _, r := range ReadEvents(s) {
+			is = append(is, Import{Subject: r, Prefixed: true})
+		}
+	}
+	return is
+}
+
 // Exports are what the streams' account offers, in the order written.
 func Exports() []Export {
 	svc := func(s string, to Audience) Export { return Export{Subject: s, To: to} }
 	many := func(s string, to Audience) Export { return Export{Subject: s, Many: true, To: to} }
-	return []Export{
+	return slices.Concat([]Export{
 		svc("jetloop.inbox.submit", ToClient),
 		svc("jetloop.inbox.workflow", ToClient),
 		svc("jetloop.inbox.control.*", ToClient),
@@ -82,28 +134,27 @@ func Exports() []Export {
 
 		svc("$JS.API.INFO", ToAll),
 		svc("$JS.API.STREAM.INFO.*", ToAll),
-
+	},
 		// Reads by get only: no role but the trusted ones creates a
 		// consumer, whose deliveries could be aimed at any subject of this
 		// account. A batched direct get answers with many messages.
-		many("$JS.API.DIRECT.GET.JETLOOP_EVENTS", ToReaders),
-		svc("$JS.API.DIRECT.GET.JETLOOP_EVENTS.>", ToReaders),
-		svc("$JS.API.STREAM.MSG.GET.JETLOOP_EVENTS", ToReaders),
-		svc("$JS.API.STREAM.MSG.GET.JETLOOP_DEAD", ToReaders),
-		svc("$JS.API.DIRECT.GET.KV_JETLOOP_CHECKPOINTS.>", ToReaders),
+		EventsExports(),
+		[]Export{
+			svc("$JS.API.STREAM.MSG.GET.JETLOOP_DEAD", ToReaders),
+			svc("$JS.API.DIRECT.GET.KV_JETLOOP_CHECKPOINTS.>", ToReaders),
 
-		svc("jetloop.dead.job", ToWorkers),
-		// A tool's or hook's consumer is made by an orchestrator; a
-		// worker binds it (INFO), pulls and acks.
-		svc("$JS.API.CONSUMER.INFO.JETLOOP_JOBS.*", ToWorkers),
-		many("$JS.API.CONSUMER.MSG.NEXT.JETLOOP_JOBS.*", ToWorkers),
-		svc("$JS.ACK.JETLOOP_JOBS.>", ToWorkers),
-		svc("$KV.JETLOOP_TOOLS.*", ToWorkers),
-		svc("$KV.JETLOOP_WORKERS.>", ToWorkers),
-		svc("$JS.API.DIRECT.GET.KV_JETLOOP_TOOLS.>", ToWorkers),
-		svc("$JS.API.DIRECT.GET.KV_JETLOOP_WORKERS.>", ToWorkers),
-		svc("$KV.JETLOOP_TOOLS.hook.*", ToWorkers),
-	}
+			svc("jetloop.dead.job", ToWorkers),
+			// A tool's or hook's consumer is made by an orchestrator; a
+			// worker binds it (INFO), pulls and acks.
+			svc("$JS.API.CONSUMER.INFO.JETLOOP_JOBS.*", ToWorkers),
+			many("$JS.API.CONSUMER.MSG.NEXT.JETLOOP_JOBS.*", ToWorkers),
+			svc("$JS.ACK.JETLOOP_JOBS.>", ToWorkers),
+			svc("$KV.JETLOOP_TOOLS.*", ToWorkers),
+			svc("$KV.JETLOOP_WORKERS.>", ToWorkers),
+			svc("$JS.API.DIRECT.GET.KV_JETLOOP_TOOLS.>", ToWorkers),
+			svc("$JS.API.DIRECT.GET.KV_JETLOOP_WORKERS.>", ToWorkers),
+			svc("$KV.JETLOOP_TOOLS.hook.*", ToWorkers),
+		})
 }
 
 // AnswerExports are the subjects on which the deployment of account answers
@@ -126,18 +177,16 @@ func AnswerExports(account string, tools, hooks []string) []Export {
 // readerImports are the reads the client and the viewer share.
 func readerImports() []Import {
 	api := func(s string) Import { return Import{Subject: "$JS.API." + s, Prefixed: true} }
-	return []Import{
+	return slices.Concat([]Import{
 		{Stream: true, Subject: "jetloop.stream.>"},
 		{Stream: true, Subject: "jetloop.events.>"},
 		{Stream: true, Subject: "jetloop.dead.>"},
 		api("INFO"),
 		api("STREAM.INFO.*"),
-		api("DIRECT.GET.JETLOOP_EVENTS"),
-		api("DIRECT.GET.JETLOOP_EVENTS.>"),
-		api("STREAM.MSG.GET.JETLOOP_EVENTS"),
+	}, EventsImports(), []Import{
 		api("STREAM.MSG.GET.JETLOOP_DEAD"),
 		api("DIRECT.GET.KV_JETLOOP_CHECKPOINTS.>"),
-	}
+	})
 }
 
 // ClientImports are the client's: submissions, steering and the reads.

@@ -2,6 +2,7 @@ package tenants
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,9 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jetloop/jetloop/internal/events"
 	"github.com/jetloop/jetloop/internal/tools"
 	"github.com/nats-io/nats-server/v2/conf"
 )
+
+var update = flag.Bool("update", false, "rewrite the generated blocks of deploy/accounts.conf and deploy/permissions.conf")
 
 // repo is the repository's root.
 func repo(t *testing.T) string {
@@ -247,4 +251,110 @@ func keys(tag string) map[string]string {
 		m[r] = fmt.Sprintf("U%s%d%s", tag, i, strings.Repeat("X", 53))
 	}
 	return m
+}
+
+// The grants on the logs' streams in the hand-written single-tenant files
+// are written by code, between the lines "# BEGIN events streams" and
+// "# END events streams": seventeen streams' worth of lines are too many to
+// keep right by hand.
+const (
+	beginEvents = "# BEGIN events streams"
+	endEvents   = "# END events streams"
+)
+
+// eventsBlocks writes the blocks of the file at path anew, block i's lines
+// from lines(i), indented as its BEGIN line, and keeps the comment lines
+// that follow BEGIN.
+func eventsBlocks(t *testing.T, text string, lines func(i int) []string) string {
+	t.Helper()
+	var out []string
+	in, i := false, 0
+	for _, l := range strings.Split(text, "\n") {
+		trimmed := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(trimmed, beginEvents):
+			in = true
+			out = append(out, l)
+			continue
+		case trimmed == endEvents:
+			indent := l[:len(l)-len(strings.TrimLeft(l, " "))]
+			for _, g := range lines(i) {
+				out = append(out, indent+g)
+			}
+			out = append(out, l)
+			in, i = false, i+1
+			continue
+		case in && strings.HasPrefix(trimmed, "#"):
+			out = append(out, l) // the block's header
+			continue
+		case in:
+			continue // a generated line, written again at END
+		}
+		out = append(out, l)
+	}
+	if in || i == 0 {
+		t.Fatalf("%d blocks, the last one open: %v", i, in)
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestShippedEventsGrants holds the generated blocks of deploy/accounts.conf
+// (the readers' exports and imports of every stream of the logs) and of
+// deploy/permissions.conf (the orchestrator's) to their rendering, and
+// rewrites them with -update. The orchestrator's permissions name the logs'
+// streams nowhere else.
+func TestShippedEventsGrants(t *testing.T) {
+	files := map[string]func(i int) []string{
+		"accounts.conf": func(i int) []string {
+			var ls []string
+			if i == 0 {
+				for _, e := range EventsExports() {
+					ls = append(ls, strings.Replace(e.Line(SingleAccounts), "[CLIENT, VIEWER]", "$READER_ACCOUNTS", 1))
+				}
+				return ls
+			}
+			return renderedImports(EventsImports(), "JETLOOP")
+		},
+		"permissions.conf": func(int) []string {
+			var ls []string
+			// One line per stream, its reads and its purge.
+			all := OrchestratorEvents()
+			for k := 0; k < len(all); k += 4 {
+				ls = append(ls, fmt.Sprintf("%q, %q, %q, %q,", all[k], all[k+1], all[k+2], all[k+3]))
+			}
+			return ls
+		},
+	}
+	for name, lines := range files {
+		path := filepath.Join(repo(t), "deploy", name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := eventsBlocks(t, string(data), lines)
+		if want == string(data) {
+			continue
+		}
+		if !*update {
+			t.Errorf("deploy/%s's generated blocks are not the rendering: run go test ./internal/tenants -run TestShippedEventsGrants -update", name)
+			continue
+		}
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	shipped, err := conf.ParseFile(filepath.Join(repo(t), "deploy", "permissions.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range shipped["ORCHESTRATOR_PERMISSIONS"].(map[string]any)["publish"].(map[string]any)["allow"].([]any) {
+		if strings.Contains(s.(string), events.StreamEvents) {
+			got = append(got, s.(string))
+		}
+	}
+	if want := OrchestratorEvents(); !slices.Equal(got, want) {
+		t.Errorf("the orchestrator's grants on the logs' streams differ from OrchestratorEvents:\n%s", diff(got, want))
+	}
 }
