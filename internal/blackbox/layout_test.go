@@ -67,9 +67,6 @@ type layoutTurn struct {
 
 func (s *layoutStack) run() {
 	t := s.t
-	// Some fifty commands: the race detector's second of sleep at each
-	// one's exit would be most of the test's time.
-	s.env = []string{"GORACE=atexit_sleep_ms=0"}
 	layout := events.Layout{Streams: 4}
 	if out, code := s.cliAs("admin", []string{"streams", "apply", "--event-streams", "4"}); code != 0 {
 		t.Fatalf("streams apply --event-streams 4 as admin exited %d:\n%s", code, out)

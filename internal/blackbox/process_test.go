@@ -49,6 +49,13 @@ func binaries(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// The binaries the tests run are built with -race, whose runtime sleeps
+	// a second before the process exits, for reports still on their way:
+	// a second of every command the tests run. A race is reported when it
+	// happens, and the exit code (66) says so all the same.
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
 	code := m.Run()
 	for _, dir := range []string{binDir, plainDir} {
 		if dir != "" {
