@@ -90,6 +90,7 @@ bench:
 	$(GO) build -tags $(TAGS) -o $(BIN)/ ./cmd/... github.com/nats-io/nats-server/v2
 	$(BIN)/jetloop bench --deployed --bin $(BIN)
 	$(GO) test -run '^$$' -bench BenchmarkSyncsPerStep -benchtime 1x ./internal/bench/
+	$(GO) test -run '^$$' -bench BenchmarkLogAppends -benchtime 6000x ./internal/bus/
 	$(GO) test -run '^$$' -bench BenchmarkToolScaling -benchtime 640x ./internal/blackbox/
 	$(GO) test -run '^$$' -bench BenchmarkStartupAfterHistory -benchtime 1x ./internal/orchestrator/
 

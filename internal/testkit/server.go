@@ -48,6 +48,15 @@ func StartWith(t testing.TB, dir string, port int, maxStore int64) *Server {
 	})
 }
 
+// StartSynced is Start with the shipped durability: every stored message
+// fsynced before it is acknowledged (sync_interval: always), for
+// benchmarks of what that costs.
+func StartSynced(t testing.TB) *Server {
+	t.Helper()
+	return start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		JetStreamMaxStore: 1 << 40, SyncAlways: true})
+}
+
 // start starts a server with opts and stops the one running when the test
 // ends: the first, or the one Restart started.
 func start(t testing.TB, opts *server.Options) *Server {
