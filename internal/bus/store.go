@@ -128,9 +128,6 @@ func FindLayout(ctx context.Context, js jetstream.JetStream) (events.Layout, err
 // Layout is how the store's logs are laid out.
 func (s *Store) Layout() events.Layout { return s.layout }
 
-// Streams are the store's streams, by index.
-func (s *Store) Streams() []jetstream.Stream { return s.streams }
-
 // ReadsOf is the handle the log of id is read with.
 func (s *Store) ReadsOf(id string) jetstream.Stream { return s.reads[s.index(id)] }
 
