@@ -413,10 +413,12 @@ func replyable(subject string) bool {
 func earlyKey(turn, call string) string { return turn + "\x00" + call }
 
 // retry is an input that could not be handled now and comes back later:
-// after its redelivery delay, or after when that is longer.
+// after its redelivery delay, or, when it is held back for up to hold, a
+// second after its first delivery, two after its second, and so on: soon
+// at first, within the inbox's deliveries (five cover 15 s).
 type retry struct {
-	err   error
-	after time.Duration
+	err  error
+	hold time.Duration
 }
 
 func (r *retry) Error() string { return r.err.Error() }
@@ -471,7 +473,11 @@ func (s *shard) handle(msg jetstream.Msg) {
 		s.bury(log, msg, kind, reason)
 	case errors.As(err, &r):
 		log.Warn("input deferred", "err", r.err)
-		_ = msg.NakWithDelay(max(redeliveryDelay(delivered), r.after))
+		delay := redeliveryDelay(delivered)
+		if r.hold > 0 {
+			delay = max(delay, min(r.hold, time.Duration(delivered)*time.Second))
+		}
+		_ = msg.NakWithDelay(delay)
 	default:
 		log.Error("input failed", "err", err)
 		_ = msg.NakWithDelay(redeliveryDelay(delivered))

@@ -485,11 +485,8 @@ func (sr *starter) script(ctx context.Context, modelName string, inline json.Raw
 // back for that long rather than offered none of them.
 func (sr *starter) offered(a *agents.Agent) ([]events.ToolSpec, error) {
 	if wait := sr.tools.settling(time.Now()); wait > 0 && sr.callsWorkers(a) {
-		// Asked again a few times within the wait, each under the inbox's
-		// deliveries, which end in a dead letter.
-		again := min(wait, max(wait/3, time.Second))
 		return nil, &retry{err: fmt.Errorf("orchestrator: no worker's tool in the registry yet, %s after this process began to watch it: held back %s at most",
-			time.Since(sr.tools.started).Round(time.Millisecond), wait.Round(time.Millisecond)), after: again}
+			time.Since(sr.tools.started).Round(time.Millisecond), wait.Round(time.Millisecond)), hold: wait}
 	}
 	// An agent tool is served by the orchestrator: no worker's tool of the
 	// same name is offered beside it.
