@@ -77,7 +77,9 @@ func newWorkload(t *testing.T, nc *nats.Conn, js jetstream.JetStream, prefix, di
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	for _, subject := range []string{events.ToolSubject("*"), "jetloop.inbox.*.*"} {
+	// A result is handed to its turn's owner (jetloop.direct.…) or, when
+	// that fails, published to the inbox: both are a result the test saw.
+	for _, subject := range []string{events.ToolSubject("*"), "jetloop.inbox.*.*", "jetloop.direct.*.*"} {
 		sub, err := nc.Subscribe(subject, w.trace)
 		if err != nil {
 			t.Fatal(err)
